@@ -1,0 +1,66 @@
+# runlens: the two commands are `make run` and `make test`; each sets up
+# everything it needs (venv, libclang, models, release build) and does nothing
+# that is already done.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := $(CURDIR)/.venv
+VPY := $(VENV)/bin/python
+VENV_STAMP := $(VENV)/.installed
+SITE = $(shell ls -d $(VENV)/lib/python3*/site-packages 2>/dev/null | tail -n 1)
+MODELS := models/minilm
+MODEL_STAMP := $(MODELS)/manifest.json
+COUNTS := $(MODELS)/portable.counts.json $(MODELS)/xnnpack.counts.json
+BIN := target/release/runlens
+
+# tch finds libtorch in the venv's torch (LIBTORCH_USE_PYTORCH), bindgen finds
+# libclang in the venv's PyPI `libclang` package.
+export VIRTUAL_ENV := $(VENV)
+export PATH := $(VENV)/bin:$(PATH)
+export LIBTORCH_USE_PYTORCH := 1
+export LIBCLANG_PATH = $(SITE)/clang/native
+
+.PHONY: run test build models sysdeps clean-models
+
+run: build models
+	$(BIN)
+
+test: build models
+	cargo test --release
+
+build: sysdeps $(VENV_STAMP)
+	cargo build --release
+
+models: $(MODEL_STAMP) $(COUNTS)
+
+# C/C++ compilers for the shim and the tokenizer; tmux for the TUI's end-to-end test.
+sysdeps:
+	@missing=""; \
+	for tool in cc:gcc c++:g++ tmux:tmux; do \
+	  command -v $${tool%%:*} >/dev/null || missing="$$missing $${tool##*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing$$missing (apt-get)"; \
+	    (apt-get install -y -q $$missing >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null)) \
+	      || { echo "error: could not install$$missing: run 'sudo apt-get install$$missing'"; exit 1; }; \
+	  else \
+	    echo "error: missing$$missing: install with 'sudo apt-get install$$missing'"; exit 1; \
+	  fi; \
+	fi
+	@command -v cargo >/dev/null || { echo "error: cargo not found: install Rust with rustup"; exit 1; }
+
+$(VENV_STAMP): requirements.txt
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: install python3 (3.10-3.12) with venv"; exit 1; }
+	@[ -x $(VPY) ] || $(PYTHON) -m venv $(VENV) || { echo "error: cannot create .venv: install python3-venv"; exit 1; }
+	$(VPY) -m pip install -q -r requirements.txt
+	@touch $@
+
+$(MODEL_STAMP): $(VENV_STAMP) python/export.py assets/sentences.txt
+	$(VPY) python/export.py --out $(MODELS) --sentences assets/sentences.txt
+
+$(MODELS)/%.counts.json: $(MODEL_STAMP) python/pte_counts.py
+	$(VPY) python/pte_counts.py $(MODELS)/$*.pte $@
+
+clean-models:
+	rm -rf $(MODELS)

@@ -1,0 +1,251 @@
+// runlens_et.cpp - implementation of runlens_et.h over ExecuTorch's Module API.
+//
+// Every extern "C" function body runs inside guard(), which turns any C++
+// exception into RL_ERR_EXCEPTION with its message kept, so none reaches Rust.
+
+#include "runlens_et.h"
+
+#include <executorch/devtools/etdump/etdump_flatcc.h>
+#include <executorch/extension/module/module.h>
+#include <executorch/extension/tensor/tensor.h>
+#include <executorch/runtime/platform/platform.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+// The wheel ships libexecutorch_threadpool.so but not threadpool.h; these two
+// declarations match the symbols it exports (checked with nm, executorch 1.5.1).
+namespace executorch::extension::threadpool {
+class ThreadPool {
+ public:
+  size_t get_thread_count() const;
+  bool _unsafe_reset_threadpool(uint32_t num_threads);
+};
+ThreadPool *get_threadpool();
+}  // namespace executorch::extension::threadpool
+
+namespace {
+
+using executorch::extension::Module;
+using executorch::runtime::Error;
+using executorch::runtime::Program;
+
+// Message of the last failure on this thread, and the ExecuTorch log lines
+// emitted on this thread since the current shim call began.
+thread_local std::string t_last_error;
+thread_local std::string t_call_log;
+std::atomic<bool> g_echo_log{false};
+
+void on_et_log(et_timestamp_t, et_pal_log_level_t level, const char *filename, const char *,
+               size_t line, const char *message, size_t length) {
+  std::string entry;
+  entry.reserve(length + 64);
+  entry += static_cast<char>(level);
+  entry += ' ';
+  const char *base = filename ? std::strrchr(filename, '/') : nullptr;
+  entry += base ? base + 1 : (filename ? filename : "?");
+  entry += ':' + std::to_string(line) + "] ";
+  entry.append(message, length);
+  while (!entry.empty() && (entry.back() == '\n' || entry.back() == '\r')) entry.pop_back();
+  if (t_call_log.size() < 16384) {
+    if (!t_call_log.empty()) t_call_log += '\n';
+    t_call_log += entry;
+  }
+  if (g_echo_log.load(std::memory_order_relaxed)) std::fprintf(stderr, "%s\n", entry.c_str());
+}
+
+int32_t fail(int32_t status, std::string message) {
+  if (!t_call_log.empty()) message += "\nExecuTorch log:\n" + t_call_log;
+  t_last_error = std::move(message);
+  return status;
+}
+
+int32_t fail_et(Error error, const std::string &what) {
+  return fail(static_cast<int32_t>(error),
+              what + ": ExecuTorch error " + std::to_string(static_cast<int>(error)) + " (" +
+                  executorch::runtime::to_string(error) + ")");
+}
+
+template <typename F>
+int32_t guard(const char *what, F &&body) noexcept {
+  t_call_log.clear();
+  try {
+    return body();
+  } catch (const std::exception &e) {
+    return fail(RL_ERR_EXCEPTION, std::string(what) + ": C++ exception: " + e.what());
+  } catch (...) {
+    return fail(RL_ERR_EXCEPTION, std::string(what) + ": unknown C++ exception");
+  }
+}
+
+}  // namespace
+
+struct rl_module {
+  std::unique_ptr<Module> module;
+  std::string path;
+  // Inputs are copied here: from_blob needs mutable memory, and the caller's stays untouched.
+  std::vector<int64_t> ids;
+  std::vector<int64_t> mask;
+  void *etdump = nullptr;  // from ETDumpGen::get_etdump_data(), malloc'd by flatcc
+
+  ~rl_module() { std::free(etdump); }
+
+  // Run forward once; on success *output is the first output tensor.
+  int32_t run(const int64_t *input_ids, const int64_t *attention_mask, int64_t seq_len,
+              executorch::aten::Tensor *output) {
+    if (!input_ids || !attention_mask || seq_len <= 0 || seq_len > (1 << 20))
+      return fail(RL_ERR_ARGUMENT, "forward: null input or bad sequence length " + std::to_string(seq_len));
+    ids.assign(input_ids, input_ids + seq_len);
+    mask.assign(attention_mask, attention_mask + seq_len);
+    using executorch::aten::ScalarType;
+    std::vector<executorch::aten::SizesType> shape{1, static_cast<executorch::aten::SizesType>(seq_len)};
+    auto ids_t = executorch::extension::from_blob(ids.data(), shape, ScalarType::Long);
+    auto mask_t = executorch::extension::from_blob(mask.data(), shape, ScalarType::Long);
+    auto result = module->forward({ids_t, mask_t});
+    if (!result.ok()) return fail_et(result.error(), path + ": forward failed");
+    if (result->empty() || !result->at(0).isTensor())
+      return fail(RL_ERR_OUTPUT, path + ": forward returned no tensor");
+    const auto &tensor = result->at(0).toTensor();
+    if (tensor.scalar_type() != ScalarType::Float)
+      return fail(RL_ERR_OUTPUT, path + ": forward returned a non-float tensor");
+    *output = tensor;
+    return RL_OK;
+  }
+};
+
+extern "C" {
+
+size_t rl_last_error(char *buf, size_t cap) {
+  const std::string &msg = t_last_error;
+  if (buf && cap > 0) {
+    size_t n = msg.size() < cap - 1 ? msg.size() : cap - 1;
+    std::memcpy(buf, msg.data(), n);
+    buf[n] = '\0';
+  }
+  return msg.size();
+}
+
+const char *rl_error_name(int32_t status) {
+  switch (status) {
+    case RL_OK: return "Ok";
+    case RL_ERR_EXCEPTION: return "CxxException";
+    case RL_ERR_ARGUMENT: return "BadArgument";
+    case RL_ERR_OUTPUT: return "UnexpectedOutput";
+    default:
+      if (status > 0 && status < 256) return executorch::runtime::to_string(static_cast<Error>(status));
+      return "Unknown";
+  }
+}
+
+int32_t rl_log_init(int32_t echo) {
+  return guard("log init", [&] {
+    g_echo_log.store(echo != 0);
+    static bool registered = executorch::runtime::register_pal(
+        executorch::runtime::PalImpl::create(on_et_log, __FILE__));
+    return registered ? RL_OK : fail(RL_ERR_ARGUMENT, "ExecuTorch refused the log hook (register_pal)");
+  });
+}
+
+int32_t rl_threadpool_set_threads(uint32_t threads) {
+  return guard("thread pool", [&] {
+    auto *pool = executorch::extension::threadpool::get_threadpool();
+    if (!pool) return fail(RL_ERR_ARGUMENT, "ExecuTorch has no thread pool");
+    if (threads == 0) return fail(RL_ERR_ARGUMENT, "thread count must be at least 1");
+    if (!pool->_unsafe_reset_threadpool(threads))
+      return fail(RL_ERR_ARGUMENT, "cannot resize ExecuTorch's thread pool to " + std::to_string(threads));
+    return RL_OK;
+  });
+}
+
+uint32_t rl_threadpool_threads(void) {
+  uint32_t n = 0;
+  guard("thread pool", [&] {
+    auto *pool = executorch::extension::threadpool::get_threadpool();
+    n = pool ? static_cast<uint32_t>(pool->get_thread_count()) : 0;
+    return RL_OK;
+  });
+  return n;
+}
+
+int32_t rl_module_load(const char *path, int32_t trace, rl_module **out) {
+  return guard("load", [&] {
+    if (!path || !out) return fail(RL_ERR_ARGUMENT, "load: null argument");
+    *out = nullptr;
+    auto handle = std::make_unique<rl_module>();
+    handle->path = path;
+    std::unique_ptr<executorch::runtime::EventTracer> tracer;
+    if (trace) tracer = std::make_unique<executorch::etdump::ETDumpGen>();
+    handle->module = std::make_unique<Module>(handle->path, Module::LoadMode::Mmap, std::move(tracer));
+    Error err = handle->module->load(Program::Verification::InternalConsistency);
+    if (err != Error::Ok) return fail_et(err, handle->path + ": cannot load program");
+    err = handle->module->load_method("forward");
+    if (err != Error::Ok) return fail_et(err, handle->path + ": cannot load method 'forward'");
+    *out = handle.release();
+    return RL_OK;
+  });
+}
+
+void rl_module_destroy(rl_module *module) {
+  guard("destroy", [&] {
+    delete module;
+    return RL_OK;
+  });
+}
+
+int32_t rl_module_forward(rl_module *module, const int64_t *input_ids, const int64_t *attention_mask,
+                          int64_t seq_len, float *out, size_t out_cap, size_t *out_len) {
+  return guard("forward", [&] {
+    if (!module || !out_len) return fail(RL_ERR_ARGUMENT, "forward: null argument");
+    executorch::aten::Tensor output(nullptr);
+    int32_t status = module->run(input_ids, attention_mask, seq_len, &output);
+    if (status != RL_OK) return status;
+    size_t n = static_cast<size_t>(output.numel());
+    *out_len = n;
+    if (!out || n > out_cap)
+      return fail(RL_ERR_ARGUMENT, module->path + ": output has " + std::to_string(n) +
+                                       " values, buffer holds " + std::to_string(out_cap));
+    std::memcpy(out, output.const_data_ptr<float>(), n * sizeof(float));
+    return RL_OK;
+  });
+}
+
+int32_t rl_module_forward_loop(rl_module *module, const int64_t *input_ids, const int64_t *attention_mask,
+                               int64_t seq_len, uint32_t iters, uint64_t *times_ns) {
+  return guard("forward loop", [&] {
+    if (!module || !times_ns) return fail(RL_ERR_ARGUMENT, "forward loop: null argument");
+    executorch::aten::Tensor output(nullptr);
+    for (uint32_t i = 0; i < iters; ++i) {
+      auto start = std::chrono::steady_clock::now();
+      int32_t status = module->run(input_ids, attention_mask, seq_len, &output);
+      auto end = std::chrono::steady_clock::now();
+      if (status != RL_OK) return status;
+      times_ns[i] = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
+    }
+    return RL_OK;
+  });
+}
+
+int32_t rl_module_take_etdump(rl_module *module, const uint8_t **data, size_t *len) {
+  return guard("etdump", [&] {
+    if (!module || !data || !len) return fail(RL_ERR_ARGUMENT, "etdump: null argument");
+    auto *tracer = dynamic_cast<executorch::etdump::ETDumpGen *>(module->module->event_tracer());
+    if (!tracer) return fail(RL_ERR_ARGUMENT, module->path + ": module was loaded without a tracer");
+    std::free(module->etdump);
+    module->etdump = nullptr;
+    auto result = tracer->get_etdump_data();
+    if (!result.buf || result.size == 0) return fail(RL_ERR_OUTPUT, module->path + ": the tracer recorded nothing");
+    module->etdump = result.buf;
+    *data = static_cast<const uint8_t *>(result.buf);
+    *len = result.size;
+    return RL_OK;
+  });
+}
+
+}  // extern "C"

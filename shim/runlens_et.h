@@ -1,0 +1,85 @@
+/*
+ * runlens_et.h - the C ABI between runlens (Rust) and ExecuTorch's C++ Module API.
+ *
+ * bindgen reads only this header. Conventions:
+ *   - every fallible call returns an int32 status: RL_OK (0), a positive
+ *     ExecuTorch runtime::Error code (e.g. 0x23 InvalidProgram), or a negative
+ *     RL_ERR_* code of the shim itself;
+ *   - after a failure, rl_last_error() gives the message for the calling thread,
+ *     including the ExecuTorch log lines emitted during that call;
+ *   - no C++ exception ever leaves these functions;
+ *   - an rl_module is used by one thread at a time (ExecuTorch's Module is not
+ *     thread-safe); it may move between threads.
+ */
+#ifndef RUNLENS_ET_H
+#define RUNLENS_ET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RL_OK 0
+/** A C++ exception was caught at the boundary; see rl_last_error(). */
+#define RL_ERR_EXCEPTION (-1)
+/** The caller passed a null pointer, a bad size or a too-small buffer. */
+#define RL_ERR_ARGUMENT (-2)
+/** The program ran but its output is not one float tensor. */
+#define RL_ERR_OUTPUT (-3)
+
+typedef struct rl_module rl_module;
+
+/** Copy the calling thread's last error message (NUL-terminated, cut to cap). Returns its full length. */
+size_t rl_last_error(char *buf, size_t cap);
+
+/** ExecuTorch's name for one of its error codes ("InvalidProgram"), or "Unknown". */
+const char *rl_error_name(int32_t status);
+
+/**
+ * Route ExecuTorch's log through runlens: messages are kept for rl_last_error(),
+ * and also written to stderr when echo is non-zero. Call once, before loading.
+ */
+int32_t rl_log_init(int32_t echo);
+
+/** Resize ExecuTorch's shared thread pool (used by XNNPACK). Call before loading. */
+int32_t rl_threadpool_set_threads(uint32_t threads);
+/** The thread pool's current size (0 if it has none). */
+uint32_t rl_threadpool_threads(void);
+
+/**
+ * Load a .pte (memory-mapped, verified with InternalConsistency) and its "forward"
+ * method. With trace non-zero an ETDump event tracer is attached (profiling only).
+ */
+int32_t rl_module_load(const char *path, int32_t trace, rl_module **out);
+
+/** Free a module (null is fine). */
+void rl_module_destroy(rl_module *module);
+
+/**
+ * Run forward(input_ids, attention_mask), both int64 of shape [1, seq_len], and copy
+ * the first output (a float tensor) into out. out_len receives its element count;
+ * if it exceeds out_cap, nothing is copied and RL_ERR_ARGUMENT is returned.
+ */
+int32_t rl_module_forward(rl_module *module, const int64_t *input_ids, const int64_t *attention_mask,
+                          int64_t seq_len, float *out, size_t out_cap, size_t *out_len);
+
+/**
+ * The same forward, iters times in a C++ loop, for measuring the Rust wrapper's own
+ * overhead. Each iteration's wall time in nanoseconds goes to times_ns[i] (iters entries).
+ */
+int32_t rl_module_forward_loop(rl_module *module, const int64_t *input_ids, const int64_t *attention_mask,
+                               int64_t seq_len, uint32_t iters, uint64_t *times_ns);
+
+/**
+ * The ETDump of the traced runs since the last call (module loaded with trace).
+ * *data stays valid until the next call on this module or its destruction.
+ */
+int32_t rl_module_take_etdump(rl_module *module, const uint8_t **data, size_t *len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RUNLENS_ET_H */

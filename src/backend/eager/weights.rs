@@ -1,0 +1,146 @@
+//! The checkpoint's tensors, read once from `model.safetensors`, and a
+//! checked lookup: every tensor the encoder takes must be there, with the shape
+//! the config implies, or loading fails with an error naming it.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use tch::{Kind, Tensor};
+
+/// A tensor the encoder needs is absent or unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum WeightError {
+    #[error("cannot read the checkpoint {file}")]
+    Read { file: PathBuf, source: tch::TchError },
+    #[error("tensor `{name}` is missing from {file}")]
+    Missing { name: String, file: PathBuf },
+    #[error("tensor `{name}` in {file} has shape {found:?}, but the config implies {expected:?}")]
+    Shape {
+        name: String,
+        file: PathBuf,
+        expected: Vec<i64>,
+        found: Vec<i64>,
+    },
+    #[error("tensor `{name}` in {file} holds {found:?}, not floating-point values")]
+    Kind { name: String, file: PathBuf, found: Kind },
+    #[error("cannot prepare tensor `{name}` of {file}")]
+    Prepare {
+        name: String,
+        file: PathBuf,
+        source: tch::TchError,
+    },
+}
+
+/// All tensors of one safetensors file, by checkpoint key.
+pub struct Weights {
+    file: PathBuf,
+    tensors: HashMap<String, Tensor>,
+}
+
+impl Weights {
+    pub fn read(file: &Path) -> Result<Weights, WeightError> {
+        let tensors = Tensor::read_safetensors(file)
+            .map_err(|source| WeightError::Read {
+                file: file.to_path_buf(),
+                source,
+            })?
+            .into_iter()
+            .collect();
+        Ok(Weights {
+            file: file.to_path_buf(),
+            tensors,
+        })
+    }
+
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+
+    /// The keys under `prefix` (e.g. `"bert"` for `bert.embeddings...`); `""` for the root.
+    pub fn root(&self, prefix: &str) -> WeightPath<'_> {
+        WeightPath {
+            weights: self,
+            prefix: prefix.to_string(),
+        }
+    }
+
+    /// The tensor `name` as f32, checked against `shape`.
+    fn get(&self, name: &str, shape: &[i64]) -> Result<Tensor, WeightError> {
+        let file = || self.file.clone();
+        let tensor = self.tensors.get(name).ok_or_else(|| WeightError::Missing {
+            name: name.to_string(),
+            file: file(),
+        })?;
+        if tensor.size() != shape {
+            return Err(WeightError::Shape {
+                name: name.to_string(),
+                file: file(),
+                expected: shape.to_vec(),
+                found: tensor.size(),
+            });
+        }
+        match tensor.kind() {
+            Kind::Float => Ok(tensor.shallow_clone()),
+            Kind::Half | Kind::BFloat16 | Kind::Double => {
+                tensor.f_to_kind(Kind::Float).map_err(|source| WeightError::Prepare {
+                    name: name.to_string(),
+                    file: file(),
+                    source,
+                })
+            }
+            found => Err(WeightError::Kind {
+                name: name.to_string(),
+                file: file(),
+                found,
+            }),
+        }
+    }
+}
+
+/// A position in the checkpoint's key tree, like candle's `VarBuilder::pp`:
+/// `root.pp("encoder").pp("layer.0").get("output.dense.weight", ..)`.
+#[derive(Clone)]
+pub struct WeightPath<'a> {
+    weights: &'a Weights,
+    prefix: String,
+}
+
+impl<'a> WeightPath<'a> {
+    /// The sub-module `name` (may contain dots: `"layer.3"`).
+    pub fn pp(&self, name: &str) -> WeightPath<'a> {
+        WeightPath {
+            weights: self.weights,
+            prefix: self.key(name),
+        }
+    }
+
+    /// The tensor `name` under this path, as f32 with exactly `shape`.
+    pub fn get(&self, name: &str, shape: &[i64]) -> Result<Tensor, WeightError> {
+        self.weights.get(&self.key(name), shape)
+    }
+
+    /// The tensor `name`, then `f` of it (a slice, say); an error in `f` names the tensor.
+    pub fn get_map<F>(&self, name: &str, shape: &[i64], f: F) -> Result<Tensor, WeightError>
+    where
+        F: FnOnce(&Tensor) -> Result<Tensor, tch::TchError>,
+    {
+        let tensor = self.get(name, shape)?;
+        f(&tensor).map_err(|source| WeightError::Prepare {
+            name: self.key(name),
+            file: self.weights.file.clone(),
+            source,
+        })
+    }
+
+    fn key(&self, name: &str) -> String {
+        if self.prefix.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}.{name}", self.prefix)
+        }
+    }
+}

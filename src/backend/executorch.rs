@@ -1,0 +1,70 @@
+//! The two ExecuTorch paths: the same exported program, lowered without a
+//! delegate (`portable.pte`, run on the wheel's default CPU kernels) or with
+//! XNNPACK (`xnnpack.pte`). Both run through ExecuTorch's C++ `Module` via
+//! [`crate::ffi`].
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use super::{Backend, BackendKind};
+use crate::ffi::EtModule;
+use crate::model::{Embedding, Encoded, ModelDir};
+
+pub struct ExecutorchBackend {
+    kind: BackendKind,
+    module: EtModule,
+    path: PathBuf,
+    load_time: Duration,
+}
+
+impl ExecutorchBackend {
+    /// Load the `.pte` of `kind` from the models directory.
+    pub fn load(kind: BackendKind, dir: &ModelDir) -> anyhow::Result<ExecutorchBackend> {
+        let file = kind.pte_file().with_context(|| format!("{kind} is not an ExecuTorch backend"))?;
+        let path = dir.require(file)?;
+        Self::load_file(kind, &path)
+    }
+
+    /// Load a `.pte` from any path; the file is checked by runlens' own reader
+    /// first, so that bytes ExecuTorch might abort on never reach it.
+    pub fn load_file(kind: BackendKind, path: &Path) -> anyhow::Result<ExecutorchBackend> {
+        crate::pte::check_file(path)?;
+        let start = Instant::now();
+        let module = EtModule::load(path, false)?;
+        Ok(ExecutorchBackend { kind, module, path: path.to_path_buf(), load_time: start.elapsed() })
+    }
+
+    pub fn load_time(&self) -> Duration {
+        self.load_time
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The ExecuTorch module, for the bench's in-shim loop.
+    pub fn module_mut(&mut self) -> &mut EtModule {
+        &mut self.module
+    }
+}
+
+impl Backend for ExecutorchBackend {
+    fn kind(&self) -> BackendKind {
+        self.kind
+    }
+
+    fn describe(&self) -> String {
+        let what = match self.kind {
+            BackendKind::Portable => "the program without a delegate, on the wheel's default CPU kernels",
+            _ => "XNNPACK delegate for the subgraphs it supports, the rest on the default kernels",
+        };
+        format!("ExecuTorch {} ({what}), {}, {} pool threads", self.kind, self.path.display(), crate::ffi::threads())
+    }
+
+    fn run(&mut self, input: &Encoded) -> anyhow::Result<Embedding> {
+        let values = self.module.forward(&input.ids, &input.attention_mask)?;
+        Ok(Embedding(values.to_vec()))
+    }
+}

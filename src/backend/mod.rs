@@ -1,0 +1,143 @@
+//! The inference paths runlens compares. Every path implements [`Backend`];
+//! [`BackendKind`] names them on the command line, in JSON and in the TUI.
+
+pub mod eager;
+pub mod executorch;
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::model::{Embedding, Encoded, ModelDir};
+
+/// One CPU inference path with its model loaded, ready to run.
+///
+/// A backend is owned by one thread at a time (`Send`, not `Sync`): the TUI
+/// gives each its own worker thread, `run` and `bench` call it directly.
+pub trait Backend: Send {
+    /// Which path this is.
+    fn kind(&self) -> BackendKind;
+    /// One line for humans: what runs, from which file, with how many threads.
+    fn describe(&self) -> String;
+    /// Run the sentence embedder on one tokenized input.
+    fn run(&mut self, input: &Encoded) -> anyhow::Result<Embedding>;
+}
+
+/// The names of the inference paths, as the user types them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BackendKind {
+    /// PyTorch eager: libtorch through tch, one operator at a time.
+    Eager,
+    /// ExecuTorch, the program lowered with no delegate, on the wheel's default CPU kernels.
+    Portable,
+    /// ExecuTorch with the XNNPACK delegate for the subgraphs it supports.
+    Xnnpack,
+}
+
+impl BackendKind {
+    pub const ALL: [BackendKind; 3] = [BackendKind::Eager, BackendKind::Portable, BackendKind::Xnnpack];
+
+    /// The name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Eager => "eager",
+            BackendKind::Portable => "portable",
+            BackendKind::Xnnpack => "xnnpack",
+        }
+    }
+
+    /// The column title in the TUI.
+    pub fn title(self) -> &'static str {
+        match self {
+            BackendKind::Eager => "PyTorch eager",
+            BackendKind::Portable => "ExecuTorch portable",
+            BackendKind::Xnnpack => "ExecuTorch XNNPACK",
+        }
+    }
+
+    /// The `.pte` file of an ExecuTorch path, relative to the model directory.
+    pub fn pte_file(self) -> Option<&'static str> {
+        match self {
+            BackendKind::Eager => None,
+            BackendKind::Portable => Some("portable.pte"),
+            BackendKind::Xnnpack => Some("xnnpack.pte"),
+        }
+    }
+
+    pub fn valid_names() -> String {
+        Self::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for BackendKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name() == s.trim())
+            .ok_or_else(|| format!("unknown backend '{s}'; valid names: {}", Self::valid_names()))
+    }
+}
+
+/// Load one backend from the models directory (slow: hundreds of ms).
+pub fn load(kind: BackendKind, dir: &ModelDir) -> anyhow::Result<Box<dyn Backend>> {
+    Ok(match kind {
+        BackendKind::Eager => Box::new(eager::EagerBackend::load(dir)?),
+        BackendKind::Portable | BackendKind::Xnnpack => Box::new(executorch::ExecutorchBackend::load(kind, dir)?),
+    })
+}
+
+/// The files `kind` needs, or [`crate::model::ModelsMissing`] naming the first one absent.
+pub fn files_present(kind: BackendKind, dir: &ModelDir) -> Result<(), crate::model::ModelsMissing> {
+    match kind.pte_file() {
+        Some(file) => dir.require(file).map(drop),
+        None => dir.config().and_then(|_| dir.weights()).map(drop),
+    }
+}
+
+/// Set the thread count of every runtime: libtorch's intra-op threads and
+/// ExecuTorch's shared pool (XNNPACK). Call before loading.
+pub fn set_threads(threads: usize) -> anyhow::Result<()> {
+    anyhow::ensure!(threads >= 1, "--threads must be at least 1");
+    tch::set_num_threads(threads as i32);
+    crate::ffi::set_threads(threads as u32)?;
+    Ok(())
+}
+
+/// The threads each runtime uses now: (libtorch intra-op, ExecuTorch pool).
+pub fn threads() -> (usize, usize) {
+    (tch::get_num_threads().max(0) as usize, crate::ffi::threads() as usize)
+}
+
+/// Parse a comma list such as `eager,xnnpack`; duplicates are dropped, order kept.
+pub fn parse_list(list: &str) -> Result<Vec<BackendKind>, String> {
+    let mut kinds = Vec::new();
+    for part in list.split(',').filter(|p| !p.trim().is_empty()) {
+        let kind: BackendKind = part.parse()?;
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    if kinds.is_empty() {
+        return Err(format!("no backend named; valid names: {}", BackendKind::valid_names()));
+    }
+    Ok(kinds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_lists_and_rejects_unknown_names() {
+        assert_eq!(parse_list("xnnpack, eager,xnnpack").unwrap(), vec![BackendKind::Xnnpack, BackendKind::Eager]);
+        let err = parse_list("eager,tflite").unwrap_err();
+        assert!(err.contains("tflite") && err.contains("portable"), "{err}");
+        assert!(parse_list(" , ").is_err());
+    }
+}

@@ -1,0 +1,192 @@
+//! The one module with `unsafe` in runlens: safe wrappers over the C shim
+//! (`shim/runlens_et.h`) that drives ExecuTorch's C++ `Module`.
+//!
+//! The shim catches every C++ exception and returns a status; here each status
+//! becomes an [`EtError`] carrying ExecuTorch's error code and message (with the
+//! ExecuTorch log lines of that call, which the shim captures instead of
+//! letting them reach the terminal).
+
+use std::ffi::{c_char, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::Once;
+
+#[allow(non_camel_case_types, non_upper_case_globals, dead_code)]
+mod sys {
+    include!(concat!(env!("OUT_DIR"), "/runlens_et.rs"));
+}
+
+/// An error from ExecuTorch or the shim: a code (ExecuTorch's `runtime::Error`
+/// when positive) and the message, which names the file.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct EtError {
+    pub code: i32,
+    pub name: String,
+    pub message: String,
+}
+
+fn error_name(code: i32) -> String {
+    // SAFETY: rl_error_name returns a pointer to a static NUL-terminated string for any code.
+    unsafe { CStr::from_ptr(sys::rl_error_name(code)) }.to_string_lossy().into_owned()
+}
+
+/// The error the shim recorded for this thread's last failed call.
+fn last_error(code: i32) -> EtError {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: buf is writable for buf.len() bytes; the shim writes at most that, NUL included.
+    let full = unsafe { sys::rl_last_error(buf.as_mut_ptr().cast::<c_char>(), buf.len()) };
+    if full >= buf.len() {
+        buf = vec![0u8; full + 1];
+        // SAFETY: as above, with a buffer large enough for the whole message.
+        unsafe { sys::rl_last_error(buf.as_mut_ptr().cast::<c_char>(), buf.len()) };
+    }
+    let message = CStr::from_bytes_until_nul(&buf).map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = error_name(code);
+    let message = if message.is_empty() { format!("ExecuTorch call failed with status {code} ({name})") } else { message };
+    EtError { code, name, message }
+}
+
+fn check(status: i32) -> Result<(), EtError> {
+    if status == 0 {
+        Ok(())
+    } else {
+        Err(last_error(status))
+    }
+}
+
+static LOG_INIT: Once = Once::new();
+
+/// Capture ExecuTorch's log (kept for error messages). It is echoed to stderr
+/// only when `RUNLENS_ET_LOG=1`, so it never lands on the TUI's screen.
+pub fn init_logging() {
+    LOG_INIT.call_once(|| {
+        let echo = std::env::var("RUNLENS_ET_LOG").is_ok_and(|v| v == "1");
+        // SAFETY: plain call with an int; the shim registers a static log function.
+        let _ = unsafe { sys::rl_log_init(i32::from(echo)) };
+    });
+}
+
+/// Resize ExecuTorch's shared thread pool (XNNPACK's threads). Call before loading.
+pub fn set_threads(threads: u32) -> Result<(), EtError> {
+    init_logging();
+    // SAFETY: plain call with an int.
+    check(unsafe { sys::rl_threadpool_set_threads(threads) })
+}
+
+/// The size of ExecuTorch's thread pool.
+pub fn threads() -> u32 {
+    // SAFETY: plain call, no arguments.
+    unsafe { sys::rl_threadpool_threads() }
+}
+
+/// A loaded `.pte` program with its `forward` method, owned by one thread at a time.
+pub struct EtModule {
+    handle: NonNull<sys::rl_module>,
+    path: PathBuf,
+    output: Vec<f32>,
+}
+
+// SAFETY: the shim's module is only touched through &mut self (one thread at a
+// time), and ExecuTorch's Module has no thread affinity, so moving it is sound.
+// It is not Sync: ExecuTorch's Module must not run concurrently.
+unsafe impl Send for EtModule {}
+
+impl EtModule {
+    /// Load and verify `path` (InternalConsistency) and its `forward` method;
+    /// with `trace`, an ETDump event tracer is attached (for profiles only).
+    pub fn load(path: &Path, trace: bool) -> Result<EtModule, EtError> {
+        init_logging();
+        let c_path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| EtError {
+            code: -2,
+            name: error_name(-2),
+            message: format!("{}: the path contains a NUL byte", path.display()),
+        })?;
+        let mut raw: *mut sys::rl_module = std::ptr::null_mut();
+        // SAFETY: c_path is a valid NUL-terminated string for the call; raw is a valid out-pointer.
+        check(unsafe { sys::rl_module_load(c_path.as_ptr(), i32::from(trace), &mut raw) })?;
+        let handle = NonNull::new(raw).ok_or_else(|| EtError {
+            code: -1,
+            name: error_name(-1),
+            message: format!("{}: the shim returned no module", path.display()),
+        })?;
+        Ok(EtModule { handle, path: path.to_path_buf(), output: Vec::with_capacity(1024) })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn check_inputs(&self, ids: &[i64], mask: &[i64]) -> Result<(), EtError> {
+        if ids.is_empty() || ids.len() != mask.len() {
+            return Err(EtError {
+                code: -2,
+                name: error_name(-2),
+                message: format!("{}: input_ids has {} values and attention_mask {}; they must be equal and non-zero", self.path.display(), ids.len(), mask.len()),
+            });
+        }
+        Ok(())
+    }
+
+    /// Run `forward(input_ids, attention_mask)` (each `[1, len]`); returns the first output.
+    pub fn forward(&mut self, ids: &[i64], mask: &[i64]) -> Result<&[f32], EtError> {
+        self.check_inputs(ids, mask)?;
+        loop {
+            let mut len = 0usize;
+            let cap = self.output.capacity();
+            // SAFETY: ids and mask hold ids.len() values each (checked above); output has
+            // room for `cap` floats and the shim writes at most that many; len is an out-pointer.
+            let status = unsafe {
+                sys::rl_module_forward(
+                    self.handle.as_ptr(),
+                    ids.as_ptr(),
+                    mask.as_ptr(),
+                    ids.len() as i64,
+                    self.output.as_mut_ptr(),
+                    cap,
+                    &mut len,
+                )
+            };
+            if status == sys::RL_ERR_ARGUMENT && len > cap {
+                self.output.reserve(len);
+                continue;
+            }
+            check(status)?;
+            // SAFETY: the shim initialised exactly `len` <= capacity floats.
+            unsafe { self.output.set_len(len) };
+            return Ok(&self.output);
+        }
+    }
+
+    /// `forward` `iters` times in the shim's own C++ loop; nanoseconds of each run.
+    pub fn forward_loop(&mut self, ids: &[i64], mask: &[i64], iters: u32) -> Result<Vec<u64>, EtError> {
+        self.check_inputs(ids, mask)?;
+        let mut times = vec![0u64; iters as usize];
+        // SAFETY: inputs as in forward; times has room for exactly `iters` values.
+        check(unsafe {
+            sys::rl_module_forward_loop(self.handle.as_ptr(), ids.as_ptr(), mask.as_ptr(), ids.len() as i64, iters, times.as_mut_ptr())
+        })?;
+        Ok(times)
+    }
+
+    /// The ETDump bytes of the traced runs so far (module loaded with `trace`).
+    pub fn take_etdump(&mut self) -> Result<Vec<u8>, EtError> {
+        let mut data: *const u8 = std::ptr::null();
+        let mut len = 0usize;
+        // SAFETY: data and len are valid out-pointers.
+        check(unsafe { sys::rl_module_take_etdump(self.handle.as_ptr(), &mut data, &mut len) })?;
+        if data.is_null() {
+            return Ok(Vec::new());
+        }
+        // SAFETY: on success the shim points data at `len` bytes it owns until the next call
+        // on this module; they are copied out before anything else touches the module.
+        Ok(unsafe { std::slice::from_raw_parts(data, len) }.to_vec())
+    }
+}
+
+impl Drop for EtModule {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from rl_module_load and is destroyed exactly once, here.
+        unsafe { sys::rl_module_destroy(self.handle.as_ptr()) }
+    }
+}
