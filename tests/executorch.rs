@@ -1,0 +1,227 @@
+//! The two ExecuTorch paths and the tokenizer against Python (`reference.json`),
+//! all three backends in one process, and `runlens run` on bad input.
+//!
+//! Needs the model files: `make models`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use runlens::backend::{self, Backend, BackendKind};
+use runlens::model::{Encoded, ModelDir, Reference, SentenceTokenizer, MAX_SEQ_LEN};
+
+fn models_root() -> PathBuf {
+    match std::env::var_os("RUNLENS_MODELS") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("models"),
+    }
+}
+
+fn models() -> ModelDir {
+    ModelDir::new(&models_root())
+}
+
+fn reference() -> Reference {
+    let path = models().reference().unwrap_or_else(|missing| panic!("{missing}"));
+    let reference = Reference::load(&path).unwrap();
+    assert!(reference.sentences.len() >= 20, "reference.json has too few sentences");
+    reference
+}
+
+fn input(ids: &[i64]) -> Encoded {
+    Encoded { text: String::new(), tokens: Vec::new(), ids: ids.to_vec(), attention_mask: vec![1; ids.len()], truncated: false }
+}
+
+/// Every reference sentence through `backend`, within the bounds.
+fn assert_matches_reference(backend: &mut dyn Backend, reference: &Reference, min_cosine: f64, max_diff: f64) {
+    for sentence in &reference.sentences {
+        let out = backend.run(&input(&sentence.ids)).unwrap_or_else(|e| panic!("{}: {e:#}", backend.kind()));
+        let parity = out.parity(&sentence.embedding()).expect("same dimension as the reference");
+        assert!(
+            parity.cosine >= min_cosine && parity.max_abs_diff <= max_diff,
+            "{} on {:?}: cosine {} max|diff| {}",
+            backend.kind(),
+            sentence.text,
+            parity.cosine,
+            parity.max_abs_diff
+        );
+    }
+}
+
+#[test]
+fn rust_token_ids_equal_python_ids() {
+    let tokenizer = SentenceTokenizer::load(&models().tokenizer().unwrap()).unwrap();
+    for sentence in &reference().sentences {
+        let enc = tokenizer.encode(&sentence.text).unwrap();
+        assert_eq!(enc.ids, sentence.ids, "ids differ for {:?}", sentence.text);
+        assert_eq!(enc.tokens.len(), enc.ids.len());
+        assert!(!enc.truncated);
+    }
+}
+
+#[test]
+fn long_text_is_truncated_and_says_so() {
+    let tokenizer = SentenceTokenizer::load(&models().tokenizer().unwrap()).unwrap();
+    let enc = tokenizer.encode(&"word ".repeat(500)).unwrap();
+    assert!(enc.truncated);
+    assert_eq!(enc.len(), MAX_SEQ_LEN);
+    assert_eq!(enc.tokens.first().map(String::as_str), Some("[CLS]"));
+    assert_eq!(enc.tokens.last().map(String::as_str), Some("[SEP]"));
+    assert!(tokenizer.encode("  \n ").is_err());
+}
+
+#[test]
+fn executorch_paths_match_python_for_every_sentence() {
+    let reference = reference();
+    for kind in [BackendKind::Xnnpack, BackendKind::Portable] {
+        let mut backend = backend::load(kind, &models()).unwrap();
+        assert_matches_reference(backend.as_mut(), &reference, 0.99999, 1e-4);
+    }
+}
+
+/// libtorch and ExecuTorch's XNNPACK both export pthreadpool_*: prove that all
+/// three paths live in one process and still agree with Python.
+#[test]
+fn all_three_backends_in_one_process() {
+    let reference = reference();
+    backend::set_threads(2).unwrap();
+    let mut loaded: Vec<Box<dyn Backend>> = BackendKind::ALL.iter().map(|&k| backend::load(k, &models()).unwrap()).collect();
+    let short: Vec<_> = reference.sentences.iter().filter(|s| s.ids.len() <= 24).take(6).collect();
+    assert!(short.len() >= 3);
+    for _round in 0..2 {
+        for backend in loaded.iter_mut() {
+            for sentence in &short {
+                let out = backend.run(&input(&sentence.ids)).unwrap();
+                let p = out.parity(&sentence.embedding()).unwrap();
+                assert!(p.cosine >= 0.99999 && p.max_abs_diff <= 1e-4, "{}: {:?} {p:?}", backend.kind(), sentence.text);
+            }
+        }
+    }
+    assert_eq!(backend::threads(), (2, 2));
+}
+
+#[test]
+fn wrong_input_shape_is_an_error() {
+    let mut xnnpack = backend::load(BackendKind::Xnnpack, &models()).unwrap();
+    let mut bad = input(&[101, 7592, 102]);
+    bad.attention_mask.pop();
+    let err = xnnpack.run(&bad).unwrap_err().to_string();
+    assert!(err.contains("attention_mask"), "{err}");
+    // Longer than the exported maximum: ExecuTorch refuses the shape.
+    let err = xnnpack.run(&input(&vec![1000; MAX_SEQ_LEN + 10])).unwrap_err().to_string();
+    assert!(err.contains("xnnpack.pte"), "{err}");
+}
+
+// ---- the binary, on bad input ----
+
+fn runlens(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_runlens")).args(args).output().expect("runlens starts")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A models directory whose `xnnpack.pte` is `bytes` and whose other files link to the real ones.
+fn models_with_xnnpack(bytes: &[u8]) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let real = models();
+    for name in ["tokenizer.json", "config.json", "model.safetensors", "portable.pte"] {
+        std::os::unix::fs::symlink(real.require(name).unwrap(), tmp.path().join(name)).unwrap();
+    }
+    std::fs::write(tmp.path().join("xnnpack.pte"), bytes).unwrap();
+    tmp
+}
+
+fn assert_clean_failure(out: &Output, what: &str) {
+    // A signal (abort, segfault) leaves no exit code.
+    assert_eq!(out.status.code(), Some(1), "{what}: {:?}, stderr: {}", out.status, stderr(out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{what}: stdout is not JSON ({e})"));
+    let backends = json["backends"].as_array().unwrap();
+    let xnnpack = backends.iter().find(|b| b["name"] == "xnnpack").unwrap();
+    assert_eq!(xnnpack["ok"], false, "{what}");
+    let error = xnnpack["error"].as_str().unwrap();
+    assert!(error.contains("xnnpack.pte"), "{what}: error does not name the file: {error}");
+    assert!(!stderr(out).contains("panicked"), "{what}: {}", stderr(out));
+}
+
+#[test]
+fn corrupt_pte_files_are_errors_naming_the_file() {
+    let real = std::fs::read(models().require("xnnpack.pte").unwrap()).unwrap();
+    let truncated = real[..real.len() / 3].to_vec();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let random: Vec<u8> = (0..200_000)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    let mut flipped = real.clone();
+    for i in (64..4096).step_by(7) {
+        flipped[i] ^= 0xff;
+    }
+    for (what, bytes) in [("truncated", truncated), ("random bytes", random), ("flipped bytes", flipped)] {
+        let dir = models_with_xnnpack(&bytes);
+        let out = runlens(&["run", "--json", "--backends", "xnnpack", "--models", dir.path().to_str().unwrap(), "Hello there"]);
+        assert_clean_failure(&out, what);
+    }
+}
+
+#[test]
+fn missing_models_exit_2_naming_the_file_and_the_command() {
+    let empty = tempfile::tempdir().unwrap();
+    let out = runlens(&["run", "--models", empty.path().to_str().unwrap(), "hello"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("tokenizer.json") && err.contains("make models"), "{err}");
+
+    let partial = models_with_xnnpack(b"");
+    std::fs::remove_file(partial.path().join("portable.pte")).unwrap();
+    let out = runlens(&["run", "--backends", "portable", "--models", partial.path().to_str().unwrap(), "hello"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("portable.pte"), "{}", stderr(&out));
+}
+
+#[test]
+fn unknown_backend_is_a_usage_error_listing_valid_names() {
+    let out = runlens(&["run", "--backends", "eager,tflite", "hello"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("tflite") && err.contains("eager, portable, xnnpack"), "{err}");
+}
+
+#[test]
+fn empty_text_is_a_clear_error() {
+    let root = models_root();
+    let out = runlens(&["run", "--models", root.to_str().unwrap(), "   "]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("empty"), "{}", stderr(&out));
+}
+
+#[test]
+fn run_json_is_one_object_with_parity_against_eager() {
+    let root = models_root();
+    let long = "many words ".repeat(200);
+    let out = runlens(&["run", "--json", "--threads", "2", "--models", root.to_str().unwrap(), &long]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("exactly one JSON object on stdout");
+    assert_eq!(json["truncated"], true);
+    assert_eq!(json["ids"].as_array().unwrap().len(), MAX_SEQ_LEN);
+    assert_eq!(json["tokens"].as_array().unwrap().len(), MAX_SEQ_LEN);
+    assert_eq!(json["reference"], "eager");
+    let backends = json["backends"].as_array().unwrap();
+    let names: Vec<&str> = backends.iter().map(|b| b["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["eager", "portable", "xnnpack"]);
+    for b in backends {
+        assert_eq!(b["ok"], true, "{b}");
+        assert_eq!(b["embedding"].as_array().unwrap().len(), 384);
+        assert!(b["latency_ms"].as_f64().unwrap() > 0.0);
+        if b["name"] != "eager" {
+            assert!(b["cosine_vs_reference"].as_f64().unwrap() >= 0.99999, "{b}");
+            assert!(b["max_abs_diff_vs_reference"].as_f64().unwrap() <= 1e-4, "{b}");
+        } else {
+            assert!(b["cosine_vs_reference"].is_null());
+        }
+    }
+}
