@@ -1,6 +1,8 @@
 # runlens: the two commands are `make run` and `make test`; each sets up
 # everything it needs (venv, libclang, models, release build) and does nothing
 # that is already done.
+# `make test-aarch64` (mk/aarch64.mk): cross-compiles runlens for the Raspberry Pi 5
+# (aarch64) and checks that binary under qemu-user against reference.json.
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -64,3 +66,5 @@ $(MODELS)/%.counts.json: $(MODEL_STAMP) python/pte_counts.py
 
 clean-models:
 	rm -rf $(MODELS)
+
+include mk/aarch64.mk

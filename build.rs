@@ -68,6 +68,18 @@ fn main() {
     }
     println!("cargo:rustc-link-arg=-Wl,--as-needed");
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", et_lib.display());
+    if cross {
+        // tch names libtorch_cuda (present in torch's aarch64 wheel), whose CUDA
+        // libraries a CPU build never fetches: a cross ld would fail on their
+        // undefined symbols although --as-needed drops libtorch_cuda from the binary.
+        // The target's dynamic loader still checks what is really loaded.
+        println!("cargo:rustc-link-arg=-Wl,--allow-shlib-undefined");
+        // libtorch_cpu's unversioned libstdc++ symbols (ios_base_library_init, ...)
+        // are defined by both libc10 and libtorch; tch links libtorch first, which
+        // would make the binary need libtorch.so and so libtorch_cuda. Naming c10
+        // here puts it ahead of tch's libraries on the link line.
+        println!("cargo:rustc-link-lib=dylib=c10");
+    }
 
     let torch_lib = match env::var_os("LIBTORCH") {
         Some(root) => Some(PathBuf::from(root).join("lib")),

@@ -5,10 +5,19 @@
 //! - [`backend`]: the inference paths behind one [`backend::Backend`] trait
 //!   (PyTorch eager on tch, ExecuTorch portable and XNNPACK through [`ffi`]);
 //! - [`pte`]: a reader for `.pte` files (delegation coverage, no runtime needed);
+//! - [`bench`]: `runlens bench`'s measurements, Python comparison and outputs;
+//! - [`schedule`]: one worker thread per backend, latest input wins;
+//! - [`app`] (state), [`ui`] (drawing from `&App`), [`tui`] (terminal and event loop): the explorer;
 //! - [`cli`]: the headless subcommands.
 
+pub mod app;
 pub mod backend;
+pub mod bench;
 pub mod cli;
 pub mod ffi;
 pub mod model;
 pub mod pte;
+pub mod schedule;
+pub mod stats;
+pub mod tui;
+pub mod ui;

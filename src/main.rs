@@ -4,12 +4,21 @@ use clap::Parser;
 use runlens::cli::{Cli, Command};
 use runlens::model::ModelsMissing;
 
+/// `runlens` with no subcommand: the live explorer.
+fn open_explorer(common: &runlens::cli::Common) -> anyhow::Result<()> {
+    let models = common.model_dir();
+    let backends = common.backends(&models)?;
+    runlens::backend::set_threads(common.thread_count())?;
+    runlens::tui::run(runlens::tui::TuiOptions { models, backends, threads: Some(common.thread_count()) })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match &cli.command {
         Some(Command::Run(args)) => runlens::cli::run::run(&cli.common, args),
+        Some(Command::Bench(args)) => runlens::cli::bench::run(&cli.common, args).map(|()| true),
         Some(Command::Inspect(args)) => runlens::cli::inspect::run(&args.file, args.json).map(|()| true),
-        None => Err(anyhow::anyhow!("the live explorer is not built yet; use `runlens run TEXT`")),
+        None => open_explorer(&cli.common).map(|()| true),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,

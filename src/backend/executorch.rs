@@ -10,6 +10,7 @@ use anyhow::Context;
 
 use super::{Backend, BackendKind};
 use crate::ffi::EtModule;
+use crate::pte::CoverageReport;
 use crate::model::{Embedding, Encoded, ModelDir};
 
 pub struct ExecutorchBackend {
@@ -17,6 +18,7 @@ pub struct ExecutorchBackend {
     module: EtModule,
     path: PathBuf,
     load_time: Duration,
+    coverage: CoverageReport,
 }
 
 impl ExecutorchBackend {
@@ -30,14 +32,19 @@ impl ExecutorchBackend {
     /// Load a `.pte` from any path; the file is checked by runlens' own reader
     /// first, so that bytes ExecuTorch might abort on never reach it.
     pub fn load_file(kind: BackendKind, path: &Path) -> anyhow::Result<ExecutorchBackend> {
-        crate::pte::check_file(path)?;
+        let coverage = crate::pte::inspect_file(path)?;
         let start = Instant::now();
         let module = EtModule::load(path, false)?;
-        Ok(ExecutorchBackend { kind, module, path: path.to_path_buf(), load_time: start.elapsed() })
+        Ok(ExecutorchBackend { kind, module, path: path.to_path_buf(), load_time: start.elapsed(), coverage })
     }
 
     pub fn load_time(&self) -> Duration {
         self.load_time
+    }
+
+    /// What runlens' own reader found in the file (read before ExecuTorch saw it).
+    pub fn coverage(&self) -> &CoverageReport {
+        &self.coverage
     }
 
     pub fn path(&self) -> &Path {

@@ -1,6 +1,7 @@
 //! The command line: options shared by every subcommand and the TUI, and one
 //! file per subcommand.
 
+pub mod bench;
 pub mod inspect;
 pub mod run;
 
@@ -49,6 +50,8 @@ pub enum Command {
     Run(run::RunArgs),
     /// Read a .pte file and show how much of it is delegated (no runtime needed).
     Inspect(InspectArgs),
+    /// Time every backend at several sequence lengths, optionally against the course's Python flow.
+    Bench(bench::BenchArgs),
 }
 
 #[derive(Debug, Args)]

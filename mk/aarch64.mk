@@ -1,0 +1,90 @@
+# `make test-aarch64`: the Raspberry Pi 5 build (aarch64-unknown-linux-gnu),
+# cross-compiled and checked on this x86-64 machine (issue #8, DESIGN.md "aarch64").
+#  1. installs Debian's cross toolchain and qemu-user (apt-get) and the rustup
+#     target, if missing;
+#  2. fetches the aarch64 wheels of torch / executorch / the CUDA runtime stubs
+#     libtorch_cpu needs into build/aarch64/ (pip --platform; never into .venv);
+#  3. cargo build --release --target aarch64-unknown-linux-gnu against them
+#     (target/aarch64-unknown-linux-gnu/release/runlens);
+#  4. runs that binary under qemu-aarch64 -cpu cortex-a76: `inspect --json` on
+#     both .pte files (must equal the x86-64 binary's output) and `run --json`
+#     with all three backends on two sentences, checked against reference.json.
+# Included from the Makefile (uses its VPY, VENV_STAMP, BIN, MODELS, build, models).
+
+A64_TRIPLE := aarch64-unknown-linux-gnu
+A64_DIR := $(CURDIR)/build/aarch64
+A64_SITE := $(A64_DIR)/site
+A64_PREFIX := $(A64_DIR)/prefix
+A64_OUT := $(A64_DIR)/out
+A64_BIN := target/$(A64_TRIPLE)/release/runlens
+A64_WHEELS_STAMP := $(A64_SITE)/.unpacked
+A64_PREFIX_STAMP := $(A64_PREFIX)/proc/cpuinfo
+A64_SENTENCES := 2
+A64_THREADS := 2
+
+# Environment of the cross build. LIBTORCH_USE_PYTORCH (exported by the Makefile
+# for the host build) is unset: it would make tch use the host venv's torch.
+# -rpath-link: a cross ld ignores libtorch_cpu's own $ORIGIN rpath when it looks
+# for libcudart/libcupti, so name their folder.
+A64_ENV := env -u LIBTORCH_USE_PYTORCH \
+  LIBTORCH=$(A64_SITE)/torch \
+  EXECUTORCH_DIR=$(A64_SITE)/executorch \
+  CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc \
+  CXX_aarch64_unknown_linux_gnu=aarch64-linux-gnu-g++ \
+  AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar \
+  CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+  CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C link-arg=-Wl,-rpath-link,$(A64_SITE)/nvidia/cu13/lib"
+
+# The binary's rpaths point into build/aarch64/site, and libtorch_cpu's own rpath
+# finds nvidia/cu13/lib there, so no LD_LIBRARY_PATH is needed; -L holds the
+# aarch64 libc and the fake ARM /proc/cpuinfo + midr_el1 (scripts/aarch64/make-prefix.sh).
+A64_QEMU = $$(command -v qemu-aarch64-static || command -v qemu-aarch64) -cpu cortex-a76 -L $(A64_PREFIX)
+
+.PHONY: test-aarch64 build-aarch64 sysdeps-aarch64
+
+test-aarch64: build-aarch64 build models $(A64_PREFIX_STAMP)
+	@rm -rf $(A64_OUT) && mkdir -p $(A64_OUT)
+	@echo "== inspect --json: aarch64 (emulated) vs x86-64"
+	@for pte in portable xnnpack; do \
+	  $(BIN) inspect --json $(MODELS)/$$pte.pte > $(A64_OUT)/inspect-$$pte.x86_64.json \
+	    || { echo "error: x86-64 inspect $$pte failed"; exit 1; }; \
+	  $(A64_QEMU) $(A64_BIN) inspect --json $(MODELS)/$$pte.pte > $(A64_OUT)/inspect-$$pte.aarch64.json \
+	    || { echo "error: aarch64 inspect $$pte failed"; exit 1; }; \
+	  $(VPY) scripts/aarch64/check.py same $(A64_OUT)/inspect-$$pte.x86_64.json $(A64_OUT)/inspect-$$pte.aarch64.json || exit 1; \
+	done
+	@echo "== run --json --threads $(A64_THREADS), eager + portable + xnnpack (emulated) vs reference.json"
+	@i=0; while IFS= read -r text && [ $$i -lt $(A64_SENTENCES) ]; do \
+	  i=$$((i + 1)); \
+	  $(A64_QEMU) $(A64_BIN) --models $(MODELS) --threads $(A64_THREADS) --backends eager,portable,xnnpack \
+	    run --json "$$text" > $(A64_OUT)/run-$$i.json 2> $(A64_OUT)/run-$$i.err; \
+	  [ -s $(A64_OUT)/run-$$i.json ] || { echo "error: aarch64 run \"$$text\" printed nothing:"; cat $(A64_OUT)/run-$$i.err; exit 1; }; \
+	done < assets/sentences.txt
+	@$(VPY) scripts/aarch64/check.py run $(MODELS)/reference.json $(A64_OUT)/run-*.json
+	@echo "test-aarch64: ok ($(A64_BIN), $$(du -h $(A64_BIN) | cut -f1))"
+
+build-aarch64: sysdeps-aarch64 $(A64_WHEELS_STAMP)
+	$(A64_ENV) cargo build --release --target $(A64_TRIPLE)
+
+# Debian's cross compiler and qemu-user, and Rust's aarch64 standard library.
+sysdeps-aarch64:
+	@missing=""; \
+	command -v aarch64-linux-gnu-g++ >/dev/null || missing="$$missing g++-aarch64-linux-gnu"; \
+	command -v qemu-aarch64-static >/dev/null || command -v qemu-aarch64 >/dev/null || missing="$$missing qemu-user-static"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing$$missing (apt-get)"; \
+	    (apt-get install -y -q $$missing >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null)) \
+	      || { echo "error: could not install$$missing: run 'sudo apt-get install$$missing'"; exit 1; }; \
+	  else \
+	    echo "error: missing$$missing: install with 'sudo apt-get install$$missing'"; exit 1; \
+	  fi; \
+	fi
+	@command -v rustup >/dev/null || { echo "error: rustup not found: the aarch64 target needs 'rustup target add $(A64_TRIPLE)'"; exit 1; }
+	@rustup target list --installed | grep -qx $(A64_TRIPLE) || rustup target add $(A64_TRIPLE)
+
+$(A64_WHEELS_STAMP): scripts/aarch64/fetch-wheels.sh | $(VENV_STAMP)
+	scripts/aarch64/fetch-wheels.sh $(A64_DIR) $(VPY)
+	@touch $@
+
+$(A64_PREFIX_STAMP): scripts/aarch64/make-prefix.sh | sysdeps-aarch64
+	scripts/aarch64/make-prefix.sh $(A64_PREFIX)

@@ -1,0 +1,236 @@
+//! `runlens bench`: latency of every backend at chosen sequence lengths, side
+//! by side with the course's Python flow (`python/bench_python.py`).
+//!
+//! - [`Row`] / [`LoadRow`] / [`BenchReport`]: what is measured, as JSON and CSV carry it;
+//! - [`python`]: launching the Python flow on the same token ids;
+//! - [`report`]: the table, JSON and CSV; [`plot`]: the SVG; [`machine`]: the machine description.
+
+pub mod machine;
+pub mod plot;
+pub mod python;
+pub mod report;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::backend::eager::BertConfig;
+
+/// The name of the row timing `forward` in the C shim's own loop.
+pub const SHIM_LOOP: &str = "shim-loop-xnnpack";
+
+/// One backend at one sequence length.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Row {
+    pub backend: String,
+    pub seq_len: usize,
+    pub runs: u64,
+    pub min_ms: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub mean_ms: f64,
+    pub tokens_per_s: f64,
+    /// Achieved GFLOP/s at the median latency (work from `config.json`, see [`forward_flops`]).
+    pub gflops: f64,
+    /// This row's median over its Python counterpart's median (null without one).
+    pub ratio_vs_python: Option<f64>,
+}
+
+/// One backend's load.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LoadRow {
+    pub backend: String,
+    pub load_ms: f64,
+    /// Resident memory of the (Rust or Python) process right after the load.
+    pub rss_mb: f64,
+}
+
+/// The whole bench, as `--json` writes it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchReport {
+    pub machine: machine::Machine,
+    pub threads: usize,
+    pub command: String,
+    pub warmup: u32,
+    pub iters: u32,
+    pub max_seconds: f64,
+    /// Ctrl-C stopped the bench early; the rows are what was measured by then.
+    pub interrupted: bool,
+    pub results: Vec<Row>,
+    pub loads: Vec<LoadRow>,
+}
+
+/// Floating-point operations of one forward pass at `seq_len` tokens: every
+/// linear layer (Q, K, V, attention output, FFN in and out) and the two
+/// attention products (Q·Kᵀ and P·V); 2 FLOPs per multiply-add. Layer norms,
+/// softmax, GELU and pooling are ignored (under 1% here).
+pub fn forward_flops(cfg: &BertConfig, seq_len: usize) -> f64 {
+    let s = seq_len as f64;
+    let h = cfg.hidden_size as f64;
+    let i = cfg.intermediate_size as f64;
+    let linear = 2.0 * s * (4.0 * h * h + 2.0 * h * i);
+    let attention = 2.0 * 2.0 * s * s * h;
+    cfg.num_hidden_layers as f64 * (linear + attention)
+}
+
+/// Latencies of one cell, in nanoseconds, recorded in an hdrhistogram.
+pub struct Samples {
+    hist: Histogram<u64>,
+}
+
+impl Default for Samples {
+    fn default() -> Self {
+        Samples::new()
+    }
+}
+
+impl Samples {
+    pub fn new() -> Samples {
+        // 1 ns .. 1 hour at 3 significant digits.
+        Samples { hist: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("static bounds are valid") }
+    }
+
+    pub fn record_ns(&mut self, ns: u64) {
+        self.hist.saturating_record(ns.max(1));
+    }
+
+    pub fn record_ms(&mut self, ms: f64) {
+        self.record_ns((ms * 1e6).round().max(1.0) as u64);
+    }
+
+    pub fn len(&self) -> u64 {
+        self.hist.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hist.is_empty()
+    }
+
+    /// The row for these samples; `None` when there are none.
+    pub fn row(&self, backend: &str, seq_len: usize, flops: f64) -> Option<Row> {
+        if self.hist.is_empty() {
+            return None;
+        }
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let p50 = ms(self.hist.value_at_quantile(0.5));
+        Some(Row {
+            backend: backend.to_string(),
+            seq_len,
+            runs: self.hist.len(),
+            min_ms: ms(self.hist.min()),
+            p50_ms: p50,
+            p90_ms: ms(self.hist.value_at_quantile(0.9)),
+            p99_ms: ms(self.hist.value_at_quantile(0.99)),
+            max_ms: ms(self.hist.max()),
+            mean_ms: self.hist.mean() / 1e6,
+            tokens_per_s: seq_len as f64 / (p50 / 1e3),
+            gflops: flops / (p50 / 1e3) / 1e9,
+            ratio_vs_python: None,
+        })
+    }
+}
+
+/// How many runs a cell gets: warm-ups, then up to `iters` timed runs, stopping
+/// once `max_seconds` of timed runs have passed (always at least one).
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    pub warmup: u32,
+    pub iters: u32,
+    pub max_seconds: f64,
+}
+
+impl Budget {
+    /// The portable path takes about a second at 128 tokens: one warm-up at most
+    /// (the Python side does the same).
+    pub fn warmup_for(&self, backend: &str) -> u32 {
+        if backend.ends_with("portable") {
+            self.warmup.min(1)
+        } else {
+            self.warmup
+        }
+    }
+
+    /// Run `f` (which returns its own duration in ns) under this budget.
+    pub fn measure(&self, backend: &str, stop: &AtomicBool, mut f: impl FnMut() -> anyhow::Result<u64>) -> anyhow::Result<Samples> {
+        for _ in 0..self.warmup_for(backend) {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            f()?;
+        }
+        let mut samples = Samples::new();
+        let deadline = Instant::now() + Duration::from_secs_f64(self.max_seconds);
+        while samples.len() < u64::from(self.iters) && !stop.load(Ordering::Relaxed) {
+            samples.record_ns(f()?);
+            if Instant::now() >= deadline {
+                break;
+            }
+        }
+        Ok(samples)
+    }
+}
+
+/// The Python row a Rust row is compared with.
+pub fn python_counterpart(backend: &str) -> Option<&'static str> {
+    match backend {
+        "eager" => Some("python-eager"),
+        "portable" => Some("python-portable"),
+        "xnnpack" | SHIM_LOOP => Some("python-xnnpack"),
+        _ => None,
+    }
+}
+
+/// Fill `ratio_vs_python` of every Rust row whose Python counterpart was measured.
+pub fn fill_ratios(rows: &mut [Row]) {
+    let medians: Vec<(String, usize, f64)> = rows.iter().map(|r| (r.backend.clone(), r.seq_len, r.p50_ms)).collect();
+    for row in rows.iter_mut() {
+        row.ratio_vs_python = python_counterpart(&row.backend).and_then(|py| {
+            medians.iter().find(|(b, s, _)| b == py && *s == row.seq_len).map(|(_, _, p)| row.p50_ms / p)
+        });
+    }
+}
+
+/// Resident memory of this process in MB (`VmRSS` of /proc/self/status; 0 elsewhere).
+pub fn rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_give_ordered_quantiles() {
+        let mut s = Samples::new();
+        for ms in [1.0, 2.0, 3.0, 4.0, 100.0] {
+            s.record_ms(ms);
+        }
+        let r = s.row("xnnpack", 8, 1e9).unwrap();
+        assert_eq!(r.runs, 5);
+        assert!(r.min_ms <= r.p50_ms && r.p50_ms <= r.p90_ms && r.p90_ms <= r.p99_ms && r.p99_ms <= r.max_ms);
+        assert!((r.p50_ms - 3.0).abs() < 0.01, "{}", r.p50_ms);
+        assert!((r.gflops - 1e9 / 3e-3 / 1e9).abs() < 1.0);
+        assert!(Samples::new().row("x", 8, 1.0).is_none());
+    }
+
+    #[test]
+    fn ratios_pair_rust_rows_with_python_rows() {
+        let mut s = Samples::new();
+        s.record_ms(2.0);
+        let mut py = Samples::new();
+        py.record_ms(4.0);
+        let mut rows = vec![s.row("xnnpack", 8, 1.0).unwrap(), py.row("python-xnnpack", 8, 1.0).unwrap(), s.row("eager", 8, 1.0).unwrap()];
+        fill_ratios(&mut rows);
+        assert!((rows[0].ratio_vs_python.unwrap() - 0.5).abs() < 1e-3);
+        assert_eq!(rows[1].ratio_vs_python, None);
+        assert_eq!(rows[2].ratio_vs_python, None);
+    }
+}

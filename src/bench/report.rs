@@ -1,0 +1,113 @@
+//! The bench's outputs: a table for humans, one JSON object, a CSV.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Context;
+
+use super::{BenchReport, Row, SHIM_LOOP};
+
+/// The human table: one line per row, then loads and the aims.
+pub fn table(report: &BenchReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "machine: {}", report.machine.summary());
+    let _ = writeln!(out, "threads: {}, warm-ups {}, up to {} runs or {} s per cell{}", report.threads, report.warmup, report.iters, report.max_seconds, if report.interrupted { " (INTERRUPTED: partial results)" } else { "" });
+    let _ = writeln!(out, "{:<18} {:>4} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>8}", "backend", "seq", "runs", "min ms", "p50 ms", "p90 ms", "p99 ms", "max ms", "mean ms", "tok/s", "GFLOP/s", "vs py");
+    for r in &report.results {
+        let ratio = r.ratio_vs_python.map(|x| format!("{x:.2}x")).unwrap_or_else(|| "-".to_string());
+        let _ = writeln!(
+            out,
+            "{:<18} {:>4} {:>5} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.0} {:>7.2} {:>8}",
+            r.backend, r.seq_len, r.runs, r.min_ms, r.p50_ms, r.p90_ms, r.p99_ms, r.max_ms, r.mean_ms, r.tokens_per_s, r.gflops, ratio
+        );
+    }
+    let _ = writeln!(out, "loads:");
+    for l in &report.loads {
+        let _ = writeln!(out, "  {:<18} {:>9.1} ms  rss {:>7.1} MB", l.backend, l.load_ms, l.rss_mb);
+    }
+    let _ = write!(out, "{}", aims(&report.results));
+    out
+}
+
+fn find<'a>(rows: &'a [Row], backend: &str, seq_len: usize) -> Option<&'a Row> {
+    rows.iter().find(|r| r.backend == backend && r.seq_len == seq_len)
+}
+
+/// The issue's three aims, measured: met, missed, or not measured.
+pub fn aims(rows: &[Row]) -> String {
+    let mut out = String::from("aims:\n");
+    let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
+    match find(rows, "xnnpack", 8).and_then(|r| r.ratio_vs_python) {
+        Some(x) => {
+            let worst = rows.iter().filter(|r| r.backend == "xnnpack").filter_map(|r| r.ratio_vs_python).fold(0.0f64, f64::max);
+            let _ = writeln!(out, "  xnnpack <= 0.75x python at 8 tokens: {x:.2}x ({}); never slower: worst {worst:.2}x ({})", verdict(x <= 0.75), verdict(worst <= 1.0));
+        }
+        None => out.push_str("  xnnpack vs python at 8 tokens: not measured (needs --python and seq len 8)\n"),
+    }
+    match find(rows, "eager", 8).and_then(|r| r.ratio_vs_python) {
+        Some(x) => {
+            let _ = writeln!(out, "  eager <= 0.5x python at 8 tokens: {x:.2}x ({})", verdict(x <= 0.5));
+        }
+        None => out.push_str("  eager vs python at 8 tokens: not measured (needs --python and seq len 8)\n"),
+    }
+    let overheads: Vec<(usize, f64)> = rows
+        .iter()
+        .filter(|r| r.backend == "xnnpack")
+        .filter_map(|r| find(rows, SHIM_LOOP, r.seq_len).map(|s| (r.seq_len, (r.p50_ms - s.p50_ms) * 1e3)))
+        .collect();
+    if overheads.is_empty() {
+        out.push_str("  wrapper overhead: not measured (needs xnnpack)\n");
+    }
+    for (len, us) in overheads {
+        let what = if us < 0.0 { "below the noise: the Rust call measured faster than the C++ loop" } else { verdict(us < 20.0) };
+        let _ = writeln!(out, "  wrapper overhead at {len} tokens (p50 xnnpack - p50 {SHIM_LOOP}): {us:.1} us ({what})");
+    }
+    out
+}
+
+pub fn write_json(report: &BenchReport, path: &Path) -> anyhow::Result<()> {
+    std::fs::write(path, serde_json::to_string_pretty(report)? + "\n").with_context(|| format!("writing {}", path.display()))
+}
+
+/// The CSV: one line per JSON row, with that backend's load time and RSS and
+/// the machine description repeated in the last columns.
+pub fn csv(report: &BenchReport) -> String {
+    let mut out = String::new();
+    out.push_str("backend,seq_len,runs,min_ms,p50_ms,p90_ms,p99_ms,max_ms,mean_ms,tokens_per_s,gflops,ratio_vs_python,load_ms,rss_mb,cpu,cores,os,torch,executorch,threads\n");
+    let m = &report.machine;
+    let v = |k: &str| m.versions.get(k).cloned().unwrap_or_default();
+    let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+    for r in &report.results {
+        let load_name = if r.backend == SHIM_LOOP { "xnnpack" } else { r.backend.as_str() };
+        let load = report.loads.iter().find(|l| l.backend == load_name);
+        let _ = writeln!(
+            out,
+            "{},{},{},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.3},{:.4},{},{},{},{},{},{},{},{},{}",
+            r.backend,
+            r.seq_len,
+            r.runs,
+            r.min_ms,
+            r.p50_ms,
+            r.p90_ms,
+            r.p99_ms,
+            r.max_ms,
+            r.mean_ms,
+            r.tokens_per_s,
+            r.gflops,
+            r.ratio_vs_python.map(|x| format!("{x:.4}")).unwrap_or_default(),
+            load.map(|l| format!("{:.3}", l.load_ms)).unwrap_or_default(),
+            load.map(|l| format!("{:.1}", l.rss_mb)).unwrap_or_default(),
+            quote(&m.cpu),
+            m.cores,
+            quote(&m.os),
+            v("torch"),
+            v("executorch"),
+            report.threads
+        );
+    }
+    out
+}
+
+pub fn write_csv(report: &BenchReport, path: &Path) -> anyhow::Result<()> {
+    std::fs::write(path, csv(report)).with_context(|| format!("writing {}", path.display()))
+}

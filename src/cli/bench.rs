@@ -1,0 +1,197 @@
+//! `runlens bench`: every backend at several sequence lengths, optionally side
+//! by side with the course's Python flow; a table, JSON, CSV and an SVG plot.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::Common;
+use crate::backend::eager::BertConfig;
+use crate::backend::executorch::ExecutorchBackend;
+use crate::backend::{self, BackendKind};
+use crate::bench::{self, machine::Machine, report, BenchReport, Budget, LoadRow, Row, Samples, SHIM_LOOP};
+use crate::model::{Encoded, SentenceTokenizer, MAX_SEQ_LEN};
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Comma list of sequence lengths (tokens, 2..=128).
+    #[arg(long, value_delimiter = ',', default_value = "8,32,128", value_name = "LIST", value_parser = clap::value_parser!(u32).range(2..=MAX_SEQ_LEN as i64))]
+    pub seq_lens: Vec<u32>,
+    /// Timed runs per cell at most.
+    #[arg(long, default_value_t = 50, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub iters: u32,
+    /// Untimed warm-up runs per cell (the portable path gets at most one).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub warmup: u32,
+    /// Time budget of one cell's timed runs, in seconds (at least one run is made).
+    #[arg(long, default_value_t = 3.0, value_name = "S")]
+    pub max_seconds: f64,
+    /// Also run the course's Python flow (python/bench_python.py through .venv) on the same ids.
+    #[arg(long)]
+    pub python: bool,
+    /// Write the report as one JSON object to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the rows as CSV to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Write an SVG plot (median latency against sequence length, log scale) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+}
+
+pub fn run(common: &Common, args: &BenchArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.max_seconds > 0.0 && args.max_seconds.is_finite(), "--max-seconds must be positive");
+    let dir = common.model_dir();
+    let tokenizer = SentenceTokenizer::load(&dir.tokenizer()?)?;
+    let config = BertConfig::load(&dir.config()?).context("reading config.json for the FLOP count")?;
+    let kinds = common.backends(&dir)?;
+    for &kind in &kinds {
+        backend::files_present(kind, &dir)?;
+    }
+    let mut lens: Vec<usize> = args.seq_lens.iter().map(|&l| l as usize).collect();
+    lens.dedup();
+    let inputs: Vec<Encoded> = lens.iter().map(|&l| Encoded::synthetic(&tokenizer, l)).collect::<anyhow::Result<_>>()?;
+    let threads = common.thread_count();
+    backend::set_threads(threads)?;
+    let budget = Budget { warmup: args.warmup, iters: args.iters, max_seconds: args.max_seconds };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = Arc::clone(&stop);
+        // A second bench in one process keeps the first handler; that is fine.
+        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst));
+    }
+
+    let cells = kinds.len() * lens.len() + if kinds.contains(&BackendKind::Xnnpack) { lens.len() } else { 0 };
+    let bar = ProgressBar::new(cells as u64);
+    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} cells  {elapsed_precise}  {msg}").expect("static template"));
+
+    let mut rows: Vec<Row> = Vec::new();
+    let mut loads: Vec<LoadRow> = Vec::new();
+    for &kind in &kinds {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        bar.set_message(format!("loading {kind}"));
+        bench_backend(kind, &dir, &inputs, &config, budget, &stop, &bar, &mut rows, &mut loads)?;
+    }
+    bar.finish_and_clear();
+
+    let mut machine = Machine::probe(bench::python::venv().as_deref());
+    let mut interrupted = stop.load(Ordering::Relaxed);
+    if args.python && !interrupted {
+        eprintln!("running the Python flow (python/bench_python.py) on the same ids, {threads} threads ...");
+        let out = bench::python::run(&dir, &kinds, &inputs, threads, budget)?;
+        machine.versions.extend(out.versions);
+        loads.extend(out.loads);
+        for cell in out.results {
+            let mut samples = Samples::new();
+            cell.times_ms.iter().for_each(|&ms| samples.record_ms(ms));
+            rows.extend(samples.row(&cell.backend, cell.seq_len, bench::forward_flops(&config, cell.seq_len)));
+        }
+        interrupted |= out.interrupted || stop.load(Ordering::Relaxed);
+    }
+    rows.sort_by_key(|r| r.seq_len);
+    bench::fill_ratios(&mut rows);
+
+    let report = BenchReport {
+        machine,
+        threads,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        warmup: args.warmup,
+        iters: args.iters,
+        max_seconds: args.max_seconds,
+        interrupted,
+        results: rows,
+        loads,
+    };
+    print!("{}", report::table(&report));
+    if let Some(path) = &args.json {
+        report::write_json(&report, path)?;
+    }
+    if let Some(path) = &args.csv {
+        report::write_csv(&report, path)?;
+    }
+    if let Some(path) = &args.plot {
+        bench::plot::write_svg(&report, path)?;
+    }
+    Ok(())
+}
+
+/// Load one backend, then time it at every length (and, for XNNPACK, the shim's own loop).
+#[allow(clippy::too_many_arguments)]
+fn bench_backend(
+    kind: BackendKind,
+    dir: &crate::model::ModelDir,
+    inputs: &[Encoded],
+    config: &BertConfig,
+    budget: Budget,
+    stop: &AtomicBool,
+    bar: &ProgressBar,
+    rows: &mut Vec<Row>,
+    loads: &mut Vec<LoadRow>,
+) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let mut et: Option<ExecutorchBackend> = None;
+    let mut eager: Option<Box<dyn backend::Backend>> = None;
+    match kind {
+        BackendKind::Eager => eager = Some(backend::load(kind, dir)?),
+        _ => et = Some(ExecutorchBackend::load(kind, dir)?),
+    }
+    let load_ms = et.as_ref().map(|b| b.load_time()).unwrap_or_else(|| start.elapsed()).as_secs_f64() * 1e3;
+    loads.push(LoadRow { backend: kind.name().to_string(), load_ms, rss_mb: bench::rss_mb() });
+
+    for input in inputs {
+        let flops = bench::forward_flops(config, input.len());
+        bar.set_message(format!("{kind} at {} tokens", input.len()));
+        let b: &mut dyn backend::Backend = match (&mut eager, &mut et) {
+            (Some(e), _) => e.as_mut(),
+            (None, Some(e)) => e,
+            (None, None) => unreachable!("one backend is loaded"),
+        };
+        let samples = budget.measure(kind.name(), stop, || {
+            let t = Instant::now();
+            b.run(input)?;
+            Ok(t.elapsed().as_nanos() as u64)
+        })?;
+        rows.extend(samples.row(kind.name(), input.len(), flops));
+        bar.inc(1);
+
+        if let (BackendKind::Xnnpack, Some(et)) = (kind, et.as_mut()) {
+            bar.set_message(format!("{SHIM_LOOP} at {} tokens", input.len()));
+            let samples = shim_loop(et, input, budget, stop)?;
+            rows.extend(samples.row(SHIM_LOOP, input.len(), flops));
+            bar.inc(1);
+        }
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// `forward` in the C shim's own loop, in chunks so the budget and Ctrl-C are honoured.
+fn shim_loop(et: &mut ExecutorchBackend, input: &Encoded, budget: Budget, stop: &AtomicBool) -> anyhow::Result<Samples> {
+    let module = et.module_mut();
+    if budget.warmup > 0 {
+        module.forward_loop(&input.ids, &input.attention_mask, budget.warmup)?;
+    }
+    let mut samples = Samples::new();
+    let deadline = Instant::now() + std::time::Duration::from_secs_f64(budget.max_seconds);
+    while samples.len() < u64::from(budget.iters) && !stop.load(Ordering::Relaxed) {
+        let chunk = (u64::from(budget.iters) - samples.len()).min(10) as u32;
+        for ns in module.forward_loop(&input.ids, &input.attention_mask, chunk)? {
+            samples.record_ns(ns);
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+    }
+    Ok(samples)
+}

@@ -1,0 +1,202 @@
+//! Background inference, kept off the UI thread (gitui's `asyncgit` pattern).
+//!
+//! One std thread per backend loads it and then runs what its [`inbox`] holds.
+//! The inbox has a single slot: a new input replaces the one still waiting
+//! ("latest wins"), so a slow backend never builds a queue and never delays the
+//! others. Every step is reported as a [`WorkerEvent`] carrying the input's
+//! generation; the app drops results for text that is no longer current.
+//! [`Request`] is how the app asks for work; [`Scheduler::handle`] carries it out
+//! without ever blocking.
+
+mod gate;
+pub mod inbox;
+mod worker;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::backend::{Backend, BackendKind};
+use crate::model::{Embedding, Encoded};
+
+/// Worker threads are named `runlens-worker-<backend>`.
+pub const WORKER_THREAD_PREFIX: &str = "runlens-worker-";
+
+/// How a worker gets its backend (real: [`crate::backend::load`]; tests: fakes).
+pub type Loader = Arc<dyn Fn(BackendKind) -> anyhow::Result<Box<dyn Backend>> + Send + Sync>;
+/// Where workers report; called on the worker thread, so it must not block.
+pub type Sink = Arc<dyn Fn(WorkerEvent) + Send + Sync>;
+
+/// One input to run, tagged with the generation of the text it was made from.
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub generation: u64,
+    pub input: Arc<Encoded>,
+}
+
+/// What a worker reports.
+#[derive(Debug)]
+pub enum WorkerEvent {
+    Loaded { kind: BackendKind, description: String, load_time: Duration },
+    LoadFailed { kind: BackendKind, error: String },
+    /// A run began (it may have waited in serial mode).
+    Started { kind: BackendKind, generation: u64, at: Instant },
+    /// A run ended; `elapsed` is the time inside `Backend::run` only.
+    Finished { kind: BackendKind, generation: u64, input: Arc<Encoded>, outcome: Result<Embedding, String>, elapsed: Duration },
+    /// The corpus sentences, embedded in order.
+    CorpusEmbedded { kind: BackendKind, outcome: Result<Vec<Embedding>, String>, elapsed: Duration },
+}
+
+impl WorkerEvent {
+    pub fn kind(&self) -> BackendKind {
+        match self {
+            WorkerEvent::Loaded { kind, .. }
+            | WorkerEvent::LoadFailed { kind, .. }
+            | WorkerEvent::Started { kind, .. }
+            | WorkerEvent::Finished { kind, .. }
+            | WorkerEvent::CorpusEmbedded { kind, .. } => *kind,
+        }
+    }
+}
+
+/// What the app asks of the workers.
+#[derive(Debug)]
+pub enum Request {
+    /// Run this input on every backend (replacing what waits).
+    Run(Job),
+    /// Drop every input still waiting (runs in progress finish and are then stale).
+    Cancel,
+    /// Embed the corpus on this backend before its next input.
+    EmbedCorpus(BackendKind, Arc<Vec<Encoded>>),
+    /// One backend at a time (true) or all at once.
+    SetSerial(bool),
+    /// Keep re-running the current input.
+    SetRepeat(bool),
+}
+
+/// State the workers share: the serial-mode gate and the repeat flag.
+pub(crate) struct Shared {
+    gate: gate::Gate,
+    repeat: AtomicBool,
+}
+
+struct WorkerHandle {
+    kind: BackendKind,
+    inbox: Arc<inbox::Inbox>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// The worker threads, one per backend.
+pub struct Scheduler {
+    workers: Vec<WorkerHandle>,
+    shared: Arc<Shared>,
+}
+
+impl Scheduler {
+    /// Start one worker per kind; each loads its backend with `loader` at once
+    /// (in parallel) and reports to `sink`.
+    pub fn start(kinds: &[BackendKind], loader: Loader, sink: Sink) -> std::io::Result<Scheduler> {
+        let shared = Arc::new(Shared { gate: gate::Gate::default(), repeat: AtomicBool::new(false) });
+        let mut workers = Vec::with_capacity(kinds.len());
+        let mut scheduler = Scheduler { workers: Vec::new(), shared: shared.clone() };
+        for (index, &kind) in kinds.iter().enumerate() {
+            let inbox = Arc::new(inbox::Inbox::default());
+            let body = worker::Worker {
+                index,
+                kind,
+                inbox: inbox.clone(),
+                shared: shared.clone(),
+                loader: loader.clone(),
+                sink: sink.clone(),
+            };
+            let thread = std::thread::Builder::new()
+                .name(format!("{WORKER_THREAD_PREFIX}{}", kind.name()))
+                .spawn(move || body.main());
+            match thread {
+                Ok(thread) => workers.push(WorkerHandle { kind, inbox, thread: Some(thread) }),
+                Err(e) => {
+                    scheduler.workers = workers;
+                    return Err(e); // dropping `scheduler` closes the workers started so far
+                }
+            }
+        }
+        scheduler.workers = workers;
+        Ok(scheduler)
+    }
+
+    /// Carry out one request; never waits for a run.
+    pub fn handle(&self, request: Request) {
+        match request {
+            Request::Run(job) => self.submit(job),
+            Request::Cancel => self.cancel(),
+            Request::EmbedCorpus(kind, sentences) => {
+                if let Some(w) = self.workers.iter().find(|w| w.kind == kind) {
+                    w.inbox.put_corpus(sentences);
+                }
+            }
+            Request::SetSerial(serial) => self.shared.gate.set_serial(serial),
+            Request::SetRepeat(repeat) => self.shared.repeat.store(repeat, Ordering::Relaxed),
+        }
+    }
+
+    /// Give every worker `job`, replacing the input it has waiting.
+    pub fn submit(&self, job: Job) {
+        for w in &self.workers {
+            w.inbox.put(job.clone());
+        }
+    }
+
+    pub fn submit_to(&self, kind: BackendKind, job: Job) {
+        if let Some(w) = self.workers.iter().find(|w| w.kind == kind) {
+            w.inbox.put(job);
+        }
+    }
+
+    pub fn cancel(&self) {
+        for w in &self.workers {
+            w.inbox.clear();
+        }
+    }
+
+    pub fn is_serial(&self) -> bool {
+        self.shared.gate.is_serial()
+    }
+
+    pub fn is_repeat(&self) -> bool {
+        self.shared.repeat.load(Ordering::Relaxed)
+    }
+
+    /// Close every inbox; workers end after the run they are in. Does not wait.
+    pub fn close(&self) {
+        for w in &self.workers {
+            w.inbox.close();
+        }
+        self.shared.gate.close();
+    }
+
+    /// Close, then wait up to `timeout` for the workers to end; `true` when all did.
+    pub fn shutdown(mut self, timeout: Duration) -> bool {
+        self.close();
+        let deadline = Instant::now() + timeout;
+        for w in &mut self.workers {
+            let Some(thread) = w.thread.take() else { continue };
+            while !thread.is_finished() {
+                if Instant::now() >= deadline {
+                    return false;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let _ = thread.join();
+        }
+        true
+    }
+}
+
+impl Drop for Scheduler {
+    /// Workers are told to stop but not waited for: a portable run may take a
+    /// second and quitting must not.
+    fn drop(&mut self) {
+        self.close();
+    }
+}

@@ -1,0 +1,89 @@
+//! The body of one worker thread: load the backend, then run whatever its
+//! inbox holds, reporting every step to the sink. Panics in the backend are
+//! caught and reported as errors, so one broken path never takes down the others.
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::inbox::{Inbox, Work};
+use super::{Loader, Shared, Sink, WorkerEvent};
+use crate::backend::{Backend, BackendKind};
+use crate::model::Embedding;
+
+pub(super) struct Worker {
+    pub index: usize,
+    pub kind: BackendKind,
+    pub inbox: Arc<Inbox>,
+    pub shared: Arc<Shared>,
+    pub loader: Loader,
+    pub sink: Sink,
+}
+
+fn panic_message(payload: Box<dyn Any + Send>) -> String {
+    let text = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string());
+    format!("panicked: {text}")
+}
+
+impl Worker {
+    pub fn main(self) {
+        let kind = self.kind;
+        let start = Instant::now();
+        let loaded = catch_unwind(AssertUnwindSafe(|| (self.loader)(kind)));
+        let load_time = start.elapsed();
+        let mut backend = match loaded {
+            Ok(Ok(backend)) => {
+                (self.sink)(WorkerEvent::Loaded { kind, description: backend.describe(), load_time });
+                backend
+            }
+            Ok(Err(e)) => return (self.sink)(WorkerEvent::LoadFailed { kind, error: format!("{e:#}") }),
+            Err(payload) => return (self.sink)(WorkerEvent::LoadFailed { kind, error: panic_message(payload) }),
+        };
+        while self.inbox.wait() {
+            let turn = self.shared.gate.enter(self.index);
+            match self.inbox.take() {
+                None => continue,
+                Some(Work::Corpus(sentences)) => {
+                    let start = Instant::now();
+                    let outcome: Result<Vec<Embedding>, String> =
+                        sentences.iter().map(|s| run_caught(backend.as_mut(), s)).collect();
+                    drop(turn);
+                    (self.sink)(WorkerEvent::CorpusEmbedded { kind, outcome, elapsed: start.elapsed() });
+                }
+                Some(Work::Run(job)) => {
+                    let at = Instant::now();
+                    (self.sink)(WorkerEvent::Started { kind, generation: job.generation, at });
+                    let outcome = run_caught(backend.as_mut(), &job.input);
+                    let elapsed = at.elapsed();
+                    drop(turn);
+                    let ok = outcome.is_ok();
+                    (self.sink)(WorkerEvent::Finished {
+                        kind,
+                        generation: job.generation,
+                        input: job.input.clone(),
+                        outcome,
+                        elapsed,
+                    });
+                    // Repeat mode: run the same input again unless a newer one came in.
+                    if ok && self.shared.repeat.load(Ordering::Relaxed) {
+                        self.inbox.offer(job);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn run_caught(backend: &mut dyn Backend, input: &crate::model::Encoded) -> Result<Embedding, String> {
+    match catch_unwind(AssertUnwindSafe(|| backend.run(input))) {
+        Ok(Ok(embedding)) => Ok(embedding),
+        Ok(Err(e)) => Err(format!("{e:#}")),
+        Err(payload) => Err(panic_message(payload)),
+    }
+}

@@ -1,0 +1,448 @@
+//! The live explorer: terminal set-up and teardown, and the event loop.
+//!
+//! Everything reaches the app as one [`Event`] on one channel: terminal input
+//! (read by crossterm's `EventStream` on the tokio runtime), worker reports
+//! (sent from the inference threads of [`crate::schedule`]) and app events
+//! (the delegation coverage, read in the background). Keys become
+//! [`Action`]s; state changes only in [`App`]. The loop draws when something
+//! changed, at most [`FPS`] frames a second, and sleeps while nothing does: no
+//! timer runs while idle, only the debounce and, while work is in flight, a
+//! [`TICK`] for elapsed times.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use futures::StreamExt;
+use ratatui::DefaultTerminal;
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+
+use crate::app::{self, Action, App, AppConfig, CoverageView, Tokenize};
+use crate::backend::{self, BackendKind};
+use crate::model::{ModelDir, SentenceTokenizer};
+use crate::schedule::{Loader, Request, Scheduler, Sink, WorkerEvent, WORKER_THREAD_PREFIX};
+use crate::ui;
+
+/// Most frames drawn per second while work is in flight.
+pub const FPS: f64 = 30.0;
+/// How often elapsed times are redrawn while something loads or runs.
+pub const TICK: Duration = Duration::from_millis(100);
+/// Environment variable naming a file to write a timing trace to (keys, runs, results, frames).
+pub const TRACE_ENV: &str = "RUNLENS_TUI_TRACE";
+
+/// What `runlens` with no subcommand opens.
+#[derive(Clone, Debug)]
+pub struct TuiOptions {
+    pub models: ModelDir,
+    /// The columns, in order.
+    pub backends: Vec<BackendKind>,
+    /// The thread count already applied (shown in the status bar); `None`: all cores.
+    pub threads: Option<usize>,
+}
+
+/// Everything the event loop reacts to.
+#[derive(Debug)]
+pub enum Event {
+    /// A timer: debounce due, elapsed times to redraw, or a frame that was held back.
+    Tick,
+    Key(KeyEvent),
+    Paste(String),
+    Resize(u16, u16),
+    Worker(WorkerEvent),
+    App(AppEvent),
+}
+
+#[derive(Debug)]
+pub enum AppEvent {
+    /// The delegation coverage of a `.pte` was read.
+    Coverage(BackendKind, Result<CoverageView, String>),
+    /// Reading the terminal failed: the explorer ends with this error.
+    TerminalError(String),
+}
+
+/// Run the explorer until the user quits. Missing model files are reported
+/// (naming `make models`) before the terminal is touched.
+pub fn run(opts: TuiOptions) -> anyhow::Result<()> {
+    anyhow::ensure!(!opts.backends.is_empty(), "no backend to run: pass --backends with one of {}", BackendKind::valid_names());
+    let tokenizer_path = opts.models.tokenizer()?;
+    for &kind in &opts.backends {
+        backend::files_present(kind, &opts.models)?;
+    }
+    let tokenizer = SentenceTokenizer::load(&tokenizer_path)?;
+    let threads = opts.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let trace = Trace::from_env()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .context("cannot start the event loop")?;
+
+    let mut terminal = ratatui::try_init().context("cannot set up the terminal (is this an interactive terminal?)")?;
+    let _ = crossterm::execute!(std::io::stdout(), EnableBracketedPaste);
+    quiet_background_panics();
+    let outcome = runtime.block_on(session(&mut terminal, &opts, tokenizer, threads, trace));
+    let _ = crossterm::execute!(std::io::stdout(), DisableBracketedPaste);
+    ratatui::restore();
+    outcome
+}
+
+/// Panics on worker threads are caught there and shown in their column; keep
+/// the default hook (ratatui's, which restores the terminal) for all others.
+/// Installed after `ratatui::init`, so it runs first.
+fn quiet_background_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let background = std::thread::current().name().is_some_and(|n| n.starts_with(WORKER_THREAD_PREFIX));
+        if !background {
+            let _ = crossterm::execute!(std::io::stdout(), DisableBracketedPaste);
+            previous(info);
+        }
+    }));
+}
+
+async fn session(
+    terminal: &mut DefaultTerminal,
+    opts: &TuiOptions,
+    tokenizer: SentenceTokenizer,
+    threads: usize,
+    mut trace: Trace,
+) -> anyhow::Result<()> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(read_terminal(tx.clone()));
+
+    let tokenize: Tokenize = Box::new(move |text| tokenizer.encode(text));
+    let config = AppConfig {
+        kinds: opts.backends.clone(),
+        threads,
+        model: app::MODEL_NAME.to_string(),
+        corpus: app::corpus_sentences(),
+    };
+    let app = App::new(config, tokenize, Instant::now());
+
+    let dir = opts.models.clone();
+    let loader: Loader = Arc::new(move |kind| backend::load(kind, &dir));
+    let worker_tx = tx.clone();
+    let sink: Sink = Arc::new(move |event| {
+        let _ = worker_tx.send(Event::Worker(event));
+    });
+    let scheduler = Scheduler::start(&opts.backends, loader, sink).context("cannot start the worker threads")?;
+    spawn_coverage(&opts.backends, &opts.models, tx.clone());
+    drop(tx);
+
+    let outcome = event_loop(terminal, app, &scheduler, rx, &mut trace).await;
+    trace.flush();
+    outcome
+}
+
+async fn read_terminal(tx: UnboundedSender<Event>) {
+    let mut events = EventStream::new();
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(crossterm::event::Event::Key(key)) => Event::Key(key),
+            Ok(crossterm::event::Event::Paste(text)) => Event::Paste(text),
+            Ok(crossterm::event::Event::Resize(w, h)) => Event::Resize(w, h),
+            Ok(_) => continue,
+            Err(e) => Event::App(AppEvent::TerminalError(e.to_string())),
+        };
+        let fatal = matches!(event, Event::App(AppEvent::TerminalError(_)));
+        if tx.send(event).is_err() || fatal {
+            return;
+        }
+    }
+}
+
+/// Read each `.pte`'s delegation coverage on a background thread.
+fn spawn_coverage(kinds: &[BackendKind], dir: &ModelDir, tx: UnboundedSender<Event>) {
+    let kinds: Vec<BackendKind> = kinds.iter().copied().filter(|k| k.pte_file().is_some()).collect();
+    if kinds.is_empty() {
+        return;
+    }
+    let dir = dir.clone();
+    let body = move || {
+        for kind in kinds {
+            let coverage = std::panic::catch_unwind(|| read_coverage(kind, &dir))
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("the .pte reader panicked")))
+                .map_err(|e| format!("{e:#}"));
+            if tx.send(Event::App(AppEvent::Coverage(kind, coverage))).is_err() {
+                return;
+            }
+        }
+    };
+    // Without the thread there is just no coverage panel; nothing else depends on it.
+    let _ = std::thread::Builder::new().name(format!("{WORKER_THREAD_PREFIX}coverage")).spawn(body);
+}
+
+/// The delegation coverage of `kind`'s `.pte` as the TUI shows it, from runlens'
+/// own reader (`crate::pte`): the `forward` plan (else the first). Runs on a
+/// background thread.
+fn read_coverage(kind: BackendKind, dir: &ModelDir) -> anyhow::Result<CoverageView> {
+    let file = kind.pte_file().context("not an ExecuTorch path")?;
+    let path = dir.require(file)?;
+    let report = crate::pte::inspect_file(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let plan = report
+        .plan("forward")
+        .or_else(|| report.plans.first())
+        .with_context(|| format!("{} has no execution plan", path.display()))?;
+    Ok(CoverageView {
+        coverage: plan.coverage,
+        kernel_calls: plan.kernel_calls as usize,
+        delegate_calls: plan.delegate_calls as usize,
+        top_operators: plan.operators_by_count().into_iter().map(|(name, n)| (name.to_string(), n as usize)).collect(),
+        file_bytes: report.size_bytes,
+    })
+}
+
+/// The key bindings. Plain characters are text, so commands use Ctrl or F keys;
+/// `q` and `?` act as commands only while the input is empty.
+pub fn key_action(key: &KeyEvent, app: &App) -> Option<Action> {
+    if key.kind == KeyEventKind::Release {
+        return None;
+    }
+    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+    let alt = key.modifiers.contains(KeyModifiers::ALT);
+    if ctrl && matches!(key.code, KeyCode::Char('c')) {
+        return Some(Action::Quit);
+    }
+    if app.show_help() {
+        // Any key closes the help.
+        return Some(Action::CloseHelp);
+    }
+    let empty = app.input().is_empty();
+    Some(match key.code {
+        KeyCode::Char('u') if ctrl => Action::Clear,
+        KeyCode::Char('s') if ctrl => Action::ToggleSerial,
+        KeyCode::Char('r') if ctrl => Action::ToggleRepeat,
+        KeyCode::Char('a') if ctrl => Action::Home,
+        KeyCode::Char('e') if ctrl => Action::End,
+        KeyCode::F(1) => Action::ToggleHelp,
+        KeyCode::F(2) => Action::ToggleSerial,
+        KeyCode::F(3) => Action::ToggleRepeat,
+        // F4 and F5 are kept free for the profile view and the XNNPACK variant.
+        KeyCode::Esc => Action::Quit,
+        KeyCode::Char('q') if empty && !ctrl && !alt => Action::Quit,
+        KeyCode::Char('?') if empty && !ctrl && !alt => Action::ToggleHelp,
+        KeyCode::Char(c) if !ctrl && !alt => Action::Insert(c),
+        KeyCode::Enter => Action::RunNow,
+        KeyCode::Backspace => Action::Backspace,
+        KeyCode::Delete => Action::Delete,
+        KeyCode::Left => Action::Left,
+        KeyCode::Right => Action::Right,
+        KeyCode::Home => Action::Home,
+        KeyCode::End => Action::End,
+        _ => return None,
+    })
+}
+
+/// A token bucket: bursts of a few frames (a key echo and the first results
+/// show at once), on average at most [`FPS`].
+struct FrameBudget {
+    tokens: f64,
+    last: Instant,
+}
+
+impl FrameBudget {
+    const BURST: f64 = 3.0;
+
+    fn new(now: Instant) -> FrameBudget {
+        FrameBudget { tokens: Self::BURST, last: now }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        self.tokens = (self.tokens + now.saturating_duration_since(self.last).as_secs_f64() * FPS).min(Self::BURST);
+        self.last = now;
+    }
+
+    fn try_take(&mut self, now: Instant) -> bool {
+        self.refill(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// When the next frame may be drawn.
+    fn next_at(&self) -> Instant {
+        self.last + Duration::from_secs_f64((1.0 - self.tokens).max(0.0) / FPS)
+    }
+}
+
+async fn event_loop(
+    terminal: &mut DefaultTerminal,
+    mut app: App,
+    scheduler: &Scheduler,
+    mut rx: UnboundedReceiver<Event>,
+    trace: &mut Trace,
+) -> anyhow::Result<()> {
+    let mut frames = FrameBudget::new(Instant::now());
+    let mut dirty = true;
+    let mut last_tick = Instant::now();
+    loop {
+        let now = Instant::now();
+        app.set_now(now);
+        for request in app.drain_requests() {
+            if let Request::Run(job) = &request {
+                trace.line(format_args!("run gen={} tokens={}", job.generation, job.input.len()));
+            }
+            scheduler.handle(request);
+        }
+        if app.should_quit() {
+            return Ok(());
+        }
+        if dirty && frames.try_take(now) {
+            terminal.draw(|frame| ui::draw(frame, &app)).context("cannot draw")?;
+            trace.line(format_args!("draw"));
+            dirty = false;
+        }
+
+        let tick_at = app.is_busy().then_some(last_tick + TICK);
+        let frame_at = dirty.then(|| frames.next_at());
+        let deadline = [app.next_deadline(), tick_at, frame_at].into_iter().flatten().min();
+        let first = tokio::select! {
+            event = rx.recv() => match event {
+                Some(event) => event,
+                None => return Ok(()),
+            },
+            _ = tokio::time::sleep_until(deadline.unwrap_or(now).into()), if deadline.is_some() => Event::Tick,
+        };
+        app.set_now(Instant::now());
+        // Take everything already waiting before drawing again (repeat mode sends many results).
+        let mut next = Some(first);
+        let mut handled = 0;
+        while let Some(event) = next.take() {
+            match event {
+                Event::Tick => {
+                    dirty |= app.tick();
+                    if app.is_busy() && app.now() >= last_tick + TICK {
+                        last_tick = app.now();
+                        dirty = true;
+                    }
+                }
+                Event::Key(key) => {
+                    trace.line(format_args!("key {:?}", key.code));
+                    if let Some(action) = key_action(&key, &app) {
+                        app.apply(action);
+                        dirty = true;
+                    }
+                }
+                Event::Paste(text) => {
+                    app.apply(Action::Paste(text));
+                    dirty = true;
+                }
+                Event::Resize(..) => dirty = true,
+                Event::Worker(event) => {
+                    if let WorkerEvent::Finished { kind, generation, elapsed, .. } = &event {
+                        trace.line(format_args!(
+                            "result {kind} gen={generation} run_us={} current={}",
+                            elapsed.as_micros(),
+                            *generation == app.generation()
+                        ));
+                    }
+                    app.on_worker(event);
+                    dirty = true;
+                }
+                Event::App(AppEvent::Coverage(kind, coverage)) => {
+                    app.set_coverage(kind, coverage);
+                    dirty = true;
+                }
+                Event::App(AppEvent::TerminalError(e)) => anyhow::bail!("cannot read the terminal: {e}"),
+            }
+            handled += 1;
+            if handled < 512 {
+                next = rx.try_recv().ok();
+            }
+        }
+        // A tick after a key: the debounce may already be due.
+        dirty |= app.tick();
+    }
+}
+
+/// An optional timing trace (`RUNLENS_TUI_TRACE=FILE`): one line per key, run
+/// request, result and frame, microseconds since start. For measuring the time
+/// from a keystroke to the result on screen; off unless asked for.
+struct Trace {
+    out: Option<BufWriter<File>>,
+    start: Instant,
+}
+
+impl Trace {
+    fn from_env() -> anyhow::Result<Trace> {
+        let out = match std::env::var_os(TRACE_ENV) {
+            Some(path) if !path.is_empty() => {
+                let path = PathBuf::from(path);
+                let file = File::create(&path).with_context(|| format!("cannot create the trace file {} ({TRACE_ENV})", path.display()))?;
+                Some(BufWriter::new(file))
+            }
+            _ => None,
+        };
+        Ok(Trace { out, start: Instant::now() })
+    }
+
+    fn line(&mut self, what: std::fmt::Arguments) {
+        if let Some(out) = &mut self.out {
+            let _ = writeln!(out, "{} {what}", self.start.elapsed().as_micros());
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some(out) = &mut self.out {
+            let _ = out.flush();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_come_in_short_bursts_then_at_most_30_a_second() {
+        let t0 = Instant::now();
+        let mut budget = FrameBudget::new(t0);
+        assert!(budget.try_take(t0) && budget.try_take(t0) && budget.try_take(t0));
+        assert!(!budget.try_take(t0), "the burst is spent");
+        let next = budget.next_at();
+        assert!(next > t0 && next <= t0 + Duration::from_millis(34), "{:?}", next - t0);
+        assert!(budget.try_take(t0 + Duration::from_millis(34)));
+        // Over one second of constant demand: about 30 frames.
+        let mut drawn = 0;
+        let mut t = t0 + Duration::from_millis(34);
+        while t < t0 + Duration::from_millis(1034) {
+            t += Duration::from_millis(1);
+            if budget.try_take(t) {
+                drawn += 1;
+            }
+        }
+        assert!((29..=31).contains(&drawn), "{drawn} frames");
+    }
+
+    #[test]
+    fn keys_map_to_actions_and_letters_are_text() {
+        use crate::backend::BackendKind;
+        let config = AppConfig { kinds: vec![BackendKind::Xnnpack], threads: 1, model: "m".into(), corpus: vec![] };
+        let mut app = App::new(config, Box::new(|t: &str| anyhow::bail!("no tokenizer for {t}")), Instant::now());
+        let key = |code, modifiers| KeyEvent::new(code, modifiers);
+        let none = KeyModifiers::NONE;
+        let ctrl = KeyModifiers::CONTROL;
+        assert_eq!(key_action(&key(KeyCode::Char('q'), none), &app), Some(Action::Quit));
+        assert_eq!(key_action(&key(KeyCode::Char('?'), none), &app), Some(Action::ToggleHelp));
+        app.apply(Action::Insert('a'));
+        assert_eq!(key_action(&key(KeyCode::Char('q'), none), &app), Some(Action::Insert('q')), "q is text once there is text");
+        assert_eq!(key_action(&key(KeyCode::Char('?'), none), &app), Some(Action::Insert('?')));
+        assert_eq!(key_action(&key(KeyCode::Esc, none), &app), Some(Action::Quit));
+        assert_eq!(key_action(&key(KeyCode::Char('c'), ctrl), &app), Some(Action::Quit));
+        assert_eq!(key_action(&key(KeyCode::Char('s'), ctrl), &app), Some(Action::ToggleSerial));
+        assert_eq!(key_action(&key(KeyCode::F(3), none), &app), Some(Action::ToggleRepeat));
+        assert_eq!(key_action(&key(KeyCode::Char('u'), ctrl), &app), Some(Action::Clear));
+        assert_eq!(key_action(&key(KeyCode::Enter, none), &app), Some(Action::RunNow));
+        assert_eq!(key_action(&key(KeyCode::F(4), none), &app), None, "F4 is kept free");
+        app.apply(Action::ToggleHelp);
+        assert_eq!(key_action(&key(KeyCode::Esc, none), &app), Some(Action::CloseHelp), "Esc closes the help first");
+        assert_eq!(key_action(&key(KeyCode::Char('x'), none), &app), Some(Action::CloseHelp));
+        assert_eq!(key_action(&key(KeyCode::Char('c'), ctrl), &app), Some(Action::Quit));
+    }
+}

@@ -1,0 +1,273 @@
+//! One backend's column: state, output (embedding strip, norm), nearest corpus
+//! sentence, parity against the reference, latency, and for `.pte` paths the
+//! delegation panel. All columns share one row layout, so the same section
+//! sits on the same row everywhere and differences show at a glance.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Widget};
+
+use super::coverage::{self, CoveragePanel};
+use super::embedding::EmbeddingStrip;
+use super::format;
+use super::latency::{self, LatencyPanel};
+use crate::app::{App, ColumnState, CorpusState, ParityView, Phase};
+use crate::backend::BackendKind;
+use crate::model::Parity;
+
+/// Rows inside the border a column needs at the least.
+pub const MIN_INNER_ROWS: u16 = 17;
+
+/// Where each section goes, relative to the inner area of a column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sections {
+    pub state: Rect,
+    pub header: Rect,
+    pub strip: Rect,
+    pub nearest: Rect,
+    pub parity: Rect,
+    pub latency: Rect,
+    pub coverage: Rect,
+}
+
+// Slots in display order: sizes at the least, the most, and the order extra rows go to.
+const STATE: usize = 0;
+const HEADER: usize = 2;
+const STRIP: usize = 3;
+const NEAREST: usize = 5;
+const PARITY: usize = 7;
+const LATENCY: usize = 9;
+const COVERAGE: usize = 11;
+const GROWTH: [usize; 21] = [1, 8, 4, 10, 6, 9, 3, 5, 9, 3, 11, 11, 11, 3, 9, 5, 3, 9, 3, 3, 3];
+
+impl Sections {
+    pub fn new(inner: Rect, dims: usize) -> Sections {
+        let strip_max = dims.div_ceil(inner.width.max(1) as usize).clamp(2, 8) as u16;
+        let mut size: [u16; 12] = [1, 0, 1, 2, 0, 3, 0, 2, 0, latency::TEXT_ROWS + 1, 0, coverage::ROWS];
+        let max: [u16; 12] = [1, 1, 1, strip_max, 1, 5, 1, 2, 1, latency::TEXT_ROWS + 5, 1, coverage::ROWS + 4];
+        let mut extra = inner.height.saturating_sub(size.iter().sum());
+        for &slot in GROWTH.iter().chain(std::iter::repeat_n(&STRIP, 8)) {
+            if extra == 0 {
+                break;
+            }
+            if size[slot] < max[slot] {
+                size[slot] += 1;
+                extra -= 1;
+            }
+        }
+        let mut y = inner.y;
+        let mut rects = [Rect::default(); 12];
+        for (i, h) in size.iter().enumerate() {
+            let h = (*h).min(inner.bottom().saturating_sub(y));
+            rects[i] = Rect { x: inner.x, y, width: inner.width, height: h };
+            y += h;
+        }
+        Sections {
+            state: rects[STATE],
+            header: rects[HEADER],
+            strip: rects[STRIP],
+            nearest: rects[NEAREST],
+            parity: rects[PARITY],
+            latency: rects[LATENCY],
+            coverage: rects[COVERAGE],
+        }
+    }
+
+    /// From the header to the end of parity: where an error message goes.
+    fn output_area(&self) -> Rect {
+        Rect { height: self.parity.bottom().saturating_sub(self.header.y), ..self.header }
+    }
+}
+
+pub struct BackendColumn<'a> {
+    pub app: &'a App,
+    pub index: usize,
+}
+
+const DIM: Style = Style::new().fg(Color::DarkGray);
+
+fn line_at(buf: &mut Buffer, area: Rect, row: u16, line: &Line) {
+    if row < area.height {
+        buf.set_line(area.x, area.y + row, line, area.width);
+    }
+}
+
+/// A label on the left, a value on the right.
+fn split_line<'a>(left: Vec<Span<'a>>, right: Span<'a>, width: u16) -> Line<'a> {
+    let used: usize = left.iter().map(|s| s.content.chars().count()).sum();
+    let rlen = right.content.chars().count();
+    let mut spans = left;
+    if used + 1 + rlen <= width as usize {
+        spans.push(Span::raw(" ".repeat(width as usize - used - rlen)));
+        spans.push(right);
+    }
+    Line::from(spans)
+}
+
+pub fn parity_colour(p: &Parity) -> Color {
+    if p.cosine >= 0.99999 && p.max_abs_diff <= 1e-4 {
+        Color::Green
+    } else if p.cosine >= 0.999 {
+        Color::Yellow
+    } else {
+        Color::Red
+    }
+}
+
+impl BackendColumn<'_> {
+    fn state_line(&self, width: u16) -> Line<'static> {
+        let app = self.app;
+        let column = &app.columns()[self.index];
+        let current_error = column.run_error.as_ref().is_some_and(|(g, _)| *g == app.generation());
+        let (text, style) = match app.state(self.index) {
+            ColumnState::Loading(d) => (format!("◌ loading {}", format::secs(d)), Style::new().fg(Color::Yellow)),
+            ColumnState::Failed(_) => ("✖ failed to load".to_string(), Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)),
+            ColumnState::Running { elapsed, stale } => (
+                format!("▶ running {}{}", format::secs(elapsed), if stale { " (old)" } else { "" }),
+                Style::new().fg(Color::Green).add_modifier(Modifier::BOLD),
+            ),
+            ColumnState::Queued if app.is_serial() => ("… waiting its turn".to_string(), Style::new().fg(Color::Yellow)),
+            ColumnState::Queued => ("… queued".to_string(), Style::new().fg(Color::Yellow)),
+            ColumnState::Idle if current_error => ("✖ run failed".to_string(), Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)),
+            ColumnState::Idle => ("● idle".to_string(), Style::new().fg(Color::Green)),
+        };
+        let dropped = match column.stale_dropped {
+            0 => String::new(),
+            n => format!("{n} stale"),
+        };
+        split_line(vec![Span::styled(text, style)], Span::styled(dropped, DIM), width)
+    }
+
+    fn render_output(&self, s: &Sections, buf: &mut Buffer) {
+        let app = self.app;
+        let column = &app.columns()[self.index];
+        let area = s.output_area();
+        // The state line already says "failed to load" or "run failed": the message follows.
+        let error = match (&column.phase, &column.run_error) {
+            (Phase::Failed(e), _) => Some(e.as_str()),
+            (_, Some((g, e))) if *g == app.generation() => Some(e.as_str()),
+            _ => None,
+        };
+        if let Some(message) = error {
+            let red = Style::new().fg(Color::Red);
+            for (i, l) in format::wrap(message, area.width as usize, area.height as usize).into_iter().enumerate() {
+                line_at(buf, area, i as u16, &Line::styled(l, red));
+            }
+            return;
+        }
+        let Some(output) = &column.output else {
+            let hint = match (&column.phase, app.encoded()) {
+                (Phase::Loading, _) => "loading the model…",
+                (_, None) => "type a sentence above",
+                (_, Some(_)) => "waiting for the first result…",
+            };
+            line_at(buf, s.header, 0, &Line::styled(hint, DIM));
+            return;
+        };
+        let stale = !app.is_current(output);
+        let text_style = if stale { DIM } else { Style::new() };
+
+        // Header and strip.
+        let shown = EmbeddingStrip::shown(output.embedding.dim(), s.strip);
+        let what = if stale {
+            // An output for earlier text: say so in words, not only in grey.
+            Span::styled("old text", Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD))
+        } else {
+            Span::styled(format!("{}-d", output.embedding.dim()), Style::new().add_modifier(Modifier::BOLD))
+        };
+        let header = split_line(
+            vec![what, Span::styled(format!(" · norm {:.4}", output.norm), text_style)],
+            Span::styled(format!("dims 0–{}", shown.saturating_sub(1)), DIM),
+            s.header.width,
+        );
+        line_at(buf, s.header, 0, &header);
+        EmbeddingStrip { embedding: &output.embedding, dim: stale }.render(s.strip, buf);
+
+        // Nearest sentence.
+        let corpus = app.corpus();
+        match (&corpus.state, output.nearest) {
+            (CorpusState::Ready { .. }, Some(n)) => {
+                let cos = Span::styled(format!("cos {:.3}", n.cosine), if stale { DIM } else { Style::new().fg(Color::Cyan) });
+                line_at(buf, s.nearest, 0, &split_line(vec![Span::styled("nearest", text_style.add_modifier(Modifier::BOLD))], cos, s.nearest.width));
+                let quoted = format!("“{}”", corpus.sentences[n.index]);
+                let rows = s.nearest.height.saturating_sub(1) as usize;
+                for (i, l) in format::wrap(&quoted, s.nearest.width as usize, rows).into_iter().enumerate() {
+                    line_at(buf, s.nearest, 1 + i as u16, &Line::styled(l, text_style.add_modifier(Modifier::ITALIC)));
+                }
+            }
+            (CorpusState::Embedding(kind), _) => {
+                line_at(buf, s.nearest, 0, &Line::styled("nearest: the corpus is", DIM));
+                line_at(buf, s.nearest, 1, &Line::styled(format!("being embedded ({kind})…"), DIM));
+            }
+            (CorpusState::Failed(e), _) => {
+                line_at(buf, s.nearest, 0, &Line::styled("nearest: unavailable", DIM));
+                line_at(buf, s.nearest, 1, &Line::styled(format::fit(e, s.nearest.width as usize), DIM));
+            }
+            _ => line_at(buf, s.nearest, 0, &Line::styled("nearest: –", DIM)),
+        }
+
+        // Parity against the reference column.
+        let reference = app.reference().map(|r| app.columns()[r].kind.name()).unwrap_or("-");
+        let (first, second) = match app.parity(self.index) {
+            ParityView::Reference => (
+                Line::from(vec![Span::styled("parity: ", text_style.add_modifier(Modifier::BOLD)), Span::styled("reference", text_style)]),
+                Line::styled("the others compare to it", DIM),
+            ),
+            ParityView::Value(p) => {
+                let colour = if stale { DIM } else { Style::new().fg(parity_colour(&p)).add_modifier(Modifier::BOLD) };
+                (
+                    Line::from(vec![
+                        Span::styled(format!("vs {reference} "), text_style.add_modifier(Modifier::BOLD)),
+                        Span::styled(format!("cos {:.7}", p.cosine), colour),
+                    ]),
+                    Line::from(vec![Span::styled("max|Δ| ", text_style), Span::styled(format!("{:.1e}", p.max_abs_diff), colour)]),
+                )
+            }
+            ParityView::Waiting => (Line::styled(format!("vs {reference}: waiting"), DIM), Line::default()),
+            ParityView::Unavailable => (Line::styled(format!("vs {reference}: –"), DIM), Line::default()),
+        };
+        line_at(buf, s.parity, 0, &first);
+        line_at(buf, s.parity, 1, &second);
+    }
+
+    fn render_footer(&self, s: &Sections, buf: &mut Buffer) {
+        let column = &self.app.columns()[self.index];
+        if column.kind.pte_file().is_some() {
+            CoveragePanel { coverage: column.coverage.as_ref(), load_time: column.load_time }.render(s.coverage, buf);
+            return;
+        }
+        let area = s.coverage;
+        line_at(buf, area, 0, &Line::styled("no .pte: libtorch runs", DIM));
+        line_at(buf, area, 1, &Line::styled("each operator in turn", DIM));
+        if let Some(load) = column.load_time {
+            line_at(buf, area, area.height.saturating_sub(1), &Line::raw(format!("load {}", format::short(load))));
+        }
+    }
+}
+
+impl Widget for BackendColumn<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let column = &self.app.columns()[self.index];
+        let failed = matches!(column.phase, Phase::Failed(_));
+        let border = if failed { Style::new().fg(Color::Red) } else { Style::new().fg(Color::DarkGray) };
+        let title_style = match column.kind {
+            BackendKind::Eager => Style::new().fg(Color::LightMagenta),
+            BackendKind::Portable => Style::new().fg(Color::LightBlue),
+            BackendKind::Xnnpack => Style::new().fg(Color::LightGreen),
+        };
+        let block = Block::bordered()
+            .border_type(BorderType::Rounded)
+            .border_style(border)
+            .title(Span::styled(format!(" {} ", column.kind.title()), title_style.add_modifier(Modifier::BOLD)));
+        let inner = block.inner(area);
+        block.render(area, buf);
+        let dims = column.output.as_ref().map_or(384, |o| o.embedding.dim());
+        let s = Sections::new(inner, dims);
+        line_at(buf, s.state, 0, &self.state_line(s.state.width));
+        self.render_output(&s, buf);
+        LatencyPanel { stats: &column.stats }.render(s.latency, buf);
+        self.render_footer(&s, buf);
+    }
+}

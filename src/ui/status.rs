@@ -1,0 +1,78 @@
+//! The status bar: run mode and repeat (each with the key that toggles it),
+//! threads, model, corpus; key hints on the right, as many as fit.
+//!
+//! ```text
+//!  ^S PARALLEL  ^R repeat off  2 threads · all-MiniLM-L6-v2     F1 help  Esc quit
+//! ```
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
+
+use crate::app::{App, CorpusState};
+
+pub struct StatusBar<'a> {
+    pub app: &'a App,
+}
+
+fn width_of(spans: &[Span]) -> usize {
+    spans.iter().map(|s| s.content.chars().count()).sum()
+}
+
+impl Widget for StatusBar<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let app = self.app;
+        let bar = Style::new().bg(Color::DarkGray).fg(Color::White);
+        let key = bar.fg(Color::Yellow).add_modifier(Modifier::BOLD);
+        buf.set_style(area, bar);
+        let (mode, mode_style) = if app.is_serial() {
+            (" SERIAL ", Style::new().bg(Color::Yellow).fg(Color::Black))
+        } else {
+            (" PARALLEL ", Style::new().bg(Color::Blue).fg(Color::White))
+        };
+        let (repeat, repeat_style) = if app.is_repeat() {
+            (" REPEAT ", Style::new().bg(Color::Magenta).fg(Color::White))
+        } else {
+            (" repeat off ", bar)
+        };
+        let threads = if app.threads() == 1 { "1 thread".to_string() } else { format!("{} threads", app.threads()) };
+        let mut left = vec![
+            Span::styled(" ^S", key),
+            Span::styled(mode, mode_style.add_modifier(Modifier::BOLD)),
+            Span::styled(" ^R", key),
+            Span::styled(repeat, repeat_style.add_modifier(Modifier::BOLD)),
+            Span::styled(format!(" {threads} · {}", app.model()), bar),
+        ];
+        // Optional parts, in the order they are given up when the bar is narrow.
+        let corpus = match &app.corpus().state {
+            CorpusState::Ready { .. } => Some(format!(" · corpus {}", app.corpus().sentences.len())),
+            CorpusState::Embedding(_) => Some(" · corpus …".to_string()),
+            CorpusState::Failed(_) => Some(" · no corpus".to_string()),
+            CorpusState::Empty => None,
+        };
+        let help = vec![Span::styled(" F1", key), Span::styled(" help ", bar), Span::styled(" Esc", key), Span::styled(" quit ", bar)];
+        let enter = vec![Span::styled(" Enter", key), Span::styled(" run ", bar)];
+        let width = area.width as usize;
+        let mut right = Vec::new();
+        if width_of(&left) + width_of(&help) <= width {
+            right = help;
+        }
+        if width_of(&left) + width_of(&right) + width_of(&enter) <= width {
+            let mut with_enter = enter;
+            with_enter.extend(right);
+            right = with_enter;
+        }
+        if let Some(corpus) = corpus {
+            if width_of(&left) + width_of(&right) + corpus.chars().count() <= width {
+                left.push(Span::styled(corpus, bar));
+            }
+        }
+        let gap = width.saturating_sub(width_of(&left) + width_of(&right));
+        let mut spans = left;
+        spans.push(Span::styled(" ".repeat(gap), bar));
+        spans.extend(right);
+        buf.set_line(area.x, area.y, &Line::from(spans), area.width);
+    }
+}

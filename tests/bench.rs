@@ -1,0 +1,87 @@
+//! `runlens bench --python` end to end: a short bench (one sequence length,
+//! few runs, all backends), checking the JSON, CSV and plot it writes.
+//! No timing assertions: only that every row and field is there and sane.
+//!
+//! Needs the model files and the venv: `make models`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn models_root() -> PathBuf {
+    match std::env::var_os("RUNLENS_MODELS") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("models"),
+    }
+}
+
+const RUST_ROWS: [&str; 4] = ["eager", "portable", "xnnpack", "shim-loop-xnnpack"];
+const PYTHON_ROWS: [&str; 3] = ["python-eager", "python-portable", "python-xnnpack"];
+const ROW_FIELDS: [&str; 10] = ["runs", "min_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms", "mean_ms", "tokens_per_s", "gflops", "seq_len"];
+
+#[test]
+fn short_bench_with_python_writes_every_row_and_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (json, csv, plot) = (tmp.path().join("bench.json"), tmp.path().join("bench.csv"), tmp.path().join("bench.svg"));
+    let out = Command::new(env!("CARGO_BIN_EXE_runlens"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .arg("--models")
+        .arg(models_root())
+        .args(["--threads", "2", "bench", "--seq-lens", "8", "--iters", "3", "--warmup", "1", "--max-seconds", "1", "--python"])
+        .arg("--json")
+        .arg(&json)
+        .arg("--csv")
+        .arg(&csv)
+        .arg("--plot")
+        .arg(&plot)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "bench failed: {}\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("aims:"), "{stdout}");
+
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["threads"], 2);
+    assert!(report["command"].as_str().unwrap().contains("bench"));
+    let machine = &report["machine"];
+    assert!(machine["cores"].as_u64().unwrap() >= 1);
+    for key in ["cpu", "os"] {
+        assert!(!machine[key].as_str().unwrap().is_empty(), "machine.{key}");
+    }
+    for package in ["torch", "executorch"] {
+        assert!(machine["versions"][package].is_string(), "machine.versions.{package}: {machine}");
+    }
+
+    let results = report["results"].as_array().unwrap();
+    for name in RUST_ROWS.iter().chain(PYTHON_ROWS.iter()) {
+        let row = results.iter().find(|r| r["backend"] == *name).unwrap_or_else(|| panic!("no row {name}: {report}"));
+        for field in ROW_FIELDS {
+            let v = row[field].as_f64().unwrap_or_else(|| panic!("{name}.{field} missing"));
+            assert!(v > 0.0 && v.is_finite(), "{name}.{field} = {v}");
+        }
+        assert_eq!(row["seq_len"], 8);
+        let (min, p50, p99, max) = (row["min_ms"].as_f64().unwrap(), row["p50_ms"].as_f64().unwrap(), row["p99_ms"].as_f64().unwrap(), row["max_ms"].as_f64().unwrap());
+        assert!(min <= p50 && p50 <= p99 && p99 <= max, "{name}: {row}");
+        assert!(row["runs"].as_u64().unwrap() <= 3, "{name}: more runs than --iters");
+        let ratio = &row["ratio_vs_python"];
+        if name.starts_with("python-") {
+            assert!(ratio.is_null(), "{name} has a ratio");
+        } else {
+            assert!(ratio.as_f64().is_some_and(|r| r > 0.0), "{name} has no ratio: {row}");
+        }
+    }
+
+    let loads = report["loads"].as_array().unwrap();
+    for name in ["eager", "portable", "xnnpack"].iter().chain(PYTHON_ROWS.iter()) {
+        let load = loads.iter().find(|l| l["backend"] == *name).unwrap_or_else(|| panic!("no load {name}"));
+        assert!(load["load_ms"].as_f64().unwrap() > 0.0 && load["rss_mb"].as_f64().unwrap() > 0.0, "{load}");
+    }
+
+    let csv_text = std::fs::read_to_string(&csv).unwrap();
+    let lines: Vec<&str> = csv_text.lines().collect();
+    assert!(lines[0].starts_with("backend,seq_len,runs,"), "{}", lines[0]);
+    assert_eq!(lines.len() - 1, results.len(), "CSV and JSON rows differ");
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("python-xnnpack"), "plot lacks the series");
+}

@@ -1,0 +1,199 @@
+//! End to end: the real `runlens` binary (no subcommand: the explorer) in a
+//! tmux session of 120x40, driven with `send-keys` and read with
+//! `capture-pane`. Needs tmux (`make test` installs it) and the models
+//! (`make models`). Every wait has a timeout and fails with the screen it saw.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const WIDTH: u16 = 120;
+const HEIGHT: u16 = 40;
+/// Loading three backends and a portable run (about 1 s each here) can take a while on 2 cores.
+const RESULTS_TIMEOUT: Duration = Duration::from_secs(120);
+const EXIT_TIMEOUT: Duration = Duration::from_secs(20);
+const SENTENCE: &str = "A kitten is sleeping on the sofa";
+const TITLES: [&str; 3] = ["PyTorch eager", "ExecuTorch portable", "ExecuTorch XNNPACK"];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn require_setup() {
+    let tmux = Command::new("tmux").arg("-V").output();
+    assert!(
+        tmux.is_ok_and(|o| o.status.success()),
+        "tmux is needed for the end-to-end test of the explorer: install it (`make test` does, with apt-get)"
+    );
+    let models = root().join("models/minilm");
+    for file in ["tokenizer.json", "model.safetensors", "portable.pte", "xnnpack.pte"] {
+        assert!(models.join(file).is_file(), "{} is missing: run `make models` first", models.join(file).display());
+    }
+}
+
+/// A tmux server of its own (private socket, no user config), killed on drop.
+struct Tmux {
+    socket: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Tmux {
+    fn tmux(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .args(["-L", &self.socket, "-f", "/dev/null"])
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run tmux {args:?}: {e}"))
+    }
+
+    /// Start the binary from the repository root (so `models/` is found) in a
+    /// shell script that reports how it ended and the terminal modes after it.
+    fn start(name: &str) -> Tmux {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let script = dir.path().join("run.sh");
+        std::fs::write(
+            &script,
+            format!(
+                "cd '{root}'\n'{bin}'\nstatus=$?\nprintf '\\nrunlens exited with status %s\\n' \"$status\"\n\
+                 printf 'modes: %s\\n' \"$(stty -a | tr ' ;' '\\n\\n' | grep -E '^-?(icanon|echo)$' | tr '\\n' ' ')\"\n\
+                 exec sleep 600\n",
+                root = root().display(),
+                bin = env!("CARGO_BIN_EXE_runlens"),
+            ),
+        )
+        .expect("write the session script");
+        let tmux = Tmux { socket: format!("runlens-e2e-{name}-{}", std::process::id()), _dir: dir };
+        let (w, h) = (WIDTH.to_string(), HEIGHT.to_string());
+        let script = script.display().to_string();
+        let out = tmux.tmux(&["new-session", "-d", "-s", "e2e", "-x", &w, "-y", &h, "sh", &script]);
+        assert!(out.status.success(), "tmux new-session failed: {}", String::from_utf8_lossy(&out.stderr));
+        tmux
+    }
+
+    fn type_text(&self, text: &str) {
+        assert!(self.tmux(&["send-keys", "-t", "e2e", "-l", text]).status.success());
+    }
+
+    fn key(&self, key: &str) {
+        assert!(self.tmux(&["send-keys", "-t", "e2e", key]).status.success());
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-t", "e2e"]).stdout).into_owned()
+    }
+
+    fn format(&self, f: &str) -> String {
+        String::from_utf8_lossy(&self.tmux(&["display-message", "-p", "-t", "e2e", f]).stdout).trim().to_string()
+    }
+
+    /// Poll the screen until `done` says yes; fail with the screen after `timeout`.
+    fn wait_until(&self, what: &str, timeout: Duration, mut done: impl FnMut(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if done(&screen) {
+                return screen;
+            }
+            if screen.contains("runlens exited with status") && !what.contains("exit") {
+                panic!("runlens ended while waiting for {what}:\n{screen}");
+            }
+            if start.elapsed() > timeout {
+                panic!("timed out after {timeout:?} waiting for {what}; the screen was:\n{screen}");
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.tmux(&["kill-server"]);
+    }
+}
+
+/// The three columns of a 120-wide screen, as text (the layout's own geometry).
+fn columns(screen: &str) -> Vec<Vec<String>> {
+    let area = ratatui::layout::Rect::new(0, 0, WIDTH, HEIGHT);
+    let areas = runlens::ui::column_areas(runlens::ui::areas(area).columns, 3);
+    areas
+        .iter()
+        .map(|a| {
+            screen
+                .lines()
+                .map(|l| {
+                    let cells: Vec<char> = l.chars().chain(std::iter::repeat(' ')).take(WIDTH as usize).collect();
+                    cells[a.x as usize + 1..(a.x + a.width) as usize - 1].iter().collect::<String>().trim_end().to_string()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// What one column shows once it has a result for the current text: the
+/// nearest sentence's first line and the last latency (ms).
+fn result_of(column: &[String]) -> Option<(String, f64)> {
+    if column.iter().any(|l| l.contains("old text")) {
+        return None;
+    }
+    let nearest = column.iter().position(|l| l.starts_with("nearest") && l.contains("cos "))?;
+    let sentence = column.get(nearest + 1)?.trim().trim_start_matches('“').to_string();
+    let header = column.iter().position(|l| l.contains("last") && l.contains("p50") && l.contains("p99"))?;
+    let last: f64 = column.get(header + 1)?.split_whitespace().next()?.trim_end_matches('s').parse().ok()?;
+    (!sentence.is_empty() && last > 0.0).then_some((sentence, last))
+}
+
+fn corpus() -> Vec<String> {
+    let text = std::fs::read_to_string(root().join("assets/corpus.txt")).expect("assets/corpus.txt");
+    text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from).collect()
+}
+
+fn check_restored(tmux: &Tmux) {
+    let screen = tmux.wait_until("runlens to exit", EXIT_TIMEOUT, |s| s.contains("modes:"));
+    assert!(screen.contains("runlens exited with status 0"), "runlens did not exit cleanly:\n{screen}");
+    assert_eq!(tmux.format("#{alternate_on}"), "0", "the alternate screen is still on:\n{screen}");
+    assert_eq!(tmux.format("#{cursor_flag}"), "1", "the cursor is still hidden");
+    let modes = screen.lines().find(|l| l.starts_with("modes:")).unwrap_or_default();
+    assert!(modes.contains(" icanon") && modes.contains(" echo"), "the terminal is still in raw mode: {modes:?}");
+    for title in TITLES {
+        assert!(!screen.contains(title), "the explorer's screen is still visible:\n{screen}");
+    }
+}
+
+#[test]
+fn type_a_sentence_see_three_results_and_quit() {
+    require_setup();
+    let tmux = Tmux::start("results");
+    tmux.wait_until("the explorer to open", RESULTS_TIMEOUT, |s| TITLES.iter().all(|t| s.contains(t)));
+    tmux.type_text(SENTENCE);
+    let screen = tmux.wait_until("a result in all three columns", RESULTS_TIMEOUT, |s| {
+        s.contains(SENTENCE) && columns(s).iter().all(|c| result_of(c).is_some())
+    });
+    for title in TITLES {
+        assert!(screen.contains(title), "no column titled {title:?}:\n{screen}");
+    }
+    let results: Vec<(String, f64)> = columns(&screen).iter().map(|c| result_of(c).unwrap()).collect();
+    let first = &results[0].0;
+    assert!(results.iter().all(|(s, _)| s == first), "the columns name different nearest sentences: {results:?}\n{screen}");
+    assert!(
+        corpus().iter().any(|s| s.starts_with(first.trim_end_matches('…'))),
+        "{first:?} is not from assets/corpus.txt"
+    );
+    assert!(screen.contains("tokens") || screen.contains("Tokens"), "no token strip:\n{screen}");
+
+    // q is text while the input holds some: clear it first, then q quits.
+    tmux.key("C-u");
+    tmux.wait_until("the input to clear", EXIT_TIMEOUT, |s| !s.contains(SENTENCE));
+    tmux.key("q");
+    check_restored(&tmux);
+}
+
+#[test]
+fn escape_quits_and_restores_the_terminal() {
+    require_setup();
+    let tmux = Tmux::start("escape");
+    tmux.wait_until("the explorer to open", RESULTS_TIMEOUT, |s| TITLES.iter().all(|t| s.contains(t)));
+    tmux.type_text("a q is text here");
+    tmux.wait_until("the typed text", EXIT_TIMEOUT, |s| s.contains("a q is text here"));
+    tmux.key("Escape");
+    check_restored(&tmux);
+}

@@ -1,0 +1,337 @@
+//! The scheduling rules of the explorer, without a terminal, on fake backends
+//! that sleep: latest input wins, stale results are dropped, a slow backend
+//! never holds up a fast one, serial mode runs one backend at a time, repeat
+//! mode re-runs, a failing backend stays in its column.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use runlens::app::{Action, App, AppConfig, Phase, Tokenize};
+use runlens::backend::{Backend, BackendKind};
+use runlens::model::{Embedding, Encoded};
+use runlens::schedule::{Job, Loader, Request, Scheduler, Sink, WorkerEvent};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A fake backend: sleeps, then returns an embedding made from the ids. It logs
+/// every run and how many fakes were running at once.
+struct FakeBackend {
+    kind: BackendKind,
+    delay: Duration,
+    log: Arc<Log>,
+}
+
+#[derive(Default)]
+struct Log {
+    runs: Mutex<Vec<(BackendKind, String)>>,
+    running: AtomicUsize,
+    most_at_once: AtomicUsize,
+}
+
+impl Log {
+    fn runs_of(&self, kind: BackendKind) -> Vec<String> {
+        self.runs.lock().unwrap().iter().filter(|(k, _)| *k == kind).map(|(_, t)| t.clone()).collect()
+    }
+}
+
+impl Backend for FakeBackend {
+    fn kind(&self) -> BackendKind {
+        self.kind
+    }
+    fn describe(&self) -> String {
+        format!("fake {} sleeping {:?}", self.kind, self.delay)
+    }
+    fn run(&mut self, input: &Encoded) -> anyhow::Result<Embedding> {
+        let now = self.log.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.log.most_at_once.fetch_max(now, Ordering::SeqCst);
+        std::thread::sleep(self.delay);
+        self.log.runs.lock().unwrap().push((self.kind, input.text.clone()));
+        self.log.running.fetch_sub(1, Ordering::SeqCst);
+        if input.text.contains("explode") {
+            panic!("fake backend exploded");
+        }
+        if input.text.contains("fail") {
+            anyhow::bail!("fake failure on {:?}", input.text);
+        }
+        Ok(Embedding(input.ids.iter().map(|&i| i as f32).collect()))
+    }
+}
+
+fn loader(delays: &[(BackendKind, u64)], log: &Arc<Log>) -> Loader {
+    let delays = delays.to_vec();
+    let log = log.clone();
+    Arc::new(move |kind| {
+        let ms = delays.iter().find(|(k, _)| *k == kind).map(|(_, ms)| *ms).unwrap_or(1);
+        if ms == u64::MAX {
+            anyhow::bail!("fake load failure of {kind}");
+        }
+        Ok(Box::new(FakeBackend { kind, delay: Duration::from_millis(ms), log: log.clone() }) as Box<dyn Backend>)
+    })
+}
+
+fn channel_sink() -> (Sink, Receiver<WorkerEvent>) {
+    let (tx, rx) = mpsc::channel();
+    let tx = Mutex::new(tx);
+    (Arc::new(move |e| drop(tx.lock().unwrap().send(e))), rx)
+}
+
+fn fake_encode(text: &str) -> anyhow::Result<Encoded> {
+    anyhow::ensure!(!text.trim().is_empty(), "the text is empty");
+    let mut ids = vec![101];
+    ids.extend(text.split_whitespace().map(|w| 1000 + w.bytes().map(i64::from).sum::<i64>()));
+    ids.push(102);
+    let mut tokens = vec!["[CLS]".to_string()];
+    tokens.extend(text.split_whitespace().map(str::to_lowercase));
+    tokens.push("[SEP]".to_string());
+    Ok(Encoded { text: text.to_string(), attention_mask: vec![1; ids.len()], tokens, ids, truncated: false })
+}
+
+fn job(generation: u64, text: &str) -> Job {
+    Job { generation, input: Arc::new(fake_encode(text).unwrap()) }
+}
+
+/// The next event matching `want`, failing after [`WAIT`].
+fn wait_for(rx: &Receiver<WorkerEvent>, what: &str, mut want: impl FnMut(&WorkerEvent) -> bool) -> WorkerEvent {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(e) if want(&e) => return e,
+            Ok(_) => continue,
+            Err(_) => panic!("timed out waiting for {what}"),
+        }
+    }
+}
+
+fn loaded(rx: &Receiver<WorkerEvent>, n: usize) {
+    for _ in 0..n {
+        wait_for(rx, "a backend to load", |e| matches!(e, WorkerEvent::Loaded { .. }));
+    }
+}
+
+#[test]
+fn latest_input_wins_and_nothing_queues_behind_a_busy_backend() {
+    let log = Arc::new(Log::default());
+    let (sink, rx) = channel_sink();
+    let scheduler = Scheduler::start(&[BackendKind::Portable], loader(&[(BackendKind::Portable, 300)], &log), sink).unwrap();
+    loaded(&rx, 1);
+    scheduler.submit(job(1, "one"));
+    wait_for(&rx, "run 1 to start", |e| matches!(e, WorkerEvent::Started { generation: 1, .. }));
+    // While it runs, three newer inputs arrive; only the last may run.
+    for (g, t) in [(2, "two"), (3, "three"), (4, "four")] {
+        scheduler.submit(job(g, t));
+    }
+    wait_for(&rx, "run 4 to finish", |e| matches!(e, WorkerEvent::Finished { generation: 4, .. }));
+    assert_eq!(log.runs_of(BackendKind::Portable), vec!["one", "four"]);
+    assert!(rx.try_recv().is_err(), "no other run happened");
+    assert!(scheduler.shutdown(WAIT));
+}
+
+#[test]
+fn results_carry_their_input_and_the_app_drops_stale_ones() {
+    let log = Arc::new(Log::default());
+    let (sink, rx) = channel_sink();
+    let kinds = [BackendKind::Eager, BackendKind::Portable];
+    let scheduler = Scheduler::start(&kinds, loader(&[(BackendKind::Eager, 5), (BackendKind::Portable, 400)], &log), sink).unwrap();
+    let config = AppConfig { kinds: kinds.to_vec(), threads: 2, model: "fake".into(), corpus: vec![] };
+    let tokenize: Tokenize = Box::new(fake_encode);
+    let t0 = Instant::now();
+    let mut app = App::new(config, tokenize, t0);
+    let pump = |app: &mut App| {
+        for r in app.drain_requests() {
+            scheduler.handle(r);
+        }
+    };
+
+    for c in "first".chars() {
+        app.apply(Action::Insert(c));
+    }
+    app.apply(Action::RunNow);
+    pump(&mut app);
+    let first_gen = app.generation();
+    // Portable is busy with "first" when the text changes.
+    let started = wait_for(&rx, "portable to start", |e| matches!(e, WorkerEvent::Started { kind: BackendKind::Portable, .. }));
+    app.on_worker(started);
+    for c in " second".chars() {
+        app.apply(Action::Insert(c));
+    }
+    app.set_now(Instant::now() + Duration::from_secs(1)); // the debounce is over
+    assert!(app.tick());
+    pump(&mut app);
+    assert_ne!(app.generation(), first_gen);
+
+    // Feed every event to the app until portable has answered for the new text.
+    let mut portable_results = Vec::new();
+    let deadline = Instant::now() + WAIT;
+    while !portable_results.iter().any(|(g, _)| *g == app.generation()) {
+        let e = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("portable to answer for the new text");
+        if let WorkerEvent::Finished { kind: BackendKind::Portable, generation, input, .. } = &e {
+            assert_eq!(input.text, if *generation == first_gen { "first" } else { "first second" }, "a result carries its own input");
+            portable_results.push((*generation, input.text.clone()));
+        }
+        app.on_worker(e);
+        let column = app.column(BackendKind::Portable).unwrap();
+        if let Some(out) = &column.output {
+            assert_eq!(out.input.text, "first second", "a result for old text is never the output");
+        }
+    }
+    assert_eq!(portable_results[0], (first_gen, "first".to_string()), "the old run finished, and was dropped");
+    let portable = app.column(BackendKind::Portable).unwrap();
+    assert_eq!(portable.stale_dropped, 1);
+    assert_eq!(portable.stats.count(), 1, "a dropped result is not counted in the latency either");
+    assert!(app.is_current(portable.output.as_ref().unwrap()));
+    assert!(scheduler.shutdown(WAIT));
+}
+
+#[test]
+fn a_slow_backend_never_delays_a_fast_one() {
+    let log = Arc::new(Log::default());
+    let (sink, rx) = channel_sink();
+    let kinds = [BackendKind::Portable, BackendKind::Xnnpack];
+    let scheduler =
+        Scheduler::start(&kinds, loader(&[(BackendKind::Portable, 2_000), (BackendKind::Xnnpack, 2)], &log), sink).unwrap();
+    loaded(&rx, 2);
+    let mut fast_done = 0;
+    for g in 1..=5 {
+        scheduler.submit(job(g, &format!("input {g}")));
+        // Each fast result comes back while the slow backend is still on its first input.
+        let e = wait_for(&rx, "a result", |e| matches!(e, WorkerEvent::Finished { .. }));
+        let WorkerEvent::Finished { kind, generation, .. } = e else { unreachable!() };
+        assert_eq!((kind, generation), (BackendKind::Xnnpack, g), "the fast backend answered first");
+        fast_done += 1;
+    }
+    assert_eq!(fast_done, 5);
+    assert!(log.runs_of(BackendKind::Portable).is_empty(), "the slow one is still on its first run");
+    // The slow one then runs only the latest input it was given.
+    wait_for(&rx, "the slow result", |e| matches!(e, WorkerEvent::Finished { kind: BackendKind::Portable, .. }));
+    wait_for(&rx, "the slow result for input 5", |e| {
+        matches!(e, WorkerEvent::Finished { kind: BackendKind::Portable, generation: 5, .. })
+    });
+    assert_eq!(log.runs_of(BackendKind::Portable), vec!["input 1", "input 5"]);
+    assert!(scheduler.shutdown(WAIT));
+}
+
+#[test]
+fn serial_mode_runs_one_backend_at_a_time() {
+    let kinds = BackendKind::ALL;
+    let delays: Vec<(BackendKind, u64)> = kinds.iter().map(|&k| (k, 150)).collect();
+    for serial in [false, true] {
+        let log = Arc::new(Log::default());
+        let (sink, rx) = channel_sink();
+        let scheduler = Scheduler::start(&kinds, loader(&delays, &log), sink).unwrap();
+        scheduler.handle(Request::SetSerial(serial));
+        loaded(&rx, 3);
+        scheduler.submit(job(1, "together"));
+        for _ in 0..3 {
+            wait_for(&rx, "every backend to finish", |e| matches!(e, WorkerEvent::Finished { .. }));
+        }
+        let most = log.most_at_once.load(Ordering::SeqCst);
+        if serial {
+            assert_eq!(most, 1, "serial: one backend at a time");
+        } else {
+            assert!(most >= 2, "parallel: backends run at the same time (saw {most})");
+        }
+        assert!(scheduler.shutdown(WAIT));
+    }
+}
+
+#[test]
+fn serial_repeat_takes_turns() {
+    let kinds = [BackendKind::Eager, BackendKind::Xnnpack];
+    let log = Arc::new(Log::default());
+    let (sink, rx) = channel_sink();
+    let scheduler = Scheduler::start(&kinds, loader(&[(BackendKind::Eager, 20), (BackendKind::Xnnpack, 5)], &log), sink).unwrap();
+    scheduler.handle(Request::SetSerial(true));
+    scheduler.handle(Request::SetRepeat(true));
+    loaded(&rx, 2);
+    scheduler.submit(job(1, "again"));
+    let mut order = Vec::new();
+    for _ in 0..10 {
+        let e = wait_for(&rx, "repeated runs", |e| matches!(e, WorkerEvent::Finished { .. }));
+        order.push(e.kind());
+    }
+    scheduler.handle(Request::SetRepeat(false));
+    assert_eq!(log.most_at_once.load(Ordering::SeqCst), 1);
+    // First come, first served: the fast one never runs twice while the slow one waits.
+    for pair in order.windows(2) {
+        assert_ne!(pair[0], pair[1], "turns alternate: {order:?}");
+    }
+    assert!(scheduler.shutdown(WAIT));
+}
+
+#[test]
+fn repeat_reruns_until_a_new_input_or_until_off() {
+    let log = Arc::new(Log::default());
+    let (sink, rx) = channel_sink();
+    let scheduler = Scheduler::start(&[BackendKind::Xnnpack], loader(&[(BackendKind::Xnnpack, 5)], &log), sink).unwrap();
+    loaded(&rx, 1);
+    scheduler.handle(Request::SetRepeat(true));
+    scheduler.submit(job(1, "same"));
+    for _ in 0..5 {
+        wait_for(&rx, "a repeated run", |e| matches!(e, WorkerEvent::Finished { generation: 1, .. }));
+    }
+    scheduler.submit(job(2, "new"));
+    wait_for(&rx, "the new input", |e| matches!(e, WorkerEvent::Finished { generation: 2, .. }));
+    for _ in 0..3 {
+        wait_for(&rx, "the new input repeated", |e| matches!(e, WorkerEvent::Finished { generation: 2, .. }));
+    }
+    scheduler.handle(Request::SetRepeat(false));
+    std::thread::sleep(Duration::from_millis(100));
+    while rx.try_recv().is_ok() {}
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(rx.try_recv().is_err(), "repeat off: the worker is idle");
+    assert!(scheduler.shutdown(WAIT));
+}
+
+#[test]
+fn a_failing_backend_reports_in_its_column_and_the_others_keep_working() {
+    let log = Arc::new(Log::default());
+    let (sink, rx) = channel_sink();
+    let kinds = BackendKind::ALL;
+    let scheduler = Scheduler::start(
+        &kinds,
+        loader(&[(BackendKind::Eager, 1), (BackendKind::Portable, u64::MAX), (BackendKind::Xnnpack, 1)], &log),
+        sink,
+    )
+    .unwrap();
+    let config = AppConfig { kinds: kinds.to_vec(), threads: 1, model: "fake".into(), corpus: vec!["a b".into(), "c d".into()] };
+    let mut app = App::new(config, Box::new(fake_encode), Instant::now());
+    let handle_all = |app: &mut App| {
+        for r in app.drain_requests() {
+            scheduler.handle(r);
+        }
+    };
+    handle_all(&mut app);
+    // Loading, the corpus on xnnpack, then a run that fails, one that panics and one that works.
+    for _ in 0..4 {
+        let e = wait_for(&rx, "loads and the corpus", |e| {
+            matches!(e, WorkerEvent::Loaded { .. } | WorkerEvent::LoadFailed { .. } | WorkerEvent::CorpusEmbedded { .. })
+        });
+        app.on_worker(e);
+    }
+    assert!(matches!(&app.column(BackendKind::Portable).unwrap().phase, Phase::Failed(e) if e.contains("fake load failure")));
+    assert!(app.corpus().embeddings.len() == 2, "the corpus was embedded by xnnpack");
+    for text in ["please fail", "explode now", "fine"] {
+        app.apply(Action::Clear);
+        app.apply(Action::Paste(text.into()));
+        app.apply(Action::RunNow);
+        handle_all(&mut app);
+        for _ in 0..2 {
+            let e = wait_for(&rx, "two results", |e| matches!(e, WorkerEvent::Finished { .. }));
+            app.on_worker(e);
+        }
+        let eager = app.column(BackendKind::Eager).unwrap();
+        match text {
+            "please fail" => assert!(eager.run_error.as_ref().is_some_and(|(_, m)| m.contains("fake failure"))),
+            "explode now" => assert!(eager.run_error.as_ref().is_some_and(|(_, m)| m.contains("panicked: fake backend exploded"))),
+            _ => {
+                assert!(eager.run_error.is_none());
+                assert_eq!(eager.output.as_ref().unwrap().input.text, "fine");
+            }
+        }
+    }
+    assert!(app.column(BackendKind::Portable).unwrap().output.is_none());
+    assert!(scheduler.shutdown(WAIT));
+}
