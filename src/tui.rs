@@ -297,6 +297,7 @@ async fn event_loop(
             terminal.draw(|frame| ui::draw(frame, &app)).context("cannot draw")?;
             trace.line(format_args!("draw"));
             dirty = false;
+            last_tick = now; // this frame shows the elapsed times as of now
         }
 
         let tick_at = app.is_busy().then_some(last_tick + TICK);
@@ -342,8 +343,11 @@ async fn event_loop(
                             *generation == app.generation()
                         ));
                     }
+                    // A run starting changes only its state line: the next tick shows it, so
+                    // it does not spend a frame that the first results will want.
+                    let started = matches!(event, WorkerEvent::Started { .. });
                     app.on_worker(event);
-                    dirty = true;
+                    dirty |= !started;
                 }
                 Event::App(AppEvent::Coverage(kind, coverage)) => {
                     app.set_coverage(kind, coverage);

@@ -32,7 +32,8 @@ impl ExecutorchBackend {
     /// Load a `.pte` from any path; the file is checked by runlens' own reader
     /// first, so that bytes ExecuTorch might abort on never reach it.
     pub fn load_file(kind: BackendKind, path: &Path) -> anyhow::Result<ExecutorchBackend> {
-        let coverage = crate::pte::inspect_file(path)?;
+        let coverage = crate::pte::inspect_file(path)
+            .with_context(|| format!("{}: not a readable ExecuTorch program (re-export it with `make models`)", path.display()))?;
         let start = Instant::now();
         let module = EtModule::load(path, false)?;
         Ok(ExecutorchBackend { kind, module, path: path.to_path_buf(), load_time: start.elapsed(), coverage })

@@ -24,6 +24,7 @@ mod coverage;
 )]
 pub mod generated;
 mod header;
+mod limits;
 mod reader;
 mod xnnpack;
 
