@@ -18,7 +18,17 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => runlens::cli::run::run(&cli.common, args),
         Some(Command::Bench(args)) => runlens::cli::bench::run(&cli.common, args).map(|()| true),
         Some(Command::Inspect(args)) => runlens::cli::inspect::run(&args.file, args.json).map(|()| true),
-        None => open_explorer(&cli.common).map(|()| true),
+        None => {
+            // Worker threads may still be in libtorch/ExecuTorch: skip their teardown.
+            let code = match open_explorer(&cli.common) {
+                Ok(()) => 0,
+                Err(err) => {
+                    eprintln!("error: {err:#}");
+                    if err.downcast_ref::<ModelsMissing>().is_some() { 2 } else { 1 }
+                }
+            };
+            runlens::ffi::exit_immediately(code)
+        }
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,

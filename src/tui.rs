@@ -336,6 +336,10 @@ async fn event_loop(
                 }
                 Event::Resize(..) => dirty = true,
                 Event::Worker(event) => {
+                    if let WorkerEvent::Started { kind, generation, at } = &event {
+                        let since = trace.since(*at);
+                        trace.line(format_args!("started {kind} gen={generation} at_us={since}"));
+                    }
                     if let WorkerEvent::Finished { kind, generation, elapsed, .. } = &event {
                         trace.line(format_args!(
                             "result {kind} gen={generation} run_us={} current={}",
@@ -390,6 +394,11 @@ impl Trace {
         if let Some(out) = &mut self.out {
             let _ = writeln!(out, "{} {what}", self.start.elapsed().as_micros());
         }
+    }
+
+    /// Microseconds from the start of the trace to `at`.
+    fn since(&self, at: Instant) -> u128 {
+        at.saturating_duration_since(self.start).as_micros()
     }
 
     fn flush(&mut self) {

@@ -190,3 +190,16 @@ impl Drop for EtModule {
         unsafe { sys::rl_module_destroy(self.handle.as_ptr()) }
     }
 }
+
+/// Leave the process now, without C++ static destructors or atexit handlers.
+/// The explorer quits while worker threads may still be inside libtorch or
+/// ExecuTorch (loading a model, say); tearing those libraries down under them
+/// corrupted the heap (glibc abort on quit during loading). The terminal is
+/// restored before this is called.
+pub fn exit_immediately(code: i32) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: _exit takes an int and never returns; buffered output was flushed above.
+    unsafe { libc::_exit(code) }
+}

@@ -140,9 +140,16 @@ impl Scheduler {
         }
     }
 
-    /// Give every worker `job`, replacing the input it has waiting.
+    /// Give every worker `job`, replacing the input it has waiting. The fastest
+    /// path is woken first, so that its result is not the one kept waiting for a core.
     pub fn submit(&self, job: Job) {
-        for w in &self.workers {
+        let mut order: Vec<&WorkerHandle> = self.workers.iter().collect();
+        order.sort_by_key(|w| match w.kind {
+            BackendKind::Xnnpack => 0,
+            BackendKind::Eager => 1,
+            BackendKind::Portable => 2,
+        });
+        for w in order {
             w.inbox.put(job.clone());
         }
     }
