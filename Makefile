@@ -12,7 +12,8 @@ VENV_STAMP := $(VENV)/.installed
 SITE = $(shell ls -d $(VENV)/lib/python3*/site-packages 2>/dev/null | tail -n 1)
 MODELS := models/minilm
 MODEL_STAMP := $(MODELS)/manifest.json
-COUNTS := $(MODELS)/portable.counts.json $(MODELS)/xnnpack.counts.json
+PROGRAMS := portable xnnpack xnnpack-int8 xnnpack-static
+COUNTS := $(PROGRAMS:%=$(MODELS)/%.counts.json)
 BIN := target/release/runlens
 
 # tch finds libtorch in the venv's torch (LIBTORCH_USE_PYTORCH), bindgen finds

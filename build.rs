@@ -24,6 +24,9 @@ use std::path::{Path, PathBuf};
 const ET_LIBS: &[&str] = &[
     "executorch",
     "executorch_kernels_optimized",
+    // quantized_decomposed::* kernels, for programs that keep quantize or
+    // dequantize operators outside the delegate (xnnpack-int8.pte keeps none).
+    "executorch_kernels_quantized",
     "executorch_backend_xnnpack",
     "executorch_threadpool",
     "executorch_etdump",

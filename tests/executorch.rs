@@ -78,6 +78,45 @@ fn executorch_paths_match_python_for_every_sentence() {
     }
 }
 
+/// The int8 variant is an approximation: compared with Python's eager output by
+/// cosine, it must stay above 0.98 on every sentence (about 0.999 is typical).
+#[test]
+fn int8_variant_stays_close_to_eager() {
+    let reference = reference();
+    let mut backend = backend::load(BackendKind::XnnpackInt8, &models()).unwrap();
+    let mut cosines = Vec::new();
+    for sentence in &reference.sentences {
+        let out = backend.run(&input(&sentence.ids)).unwrap();
+        let p = out.parity(&sentence.embedding()).unwrap();
+        assert!(p.cosine >= 0.98, "xnnpack-int8 on {:?}: cosine {}", sentence.text, p.cosine);
+        cosines.push(p.cosine);
+    }
+    cosines.sort_by(f64::total_cmp);
+    // Quantization must have changed something: an exact match would mean the float program ran.
+    assert!(cosines[cosines.len() - 1] < 0.999999, "int8 output equals the float output: is the program quantized?");
+    println!("xnnpack-int8 vs Python eager: min cosine {:.5}, median {:.5}", cosines[0], cosines[cosines.len() / 2]);
+}
+
+/// The fixed-length variant pads to 128 tokens and masks the padding: it must
+/// match Python like the dynamic program does, for short inputs and at exactly 128.
+#[test]
+fn static_variant_matches_python_and_the_dynamic_program() {
+    let reference = reference();
+    let mut fixed = backend::load(BackendKind::XnnpackStatic, &models()).unwrap();
+    assert_matches_reference(fixed.as_mut(), &reference, 0.99999, 1e-4);
+
+    let mut dynamic = backend::load(BackendKind::Xnnpack, &models()).unwrap();
+    let tokenizer = SentenceTokenizer::load(&models().tokenizer().unwrap()).unwrap();
+    let full = tokenizer.encode(&"padding must not change the meaning ".repeat(40)).unwrap();
+    assert_eq!(full.len(), MAX_SEQ_LEN);
+    let p = fixed.run(&full).unwrap().parity(&dynamic.run(&full).unwrap()).unwrap();
+    assert!(p.cosine >= 0.99999 && p.max_abs_diff <= 1e-4, "at {MAX_SEQ_LEN} tokens: {p:?}");
+
+    // Longer than the program's fixed length: an error naming the file, never a cut.
+    let err = fixed.run(&input(&vec![1000; MAX_SEQ_LEN + 1])).unwrap_err().to_string();
+    assert!(err.contains("xnnpack-static.pte") && err.contains("exactly 128"), "{err}");
+}
+
 /// libtorch and ExecuTorch's XNNPACK both export pthreadpool_*: prove that all
 /// three paths live in one process and still agree with Python.
 #[test]

@@ -111,6 +111,24 @@ fn compare_with_python(name: &str) -> CoverageReport {
 }
 
 #[test]
+fn variant_counts_match_executorchs_python_deserializer() {
+    let dynamic = report("xnnpack");
+    let int8 = compare_with_python("xnnpack-int8");
+    let fixed = compare_with_python("xnnpack-static");
+    let plan = |r: &CoverageReport| r.plan("forward").expect("a forward method").clone();
+    let (dynamic, int8, fixed) = (plan(&dynamic), plan(&int8), plan(&fixed));
+    // The shapes as stored: dynamic programs keep their upper bound, the static one its exact length.
+    assert_eq!(dynamic.fixed_seq_len(), None);
+    assert_eq!(int8.fixed_seq_len(), None);
+    assert_eq!(fixed.fixed_seq_len(), Some(128));
+    assert!(fixed.input_shapes.iter().all(|s| !s.dynamic && s.sizes == [1, 128]), "{:?}", fixed.input_shapes);
+    // int8: the quantized linear layers are inside the delegate, none left on the default kernels.
+    assert!(int8.delegate_calls > 0);
+    assert!(!int8.operators.keys().any(|op| op.starts_with("quantized_decomposed::")), "{:?}", int8.operators);
+    assert!(int8.xnnpack_nodes.keys().any(|n| n.contains("Convert")), "dynamic quantization converts activations inside XNNPACK: {:?}", int8.xnnpack_nodes);
+}
+
+#[test]
 fn portable_counts_match_executorchs_python_deserializer() {
     let r = compare_with_python("portable");
     let forward = r.plan("forward").expect("a forward method");

@@ -1,7 +1,12 @@
-//! The two ExecuTorch paths: the same exported program, lowered without a
+//! The ExecuTorch paths: the same exported program, lowered without a
 //! delegate (`portable.pte`, run on the wheel's default CPU kernels) or with
-//! XNNPACK (`xnnpack.pte`). Both run through ExecuTorch's C++ `Module` via
+//! XNNPACK (`xnnpack.pte`, and the export variants `xnnpack-int8.pte` and
+//! `xnnpack-static.pte`). All run through ExecuTorch's C++ `Module` via
 //! [`crate::ffi`].
+//!
+//! A program exported for a fixed sequence length (its input shape is stored
+//! as static in the file) gets its input padded with `[PAD]` (id 0) and a mask
+//! of 0 up to that length; masked mean pooling makes the padding invisible.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -19,7 +24,15 @@ pub struct ExecutorchBackend {
     path: PathBuf,
     load_time: Duration,
     coverage: CoverageReport,
+    /// `Some(n)`: the program takes exactly `n` tokens (read from the file).
+    fixed_len: Option<usize>,
+    /// Padded copies of the input for fixed-length programs.
+    padded_ids: Vec<i64>,
+    padded_mask: Vec<i64>,
 }
+
+/// The id of `[PAD]` in the model's vocabulary.
+const PAD_ID: i64 = 0;
 
 impl ExecutorchBackend {
     /// Load the `.pte` of `kind` from the models directory.
@@ -34,9 +47,24 @@ impl ExecutorchBackend {
     pub fn load_file(kind: BackendKind, path: &Path) -> anyhow::Result<ExecutorchBackend> {
         let coverage = crate::pte::inspect_file(path)
             .with_context(|| format!("{}: not a readable ExecuTorch program (re-export it with `make models`)", path.display()))?;
+        let fixed_len = coverage.plan("forward").or_else(|| coverage.plans.first()).and_then(|p| p.fixed_seq_len());
         let start = Instant::now();
         let module = EtModule::load(path, false)?;
-        Ok(ExecutorchBackend { kind, module, path: path.to_path_buf(), load_time: start.elapsed(), coverage })
+        Ok(ExecutorchBackend {
+            kind,
+            module,
+            path: path.to_path_buf(),
+            load_time: start.elapsed(),
+            coverage,
+            fixed_len,
+            padded_ids: Vec::new(),
+            padded_mask: Vec::new(),
+        })
+    }
+
+    /// The sequence length a fixed-shape program needs; `None` when it takes any length.
+    pub fn fixed_len(&self) -> Option<usize> {
+        self.fixed_len
     }
 
     pub fn load_time(&self) -> Duration {
@@ -66,13 +94,35 @@ impl Backend for ExecutorchBackend {
     fn describe(&self) -> String {
         let what = match self.kind {
             BackendKind::Portable => "the program without a delegate, on the wheel's default CPU kernels",
+            BackendKind::XnnpackInt8 => "XNNPACK delegate with int8 dynamically quantized linear layers, the rest on the default kernels",
             _ => "XNNPACK delegate for the subgraphs it supports, the rest on the default kernels",
         };
-        format!("ExecuTorch {} ({what}), {}, {} pool threads", self.kind, self.path.display(), crate::ffi::threads())
+        let shape = match self.fixed_len {
+            Some(n) => format!(", fixed length {n} (input padded)"),
+            None => String::new(),
+        };
+        format!("ExecuTorch {} ({what}), {}{shape}, {} pool threads", self.kind, self.path.display(), crate::ffi::threads())
     }
 
     fn run(&mut self, input: &Encoded) -> anyhow::Result<Embedding> {
-        let values = self.module.forward(&input.ids, &input.attention_mask)?;
+        let Some(fixed) = self.fixed_len else {
+            let values = self.module.forward(&input.ids, &input.attention_mask)?;
+            return Ok(Embedding(values.to_vec()));
+        };
+        anyhow::ensure!(
+            input.ids.len() <= fixed && input.ids.len() == input.attention_mask.len(),
+            "{}: the program takes exactly {fixed} tokens and this input has {} (mask {}); it can be padded, not cut",
+            self.path.display(),
+            input.ids.len(),
+            input.attention_mask.len()
+        );
+        self.padded_ids.clear();
+        self.padded_ids.extend_from_slice(&input.ids);
+        self.padded_ids.resize(fixed, PAD_ID);
+        self.padded_mask.clear();
+        self.padded_mask.extend_from_slice(&input.attention_mask);
+        self.padded_mask.resize(fixed, 0);
+        let values = self.module.forward(&self.padded_ids, &self.padded_mask)?;
         Ok(Embedding(values.to_vec()))
     }
 }

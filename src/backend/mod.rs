@@ -31,10 +31,20 @@ pub enum BackendKind {
     Portable,
     /// ExecuTorch with the XNNPACK delegate for the subgraphs it supports.
     Xnnpack,
+    /// The XNNPACK program with its linear layers dynamically quantized to int8.
+    XnnpackInt8,
+    /// The XNNPACK program exported for a fixed sequence length (input padded and masked).
+    XnnpackStatic,
 }
 
 impl BackendKind {
+    /// The three paths runlens compares: the default columns and backends.
     pub const ALL: [BackendKind; 3] = [BackendKind::Eager, BackendKind::Portable, BackendKind::Xnnpack];
+    /// Every kind, the export variants included (named with `--backends`).
+    pub const EVERY: [BackendKind; 5] =
+        [BackendKind::Eager, BackendKind::Portable, BackendKind::Xnnpack, BackendKind::XnnpackInt8, BackendKind::XnnpackStatic];
+    /// The XNNPACK programs, in the order the explorer's F5 cycles through them.
+    pub const XNNPACK_VARIANTS: [BackendKind; 3] = [BackendKind::Xnnpack, BackendKind::XnnpackInt8, BackendKind::XnnpackStatic];
 
     /// The name used on the command line and in JSON.
     pub fn name(self) -> &'static str {
@@ -42,6 +52,8 @@ impl BackendKind {
             BackendKind::Eager => "eager",
             BackendKind::Portable => "portable",
             BackendKind::Xnnpack => "xnnpack",
+            BackendKind::XnnpackInt8 => "xnnpack-int8",
+            BackendKind::XnnpackStatic => "xnnpack-static",
         }
     }
 
@@ -51,6 +63,8 @@ impl BackendKind {
             BackendKind::Eager => "PyTorch eager",
             BackendKind::Portable => "ExecuTorch portable",
             BackendKind::Xnnpack => "ExecuTorch XNNPACK",
+            BackendKind::XnnpackInt8 => "ExecuTorch XNNPACK int8",
+            BackendKind::XnnpackStatic => "ExecuTorch XNNPACK static",
         }
     }
 
@@ -60,11 +74,26 @@ impl BackendKind {
             BackendKind::Eager => None,
             BackendKind::Portable => Some("portable.pte"),
             BackendKind::Xnnpack => Some("xnnpack.pte"),
+            BackendKind::XnnpackInt8 => Some("xnnpack-int8.pte"),
+            BackendKind::XnnpackStatic => Some("xnnpack-static.pte"),
+        }
+    }
+
+    /// One of the XNNPACK programs (the plain one or an export variant).
+    pub fn is_xnnpack(self) -> bool {
+        Self::XNNPACK_VARIANTS.contains(&self)
+    }
+
+    /// The XNNPACK variant after this one (F5 in the explorer); other kinds stay.
+    pub fn next_xnnpack_variant(self) -> BackendKind {
+        match Self::XNNPACK_VARIANTS.iter().position(|&k| k == self) {
+            Some(i) => Self::XNNPACK_VARIANTS[(i + 1) % Self::XNNPACK_VARIANTS.len()],
+            None => self,
         }
     }
 
     pub fn valid_names() -> String {
-        Self::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+        Self::EVERY.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
     }
 }
 
@@ -77,7 +106,7 @@ impl fmt::Display for BackendKind {
 impl FromStr for BackendKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
+        Self::EVERY
             .into_iter()
             .find(|k| k.name() == s.trim())
             .ok_or_else(|| format!("unknown backend '{s}'; valid names: {}", Self::valid_names()))
@@ -88,7 +117,7 @@ impl FromStr for BackendKind {
 pub fn load(kind: BackendKind, dir: &ModelDir) -> anyhow::Result<Box<dyn Backend>> {
     Ok(match kind {
         BackendKind::Eager => Box::new(eager::EagerBackend::load(dir)?),
-        BackendKind::Portable | BackendKind::Xnnpack => Box::new(executorch::ExecutorchBackend::load(kind, dir)?),
+        _ => Box::new(executorch::ExecutorchBackend::load(kind, dir)?),
     })
 }
 
@@ -139,5 +168,19 @@ mod tests {
         let err = parse_list("eager,tflite").unwrap_err();
         assert!(err.contains("tflite") && err.contains("portable"), "{err}");
         assert!(parse_list(" , ").is_err());
+        assert_eq!(parse_list("xnnpack-int8,xnnpack-static").unwrap(), vec![BackendKind::XnnpackInt8, BackendKind::XnnpackStatic]);
+    }
+
+    #[test]
+    fn f5_cycles_through_the_xnnpack_variants_only() {
+        let mut kind = BackendKind::Xnnpack;
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            kind = kind.next_xnnpack_variant();
+            seen.push(kind);
+        }
+        assert_eq!(seen, vec![BackendKind::XnnpackInt8, BackendKind::XnnpackStatic, BackendKind::Xnnpack]);
+        assert_eq!(BackendKind::Portable.next_xnnpack_variant(), BackendKind::Portable);
+        assert!(BackendKind::EVERY.iter().all(|k| k.name().parse::<BackendKind>() == Ok(*k)));
     }
 }

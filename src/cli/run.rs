@@ -135,9 +135,10 @@ fn print_human(report: &RunReport, input: &Encoded, threads: usize) {
     let cut = if input.truncated { format!(", TRUNCATED to the first {} (the model's maximum)", crate::model::MAX_SEQ_LEN) } else { String::new() };
     println!("{} tokens{cut}, {threads} threads", input.len());
     println!("tokens: {}", input.tokens.join(" "));
+    let width = report.backends.iter().map(|b| b.name.len()).max().unwrap_or(0);
     for b in &report.backends {
         if !b.ok {
-            println!("{:<9} error: {}", b.name, b.error.as_deref().unwrap_or("?"));
+            println!("{:<width$} error: {}", b.name, b.error.as_deref().unwrap_or("?"));
             continue;
         }
         let e = Embedding(b.embedding.clone());
@@ -148,7 +149,7 @@ fn print_human(report: &RunReport, input: &Encoded, threads: usize) {
             _ => "(no reference)".to_string(),
         };
         println!(
-            "{:<9} {}-d [{}, ...] norm {:.4}  {:>9.2} ms  {parity}",
+            "{:<width$} {}-d [{}, ...] norm {:.4}  {:>9.2} ms  {parity}",
             b.name,
             e.dim(),
             head.join(", "),

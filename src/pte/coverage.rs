@@ -54,9 +54,21 @@ pub struct PlanCoverage {
     pub xnnpack_nodes: BTreeMap<String, u64>,
     /// xnnpack nodes / (xnnpack nodes + kernel calls); 0 when both are 0.
     pub coverage: f64,
+    /// The tensor inputs' sizes as stored (upper bounds where dynamic).
+    pub input_shapes: Vec<InputShape>,
     /// Each entry of the plan's `delegates` table and what its blob holds.
     #[serde(skip)]
     pub blobs: Vec<DelegateBlob>,
+}
+
+/// One tensor input of a plan: its sizes and whether they may vary at run time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InputShape {
+    /// The stored sizes; for a dynamic input, the largest it accepts.
+    pub sizes: Vec<i64>,
+    /// `false` when the program was exported for exactly these sizes
+    /// (`TensorShapeDynamism::STATIC`).
+    pub dynamic: bool,
 }
 
 /// The data of one `BackendDelegate`.
@@ -101,6 +113,13 @@ pub(crate) fn coverage_of(xnnpack_nodes: u64, kernel_calls: u64) -> f64 {
 }
 
 impl PlanCoverage {
+    /// The sequence length a program was exported for, when its first input
+    /// (`input_ids`, `[1, seq]`) has a fixed shape: the caller must pad to it.
+    pub fn fixed_seq_len(&self) -> Option<usize> {
+        let first = self.input_shapes.first().filter(|s| !s.dynamic)?;
+        usize::try_from(*first.sizes.last()?).ok()
+    }
+
     /// Operators left on the default kernels, most called first.
     pub fn operators_by_count(&self) -> Vec<(&str, u64)> {
         by_count(&self.operators)
@@ -225,6 +244,11 @@ impl fmt::Display for CoverageReport {
                 "method {:?}: {} inputs, {} outputs, {} instructions",
                 plan.name, plan.inputs, plan.outputs, plan.instructions
             )?;
+            for (i, shape) in plan.input_shapes.iter().enumerate() {
+                let dims: Vec<String> = shape.sizes.iter().map(i64::to_string).collect();
+                let how = if shape.dynamic { "dynamic, at most" } else { "static, exactly" };
+                writeln!(f, "  input {i}        {how} [{}]", dims.join(", "))?;
+            }
             writeln!(
                 f,
                 "  kernel calls   {:>6}  operators on the default CPU kernels",

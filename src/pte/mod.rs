@@ -33,7 +33,7 @@ mod tests;
 
 use std::path::Path;
 
-pub use coverage::{BlobContents, BlobLocation, CoverageReport, DelegateBlob, PlanCoverage};
+pub use coverage::{BlobContents, BlobLocation, CoverageReport, DelegateBlob, InputShape, PlanCoverage};
 pub use header::{ExtendedHeader, FILE_IDENTIFIER};
 pub use xnnpack::{XnnHeader, XNNPACK_BACKEND_ID};
 

@@ -5,10 +5,11 @@ use std::collections::{BTreeMap, HashMap};
 use planus::ReadAsRoot;
 
 use super::coverage::{
-    coverage_of, BlobContents, BlobLocation, CoverageReport, DelegateBlob, PlanCoverage,
+    coverage_of, BlobContents, BlobLocation, CoverageReport, DelegateBlob, InputShape, PlanCoverage,
 };
 use super::generated::program::executorch_flatbuffer::{
-    DataLocation, ExecutionPlanRef, InstructionArgumentsRef, ProgramRef,
+    DataLocation, ExecutionPlanRef, InstructionArgumentsRef, KernelTypesRef, ProgramRef,
+    TensorShapeDynamism,
 };
 use super::header::{read_layout, Layout};
 use super::limits::Limits;
@@ -290,8 +291,35 @@ impl<'a> Reader<'a> {
             delegates: delegate_map,
             xnnpack_nodes,
             coverage: coverage_of(total_nodes, kernel_calls),
+            input_shapes: self.input_shapes(&plan)?,
             blobs,
         })
+    }
+
+    /// The shape of each tensor input of a plan; other inputs are left out.
+    fn input_shapes(&mut self, plan: &ExecutionPlanRef<'a>) -> Result<Vec<InputShape>, PteError> {
+        let Some(inputs) = plan.inputs().map_err(fb("plan inputs"))? else {
+            return Ok(Vec::new());
+        };
+        let values = plan.values().map_err(fb("plan values"))?;
+        let value_count = values.as_ref().map_or(0, |v| v.len());
+        self.limits.visit(inputs.len())?;
+        let mut shapes = Vec::new();
+        for index in inputs.iter() {
+            let value = to_index(index)
+                .and_then(|k| values.as_ref().and_then(|v| v.get(k)))
+                .ok_or_else(|| {
+                    PteError::Inconsistent(format!("an input refers to value {index}, but the plan has {value_count} values"))
+                })?
+                .map_err(fb("an input value"))?;
+            if let Some(KernelTypesRef::Tensor(tensor)) = value.val().map_err(fb("an input value"))? {
+                let sizes = tensor.sizes().map_err(fb("input sizes"))?;
+                let sizes: Vec<i64> = sizes.map_or_else(Vec::new, |v| v.iter().map(i64::from).collect());
+                let dynamic = tensor.shape_dynamism().map_err(fb("input shape dynamism"))? != TensorShapeDynamism::Static;
+                shapes.push(InputShape { sizes, dynamic });
+            }
+        }
+        Ok(shapes)
     }
 
     /// Finds a delegate's data, counts its size once, and decodes it when it is XNNPACK's.

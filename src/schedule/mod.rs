@@ -145,9 +145,9 @@ impl Scheduler {
     pub fn submit(&self, job: Job) {
         let mut order: Vec<&WorkerHandle> = self.workers.iter().collect();
         order.sort_by_key(|w| match w.kind {
-            BackendKind::Xnnpack => 0,
-            BackendKind::Eager => 1,
+            k if k.is_xnnpack() => 0,
             BackendKind::Portable => 2,
+            _ => 1,
         });
         for w in order {
             w.inbox.put(job.clone());

@@ -255,7 +255,7 @@ impl Widget for BackendColumn<'_> {
         let title_style = match column.kind {
             BackendKind::Eager => Style::new().fg(Color::LightMagenta),
             BackendKind::Portable => Style::new().fg(Color::LightBlue),
-            BackendKind::Xnnpack => Style::new().fg(Color::LightGreen),
+            _ => Style::new().fg(Color::LightGreen),
         };
         let block = Block::bordered()
             .border_type(BorderType::Rounded)
