@@ -38,6 +38,9 @@ pub struct AppConfig {
     pub threads: usize,
     pub model: String,
     pub corpus: Vec<String>,
+    /// The XNNPACK programs present in the models directory, which F5 cycles
+    /// the XNNPACK column through (in [`BackendKind::XNNPACK_VARIANTS`] order).
+    pub xnnpack_variants: Vec<BackendKind>,
 }
 
 /// Everything the user can ask for; keys map to these in [`crate::tui`].
@@ -59,6 +62,8 @@ pub enum Action {
     CloseHelp,
     ToggleSerial,
     ToggleRepeat,
+    /// F5: show the next XNNPACK export variant in the XNNPACK column.
+    NextVariant,
     Quit,
 }
 
@@ -217,6 +222,25 @@ pub struct Column {
     pub coverage: Option<Result<CoverageView, String>>,
 }
 
+impl Column {
+    /// A column whose backend has just started loading.
+    pub fn loading(kind: BackendKind) -> Column {
+        Column {
+            kind,
+            phase: Phase::Loading,
+            description: None,
+            load_time: None,
+            pending: None,
+            running: None,
+            output: None,
+            run_error: None,
+            stats: LatencyStats::default(),
+            stale_dropped: 0,
+            coverage: None,
+        }
+    }
+}
+
 /// What a column's state line says.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ColumnState<'a> {
@@ -271,8 +295,15 @@ impl Corpus {
     }
 }
 
-/// The order in which backends are asked to embed the corpus: fastest first.
-const CORPUS_PREFERENCE: [BackendKind; 3] = [BackendKind::Xnnpack, BackendKind::Eager, BackendKind::Portable];
+/// The order in which backends are asked to embed the corpus: fastest first
+/// among those that match eager (int8 is an approximation: last).
+const CORPUS_PREFERENCE: [BackendKind; 5] = [
+    BackendKind::Xnnpack,
+    BackendKind::Eager,
+    BackendKind::XnnpackStatic,
+    BackendKind::XnnpackInt8,
+    BackendKind::Portable,
+];
 
 pub struct App {
     now: Instant,
@@ -293,28 +324,13 @@ pub struct App {
     quit: bool,
     requests: Vec<Request>,
     tokenize: Tokenize,
+    xnnpack_variants: Vec<BackendKind>,
 }
 
 impl App {
     /// A new explorer: every column loading; the corpus is queued for the fastest backend.
     pub fn new(config: AppConfig, tokenize: Tokenize, now: Instant) -> App {
-        let columns = config
-            .kinds
-            .iter()
-            .map(|&kind| Column {
-                kind,
-                phase: Phase::Loading,
-                description: None,
-                load_time: None,
-                pending: None,
-                running: None,
-                output: None,
-                run_error: None,
-                stats: LatencyStats::default(),
-                stale_dropped: 0,
-                coverage: None,
-            })
-            .collect();
+        let columns = config.kinds.iter().map(|&kind| Column::loading(kind)).collect();
         // Corpus sentences the tokenizer rejects are left out (they would never match anyway).
         let (sentences, encoded): (Vec<String>, Vec<Encoded>) =
             config.corpus.into_iter().filter_map(|s| tokenize(&s).ok().map(|e| (s, e))).unzip();
@@ -343,6 +359,7 @@ impl App {
             quit: false,
             requests: Vec::new(),
             tokenize,
+            xnnpack_variants: config.xnnpack_variants,
         };
         if app.corpus.state != CorpusState::Empty {
             app.assign_corpus();
@@ -394,6 +411,10 @@ impl App {
     }
     pub fn should_quit(&self) -> bool {
         self.quit
+    }
+    /// Can F5 switch the XNNPACK column to another variant?
+    pub fn can_switch_variant(&self) -> bool {
+        self.columns.iter().any(|c| c.kind.is_xnnpack()) && self.next_variant().is_some()
     }
 
     /// The column parity is measured against: eager when shown, else the first.
@@ -524,6 +545,10 @@ impl App {
                 }
                 false
             }
+            Action::NextVariant => {
+                self.switch_variant();
+                false
+            }
             Action::Quit => {
                 self.quit = true;
                 false
@@ -574,6 +599,39 @@ impl App {
             }
         }
         self.requests.push(Request::Run(Job { generation, input }));
+    }
+
+    /// The XNNPACK column and the variant F5 would show in it: the next one
+    /// present in the models directory and not already shown in another column.
+    fn next_variant(&self) -> Option<(usize, BackendKind)> {
+        let index = self.columns.iter().position(|c| c.kind.is_xnnpack())?;
+        let from = self.columns[index].kind;
+        let mut to = from.next_xnnpack_variant();
+        while to != from {
+            if self.xnnpack_variants.contains(&to) && self.index_of(to).is_none() {
+                return Some((index, to));
+            }
+            to = to.next_xnnpack_variant();
+        }
+        None
+    }
+
+    /// F5: the XNNPACK column starts over with the next variant: it loads, its
+    /// latency history starts empty (another program, other numbers), and the
+    /// current text runs on it once it has loaded.
+    fn switch_variant(&mut self) {
+        let Some((index, to)) = self.next_variant() else { return };
+        let from = self.columns[index].kind;
+        self.columns[index] = Column::loading(to);
+        let job = self.encoded.clone().map(|input| Job { generation: self.generation, input });
+        if let Some(job) = &job {
+            self.columns[index].pending = Some(job.generation);
+        }
+        self.requests.push(Request::Switch { from, to, job });
+        if self.corpus.state == CorpusState::Embedding(from) {
+            // The old worker is closed before it could finish the corpus.
+            self.assign_corpus();
+        }
     }
 
     fn index_of(&self, kind: BackendKind) -> Option<usize> {
@@ -691,7 +749,13 @@ mod tests {
 
     fn app(kinds: &[BackendKind]) -> (App, Instant) {
         let t0 = Instant::now();
-        let config = AppConfig { kinds: kinds.to_vec(), threads: 2, model: "m".into(), corpus: vec!["one two".into()] };
+        let config = AppConfig {
+            kinds: kinds.to_vec(),
+            threads: 2,
+            model: "m".into(),
+            corpus: vec!["one two".into()],
+            xnnpack_variants: BackendKind::XNNPACK_VARIANTS.to_vec(),
+        };
         (App::new(config, Box::new(fake_encode), t0), t0)
     }
 
@@ -782,6 +846,72 @@ mod tests {
         assert!(matches!(app.drain_requests()[..], [Request::EmbedCorpus(BackendKind::Portable, _)]));
         app.on_worker(WorkerEvent::LoadFailed { kind: BackendKind::Portable, error: "broken".into() });
         assert!(matches!(app.corpus().state, CorpusState::Failed(_)));
+    }
+
+    #[test]
+    fn f5_switches_the_xnnpack_column_and_runs_the_text_on_the_new_program() {
+        let (mut app, t0) = app(&[BackendKind::Eager, BackendKind::Xnnpack]);
+        app.drain_requests();
+        app.apply(Action::Paste("a cat".into()));
+        app.apply(Action::RunNow);
+        app.drain_requests();
+        let input = app.encoded().map(|e| Arc::new(e.clone())).unwrap();
+        app.on_worker(WorkerEvent::Loaded { kind: BackendKind::Xnnpack, description: "x".into(), load_time: Duration::ZERO });
+        app.on_worker(WorkerEvent::Finished {
+            kind: BackendKind::Xnnpack,
+            generation: 1,
+            input: input.clone(),
+            outcome: Ok(Embedding(vec![1.0, 0.0])),
+            elapsed: Duration::from_millis(2),
+        });
+        assert_eq!(app.column(BackendKind::Xnnpack).unwrap().stats.count(), 1);
+
+        app.apply(Action::NextVariant);
+        let requests = app.drain_requests();
+        match &requests[..] {
+            [Request::Switch { from: BackendKind::Xnnpack, to: BackendKind::XnnpackInt8, job: Some(job) }, Request::EmbedCorpus(BackendKind::Eager, _)] => {
+                assert_eq!((job.generation, job.input.text.as_str()), (1, "a cat"));
+            }
+            other => panic!("the switch, and the corpus the old program was embedding goes to eager: {other:?}"),
+        }
+        let column = app.column(BackendKind::XnnpackInt8).expect("the column shows the int8 program");
+        assert_eq!((column.phase.clone(), column.stats.count(), column.pending), (Phase::Loading, 0, Some(1)));
+        assert!(column.output.is_none() && column.coverage.is_none());
+        assert!(app.column(BackendKind::Xnnpack).is_none());
+        assert_eq!(app.columns()[0].kind, BackendKind::Eager, "the other columns stay");
+
+        // A late result of the old program is ignored.
+        app.on_worker(WorkerEvent::Finished {
+            kind: BackendKind::Xnnpack,
+            generation: 1,
+            input,
+            outcome: Ok(Embedding(vec![1.0, 0.0])),
+            elapsed: Duration::from_millis(2),
+        });
+        assert!(app.column(BackendKind::XnnpackInt8).unwrap().output.is_none());
+        let _ = t0;
+
+        app.apply(Action::NextVariant);
+        app.apply(Action::NextVariant);
+        assert_eq!(app.columns()[1].kind, BackendKind::Xnnpack, "three presses come back to the plain program");
+    }
+
+    #[test]
+    fn f5_skips_variants_that_are_missing_or_already_shown() {
+        let t0 = Instant::now();
+        let config = AppConfig {
+            kinds: vec![BackendKind::Xnnpack, BackendKind::XnnpackStatic],
+            threads: 1,
+            model: "m".into(),
+            corpus: vec![],
+            xnnpack_variants: vec![BackendKind::Xnnpack, BackendKind::XnnpackStatic],
+        };
+        let mut app = App::new(config, Box::new(fake_encode), t0);
+        app.drain_requests();
+        assert!(!app.can_switch_variant(), "int8 is missing and static has its own column");
+        app.apply(Action::NextVariant);
+        assert!(app.drain_requests().is_empty());
+        assert_eq!(app.columns()[0].kind, BackendKind::Xnnpack);
     }
 
     #[test]

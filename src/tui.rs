@@ -119,6 +119,7 @@ async fn session(
         threads,
         model: app::MODEL_NAME.to_string(),
         corpus: app::corpus_sentences(),
+        xnnpack_variants: BackendKind::XNNPACK_VARIANTS.into_iter().filter(|&k| backend::files_present(k, &opts.models).is_ok()).collect(),
     };
     let app = App::new(config, tokenize, Instant::now());
 
@@ -128,11 +129,11 @@ async fn session(
     let sink: Sink = Arc::new(move |event| {
         let _ = worker_tx.send(Event::Worker(event));
     });
-    let scheduler = Scheduler::start(&opts.backends, loader, sink).context("cannot start the worker threads")?;
+    let mut scheduler = Scheduler::start(&opts.backends, loader, sink).context("cannot start the worker threads")?;
     spawn_coverage(&opts.backends, &opts.models, tx.clone());
-    drop(tx);
+    let coverage_reader = move |kind: BackendKind, dir: &ModelDir| spawn_coverage(&[kind], dir, tx.clone());
 
-    let outcome = event_loop(terminal, app, &scheduler, rx, &mut trace).await;
+    let outcome = event_loop(terminal, app, &mut scheduler, rx, &mut trace, &opts.models, &coverage_reader).await;
     trace.flush();
     outcome
 }
@@ -220,7 +221,8 @@ pub fn key_action(key: &KeyEvent, app: &App) -> Option<Action> {
         KeyCode::F(1) => Action::ToggleHelp,
         KeyCode::F(2) => Action::ToggleSerial,
         KeyCode::F(3) => Action::ToggleRepeat,
-        // F4 and F5 are kept free for the profile view and the XNNPACK variant.
+        // F4 is kept free for the profile view.
+        KeyCode::F(5) => Action::NextVariant,
         KeyCode::Esc => Action::Quit,
         KeyCode::Char('q') if empty && !ctrl && !alt => Action::Quit,
         KeyCode::Char('?') if empty && !ctrl && !alt => Action::ToggleHelp,
@@ -274,9 +276,11 @@ impl FrameBudget {
 async fn event_loop(
     terminal: &mut DefaultTerminal,
     mut app: App,
-    scheduler: &Scheduler,
+    scheduler: &mut Scheduler,
     mut rx: UnboundedReceiver<Event>,
     trace: &mut Trace,
+    models: &ModelDir,
+    read_coverage: &dyn Fn(BackendKind, &ModelDir),
 ) -> anyhow::Result<()> {
     let mut frames = FrameBudget::new(Instant::now());
     let mut dirty = true;
@@ -285,8 +289,11 @@ async fn event_loop(
         let now = Instant::now();
         app.set_now(now);
         for request in app.drain_requests() {
-            if let Request::Run(job) = &request {
-                trace.line(format_args!("run gen={} tokens={}", job.generation, job.input.len()));
+            match &request {
+                Request::Run(job) => trace.line(format_args!("run gen={} tokens={}", job.generation, job.input.len())),
+                // The column of the new variant shows that program's delegation coverage.
+                Request::Switch { to, .. } => read_coverage(*to, models),
+                _ => {}
             }
             scheduler.handle(request);
         }
@@ -436,7 +443,7 @@ mod tests {
     #[test]
     fn keys_map_to_actions_and_letters_are_text() {
         use crate::backend::BackendKind;
-        let config = AppConfig { kinds: vec![BackendKind::Xnnpack], threads: 1, model: "m".into(), corpus: vec![] };
+        let config = AppConfig { kinds: vec![BackendKind::Xnnpack], threads: 1, model: "m".into(), corpus: vec![], xnnpack_variants: vec![] };
         let mut app = App::new(config, Box::new(|t: &str| anyhow::bail!("no tokenizer for {t}")), Instant::now());
         let key = |code, modifiers| KeyEvent::new(code, modifiers);
         let none = KeyModifiers::NONE;

@@ -105,6 +105,13 @@ fn wait_for(rx: &Receiver<WorkerEvent>, what: &str, mut want: impl FnMut(&Worker
     }
 }
 
+/// Hand the app's requests to the scheduler, as the event loop does.
+fn pump(app: &mut App, scheduler: &mut Scheduler) {
+    for r in app.drain_requests() {
+        scheduler.handle(r);
+    }
+}
+
 fn loaded(rx: &Receiver<WorkerEvent>, n: usize) {
     for _ in 0..n {
         wait_for(rx, "a backend to load", |e| matches!(e, WorkerEvent::Loaded { .. }));
@@ -134,22 +141,17 @@ fn results_carry_their_input_and_the_app_drops_stale_ones() {
     let log = Arc::new(Log::default());
     let (sink, rx) = channel_sink();
     let kinds = [BackendKind::Eager, BackendKind::Portable];
-    let scheduler = Scheduler::start(&kinds, loader(&[(BackendKind::Eager, 5), (BackendKind::Portable, 400)], &log), sink).unwrap();
-    let config = AppConfig { kinds: kinds.to_vec(), threads: 2, model: "fake".into(), corpus: vec![] };
+    let mut scheduler = Scheduler::start(&kinds, loader(&[(BackendKind::Eager, 5), (BackendKind::Portable, 400)], &log), sink).unwrap();
+    let config = AppConfig { kinds: kinds.to_vec(), threads: 2, model: "fake".into(), corpus: vec![], xnnpack_variants: vec![] };
     let tokenize: Tokenize = Box::new(fake_encode);
     let t0 = Instant::now();
     let mut app = App::new(config, tokenize, t0);
-    let pump = |app: &mut App| {
-        for r in app.drain_requests() {
-            scheduler.handle(r);
-        }
-    };
 
     for c in "first".chars() {
         app.apply(Action::Insert(c));
     }
     app.apply(Action::RunNow);
-    pump(&mut app);
+    pump(&mut app, &mut scheduler);
     let first_gen = app.generation();
     // Portable is busy with "first" when the text changes.
     let started = wait_for(&rx, "portable to start", |e| matches!(e, WorkerEvent::Started { kind: BackendKind::Portable, .. }));
@@ -159,7 +161,7 @@ fn results_carry_their_input_and_the_app_drops_stale_ones() {
     }
     app.set_now(Instant::now() + Duration::from_secs(1)); // the debounce is over
     assert!(app.tick());
-    pump(&mut app);
+    pump(&mut app, &mut scheduler);
     assert_ne!(app.generation(), first_gen);
 
     // Feed every event to the app until portable has answered for the new text.
@@ -220,7 +222,7 @@ fn serial_mode_runs_one_backend_at_a_time() {
     for serial in [false, true] {
         let log = Arc::new(Log::default());
         let (sink, rx) = channel_sink();
-        let scheduler = Scheduler::start(&kinds, loader(&delays, &log), sink).unwrap();
+        let mut scheduler = Scheduler::start(&kinds, loader(&delays, &log), sink).unwrap();
         scheduler.handle(Request::SetSerial(serial));
         loaded(&rx, 3);
         scheduler.submit(job(1, "together"));
@@ -242,7 +244,7 @@ fn serial_repeat_takes_turns() {
     let kinds = [BackendKind::Eager, BackendKind::Xnnpack];
     let log = Arc::new(Log::default());
     let (sink, rx) = channel_sink();
-    let scheduler = Scheduler::start(&kinds, loader(&[(BackendKind::Eager, 20), (BackendKind::Xnnpack, 5)], &log), sink).unwrap();
+    let mut scheduler = Scheduler::start(&kinds, loader(&[(BackendKind::Eager, 20), (BackendKind::Xnnpack, 5)], &log), sink).unwrap();
     scheduler.handle(Request::SetSerial(true));
     scheduler.handle(Request::SetRepeat(true));
     loaded(&rx, 2);
@@ -265,7 +267,7 @@ fn serial_repeat_takes_turns() {
 fn repeat_reruns_until_a_new_input_or_until_off() {
     let log = Arc::new(Log::default());
     let (sink, rx) = channel_sink();
-    let scheduler = Scheduler::start(&[BackendKind::Xnnpack], loader(&[(BackendKind::Xnnpack, 5)], &log), sink).unwrap();
+    let mut scheduler = Scheduler::start(&[BackendKind::Xnnpack], loader(&[(BackendKind::Xnnpack, 5)], &log), sink).unwrap();
     loaded(&rx, 1);
     scheduler.handle(Request::SetRepeat(true));
     scheduler.submit(job(1, "same"));
@@ -290,20 +292,21 @@ fn a_failing_backend_reports_in_its_column_and_the_others_keep_working() {
     let log = Arc::new(Log::default());
     let (sink, rx) = channel_sink();
     let kinds = BackendKind::ALL;
-    let scheduler = Scheduler::start(
+    let mut scheduler = Scheduler::start(
         &kinds,
         loader(&[(BackendKind::Eager, 1), (BackendKind::Portable, u64::MAX), (BackendKind::Xnnpack, 1)], &log),
         sink,
     )
     .unwrap();
-    let config = AppConfig { kinds: kinds.to_vec(), threads: 1, model: "fake".into(), corpus: vec!["a b".into(), "c d".into()] };
-    let mut app = App::new(config, Box::new(fake_encode), Instant::now());
-    let handle_all = |app: &mut App| {
-        for r in app.drain_requests() {
-            scheduler.handle(r);
-        }
+    let config = AppConfig {
+        kinds: kinds.to_vec(),
+        threads: 1,
+        model: "fake".into(),
+        corpus: vec!["a b".into(), "c d".into()],
+        xnnpack_variants: vec![],
     };
-    handle_all(&mut app);
+    let mut app = App::new(config, Box::new(fake_encode), Instant::now());
+    pump(&mut app, &mut scheduler);
     // Loading, the corpus on xnnpack, then a run that fails, one that panics and one that works.
     for _ in 0..4 {
         let e = wait_for(&rx, "loads and the corpus", |e| {
@@ -317,7 +320,7 @@ fn a_failing_backend_reports_in_its_column_and_the_others_keep_working() {
         app.apply(Action::Clear);
         app.apply(Action::Paste(text.into()));
         app.apply(Action::RunNow);
-        handle_all(&mut app);
+        pump(&mut app, &mut scheduler);
         for _ in 0..2 {
             let e = wait_for(&rx, "two results", |e| matches!(e, WorkerEvent::Finished { .. }));
             app.on_worker(e);
@@ -334,4 +337,45 @@ fn a_failing_backend_reports_in_its_column_and_the_others_keep_working() {
     }
     assert!(app.column(BackendKind::Portable).unwrap().output.is_none());
     assert!(scheduler.shutdown(WAIT));
+}
+
+#[test]
+fn switching_the_variant_loads_the_new_program_and_runs_the_current_text_on_it() {
+    let log = Arc::new(Log::default());
+    let (sink, rx) = channel_sink();
+    let kinds = [BackendKind::Eager, BackendKind::Xnnpack];
+    // The old program is busy with a slow run when the user presses F5.
+    let delays = [(BackendKind::Eager, 1), (BackendKind::Xnnpack, 300), (BackendKind::XnnpackInt8, 1)];
+    let mut scheduler = Scheduler::start(&kinds, loader(&delays, &log), sink).unwrap();
+    let config = AppConfig {
+        kinds: kinds.to_vec(),
+        threads: 1,
+        model: "fake".into(),
+        corpus: vec![],
+        xnnpack_variants: BackendKind::XNNPACK_VARIANTS.to_vec(),
+    };
+    let mut app = App::new(config, Box::new(fake_encode), Instant::now());
+    loaded(&rx, 2);
+    app.apply(Action::Paste("a dog".into()));
+    app.apply(Action::RunNow);
+    pump(&mut app, &mut scheduler);
+    wait_for(&rx, "the old program to start", |e| matches!(e, WorkerEvent::Started { kind: BackendKind::Xnnpack, .. }));
+
+    app.apply(Action::NextVariant);
+    pump(&mut app, &mut scheduler);
+    let deadline = Instant::now() + WAIT;
+    let mut old_finished = false;
+    while !old_finished || app.column(BackendKind::XnnpackInt8).and_then(|c| c.output.as_ref()).is_none() {
+        let e = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the int8 program to answer");
+        old_finished |= matches!(e, WorkerEvent::Finished { kind: BackendKind::Xnnpack, .. });
+        app.on_worker(e);
+    }
+    let column = app.column(BackendKind::XnnpackInt8).unwrap();
+    assert_eq!(column.phase, Phase::Ready);
+    assert_eq!(column.output.as_ref().unwrap().input.text, "a dog", "the current text ran on the new program");
+    assert_eq!(column.stats.count(), 1, "only the new program's run is in its latency");
+    assert_eq!(log.runs_of(BackendKind::XnnpackInt8), vec!["a dog".to_string()]);
+    assert!(scheduler.shutdown(WAIT), "the old worker is gone and the new one stops");
+    assert_eq!(log.runs_of(BackendKind::Xnnpack).len(), 1, "the old program finished its run and took no more");
+    assert!(app.column(BackendKind::Xnnpack).is_none(), "its late result did not bring the old column back");
 }

@@ -67,6 +67,7 @@ impl Scene {
             threads: 2,
             model: app::MODEL_NAME.to_string(),
             corpus: app::corpus_sentences(),
+            xnnpack_variants: BackendKind::XNNPACK_VARIANTS.to_vec(),
         };
         Scene { app: App::new(config, Box::new(fake_encode), t0), t0 }
     }

@@ -54,7 +54,9 @@ pub struct PlanCoverage {
     pub xnnpack_nodes: BTreeMap<String, u64>,
     /// xnnpack nodes / (xnnpack nodes + kernel calls); 0 when both are 0.
     pub coverage: f64,
-    /// The tensor inputs' sizes as stored (upper bounds where dynamic).
+    /// The tensor inputs' sizes as stored (upper bounds where dynamic); in the
+    /// table, not in the JSON (whose fields are checked against Python's counts).
+    #[serde(skip)]
     pub input_shapes: Vec<InputShape>,
     /// Each entry of the plan's `delegates` table and what its blob holds.
     #[serde(skip)]

@@ -73,6 +73,9 @@ pub enum Request {
     SetSerial(bool),
     /// Keep re-running the current input.
     SetRepeat(bool),
+    /// Replace the backend of one column (the XNNPACK variant, F5), and give the
+    /// new one the current input once it has loaded.
+    Switch { from: BackendKind, to: BackendKind, job: Option<Job> },
 }
 
 /// State the workers share: the serial-mode gate and the repeat flag.
@@ -91,6 +94,8 @@ struct WorkerHandle {
 pub struct Scheduler {
     workers: Vec<WorkerHandle>,
     shared: Arc<Shared>,
+    loader: Loader,
+    sink: Sink,
 }
 
 impl Scheduler {
@@ -98,35 +103,49 @@ impl Scheduler {
     /// (in parallel) and reports to `sink`.
     pub fn start(kinds: &[BackendKind], loader: Loader, sink: Sink) -> std::io::Result<Scheduler> {
         let shared = Arc::new(Shared { gate: gate::Gate::default(), repeat: AtomicBool::new(false) });
-        let mut workers = Vec::with_capacity(kinds.len());
-        let mut scheduler = Scheduler { workers: Vec::new(), shared: shared.clone() };
+        let mut scheduler = Scheduler { workers: Vec::with_capacity(kinds.len()), shared, loader, sink };
         for (index, &kind) in kinds.iter().enumerate() {
-            let inbox = Arc::new(inbox::Inbox::default());
-            let body = worker::Worker {
-                index,
-                kind,
-                inbox: inbox.clone(),
-                shared: shared.clone(),
-                loader: loader.clone(),
-                sink: sink.clone(),
-            };
-            let thread = std::thread::Builder::new()
-                .name(format!("{WORKER_THREAD_PREFIX}{}", kind.name()))
-                .spawn(move || body.main());
-            match thread {
-                Ok(thread) => workers.push(WorkerHandle { kind, inbox, thread: Some(thread) }),
-                Err(e) => {
-                    scheduler.workers = workers;
-                    return Err(e); // dropping `scheduler` closes the workers started so far
-                }
-            }
+            // On error, dropping `scheduler` closes the workers started so far.
+            let worker = scheduler.spawn(index, kind)?;
+            scheduler.workers.push(worker);
         }
-        scheduler.workers = workers;
         Ok(scheduler)
     }
 
+    /// Start the worker of column `index`, which loads `kind` at once.
+    fn spawn(&self, index: usize, kind: BackendKind) -> std::io::Result<WorkerHandle> {
+        let inbox = Arc::new(inbox::Inbox::default());
+        let body = worker::Worker {
+            index,
+            kind,
+            inbox: inbox.clone(),
+            shared: self.shared.clone(),
+            loader: self.loader.clone(),
+            sink: self.sink.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("{WORKER_THREAD_PREFIX}{}", kind.name()))
+            .spawn(move || body.main())?;
+        Ok(WorkerHandle { kind, inbox, thread: Some(thread) })
+    }
+
+    /// Replace the worker of `from` by a new one that loads `to` (F5 in the
+    /// explorer). The old worker ends after the run it is in, unwaited for; its
+    /// late reports carry `from` and are ignored by the app. `job`, if any, waits
+    /// in the new worker's inbox until its backend has loaded.
+    pub fn switch(&mut self, from: BackendKind, to: BackendKind, job: Option<Job>) -> std::io::Result<()> {
+        let Some(index) = self.workers.iter().position(|w| w.kind == from) else { return Ok(()) };
+        let fresh = self.spawn(index, to)?;
+        let old = std::mem::replace(&mut self.workers[index], fresh);
+        old.inbox.close();
+        if let Some(job) = job {
+            self.workers[index].inbox.put(job);
+        }
+        Ok(())
+    }
+
     /// Carry out one request; never waits for a run.
-    pub fn handle(&self, request: Request) {
+    pub fn handle(&mut self, request: Request) {
         match request {
             Request::Run(job) => self.submit(job),
             Request::Cancel => self.cancel(),
@@ -137,6 +156,11 @@ impl Scheduler {
             }
             Request::SetSerial(serial) => self.shared.gate.set_serial(serial),
             Request::SetRepeat(repeat) => self.shared.repeat.store(repeat, Ordering::Relaxed),
+            Request::Switch { from, to, job } => {
+                if let Err(e) = self.switch(from, to, job) {
+                    (self.sink)(WorkerEvent::LoadFailed { kind: to, error: format!("cannot start a worker thread: {e}") });
+                }
+            }
         }
     }
 

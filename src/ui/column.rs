@@ -117,6 +117,16 @@ pub fn parity_colour(p: &Parity) -> Color {
 }
 
 impl BackendColumn<'_> {
+    /// The path's name; the XNNPACK column names the key that switches its variant.
+    fn title(&self) -> String {
+        let kind = self.app.columns()[self.index].kind;
+        if kind.is_xnnpack() && self.app.can_switch_variant() {
+            format!(" {} · F5 ", kind.title())
+        } else {
+            format!(" {} ", kind.title())
+        }
+    }
+
     fn state_line(&self, width: u16) -> Line<'static> {
         let app = self.app;
         let column = &app.columns()[self.index];
@@ -260,7 +270,7 @@ impl Widget for BackendColumn<'_> {
         let block = Block::bordered()
             .border_type(BorderType::Rounded)
             .border_style(border)
-            .title(Span::styled(format!(" {} ", column.kind.title()), title_style.add_modifier(Modifier::BOLD)));
+            .title(Span::styled(self.title(), title_style.add_modifier(Modifier::BOLD)));
         let inner = block.inner(area);
         block.render(area, buf);
         let dims = column.output.as_ref().map_or(384, |o| o.embedding.dim());

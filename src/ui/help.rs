@@ -10,12 +10,13 @@ use super::format;
 use crate::app::DEBOUNCE;
 
 /// Every key, as the help overlay and the README list them.
-pub const KEYS: [(&str, &str); 7] = [
+pub const KEYS: &[(&str, &str)] = &[
     ("typing, paste", "edit the text; it runs when you pause"),
     ("Enter", "run the text now"),
     ("← → Home End", "move   Backspace Delete: erase   Ctrl-U: clear"),
     ("Ctrl-S or F2", "parallel / serial (one backend at a time)"),
     ("Ctrl-R or F3", "repeat on/off (re-run to fill the percentiles)"),
+    ("F5", "XNNPACK column: next variant (fp32, int8, static)"),
     ("F1, ? on empty", "this help (any key closes it)"),
     ("Esc, Ctrl-C", "quit (also q when the text is empty)"),
 ];
@@ -45,7 +46,7 @@ impl HelpOverlay {
         let key = Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD);
         let mut lines = vec![Line::styled("Keys", head)];
         let key_w = KEYS.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0) + 2;
-        for (k, what) in KEYS {
+        for &(k, what) in KEYS {
             let what = if k == "typing, paste" { format!("{what} ({} ms)", DEBOUNCE.as_millis()) } else { what.to_string() };
             lines.push(Line::from(vec![
                 Span::styled(format!(" {k:<key_w$}"), key),
