@@ -3,12 +3,15 @@
 Reads one JSON job on stdin (written by src/bench/python.rs):
   {"model_dir": str, "pte": {"portable": str, "xnnpack": str}, "backends": [...],
    "threads": int, "warmup": int, "iters": int, "max_seconds": float,
-   "inputs": [{"seq_len": int, "ids": [int], "mask": [int]}]}
+   "inputs": [{"seq_len": int, "ids": [int], "mask": [int]}],
+   "pad_to": {backend: int}}   (programs exported for a fixed length)
 and runs, on exactly those token ids:
   python-eager     transformers eager (attn_implementation="eager") under
                    torch.inference_mode(), wrapped in export.py's SentenceEmbedder
   python-portable  executorch's _load_for_executorch on portable.pte
-  python-xnnpack   the same on xnnpack.pte
+  python-xnnpack   the same on xnnpack.pte (and python-xnnpack-int8, -static
+                   on the export variants; the static one gets its input padded
+                   with [PAD] = 0 and mask 0 to its fixed length, as runlens does)
 Prints one JSON object on stdout: {"versions": {...}, "loads": [...], "results":
 [{"backend", "seq_len", "times_ms": [...]}], "interrupted": bool}; progress goes to stderr.
 Ctrl-C stops and still prints what was measured.
@@ -110,7 +113,13 @@ def main() -> int:
                 portable_lib._unsafe_reset_threadpool(threads)
                 module = portable_lib._load_for_executorch(job["pte"][backend])
 
-                def make(ids, mask, module=module):
+                pad_to = int(job.get("pad_to", {}).get(backend, 0))
+
+                def make(ids, mask, module=module, pad_to=pad_to):
+                    if pad_to > ids.shape[1]:
+                        extra = pad_to - ids.shape[1]
+                        ids = torch.nn.functional.pad(ids, (0, extra), value=0)
+                        mask = torch.nn.functional.pad(mask, (0, extra), value=0)
                     return lambda: module.forward((ids, mask))
 
             name = f"python-{backend}"

@@ -1,5 +1,5 @@
 //! `runlens bench --python` end to end: a short bench (one sequence length,
-//! few runs, all backends), checking the JSON, CSV and plot it writes.
+//! few runs, all backends and export variants), checking the JSON, CSV and plot it writes.
 //! No timing assertions: only that every row and field is there and sane.
 //!
 //! Needs the model files and the venv: `make models`.
@@ -16,8 +16,9 @@ fn models_root() -> PathBuf {
     }
 }
 
-const RUST_ROWS: [&str; 4] = ["eager", "portable", "xnnpack", "shim-loop-xnnpack"];
-const PYTHON_ROWS: [&str; 3] = ["python-eager", "python-portable", "python-xnnpack"];
+const RUST_ROWS: [&str; 6] = ["eager", "portable", "xnnpack", "xnnpack-int8", "xnnpack-static", "shim-loop-xnnpack"];
+// python-xnnpack-static only runs if the script pads the input to the program's fixed length.
+const PYTHON_ROWS: [&str; 5] = ["python-eager", "python-portable", "python-xnnpack", "python-xnnpack-int8", "python-xnnpack-static"];
 const ROW_FIELDS: [&str; 10] = ["runs", "min_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms", "mean_ms", "tokens_per_s", "gflops", "seq_len"];
 
 #[test]
@@ -28,7 +29,7 @@ fn short_bench_with_python_writes_every_row_and_file() {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .arg("--models")
         .arg(models_root())
-        .args(["--threads", "2", "bench", "--seq-lens", "8", "--iters", "3", "--warmup", "1", "--max-seconds", "1", "--python"])
+        .args(["--threads", "2", "--backends", "eager,portable,xnnpack,xnnpack-int8,xnnpack-static", "bench", "--seq-lens", "8", "--iters", "3", "--warmup", "1", "--max-seconds", "1", "--python"])
         .arg("--json")
         .arg(&json)
         .arg("--csv")
@@ -73,7 +74,7 @@ fn short_bench_with_python_writes_every_row_and_file() {
     }
 
     let loads = report["loads"].as_array().unwrap();
-    for name in ["eager", "portable", "xnnpack"].iter().chain(PYTHON_ROWS.iter()) {
+    for name in RUST_ROWS[..5].iter().chain(PYTHON_ROWS.iter()) {
         let load = loads.iter().find(|l| l["backend"] == *name).unwrap_or_else(|| panic!("no load {name}"));
         assert!(load["load_ms"].as_f64().unwrap() > 0.0 && load["rss_mb"].as_f64().unwrap() > 0.0, "{load}");
     }

@@ -180,6 +180,8 @@ pub fn python_counterpart(backend: &str) -> Option<&'static str> {
         "eager" => Some("python-eager"),
         "portable" => Some("python-portable"),
         "xnnpack" | SHIM_LOOP => Some("python-xnnpack"),
+        "xnnpack-int8" => Some("python-xnnpack-int8"),
+        "xnnpack-static" => Some("python-xnnpack-static"),
         _ => None,
     }
 }

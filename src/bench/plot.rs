@@ -14,6 +14,8 @@ fn colour(backend: &str) -> RGBColor {
         "eager" => RGBColor(214, 39, 40),
         "portable" => RGBColor(31, 119, 180),
         "xnnpack" => RGBColor(44, 160, 44),
+        "xnnpack-int8" => RGBColor(255, 127, 14),
+        "xnnpack-static" => RGBColor(140, 86, 75),
         _ => RGBColor(148, 103, 189),
     }
 }

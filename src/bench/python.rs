@@ -46,6 +46,9 @@ struct Job<'a> {
     iters: u32,
     max_seconds: f64,
     inputs: Vec<JobInput<'a>>,
+    /// Programs exported for a fixed length: the script pads their input to it,
+    /// as [`crate::backend::executorch::ExecutorchBackend`] does.
+    pad_to: BTreeMap<&'static str, usize>,
 }
 
 #[derive(Serialize)]
@@ -81,9 +84,15 @@ pub fn run(dir: &ModelDir, kinds: &[BackendKind], inputs: &[Encoded], threads: u
     let config = dir.config()?;
     let model_dir = config.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut pte = BTreeMap::new();
+    let mut pad_to = BTreeMap::new();
     for kind in kinds {
         if let Some(file) = kind.pte_file() {
-            pte.insert(kind.name(), dir.require(file)?);
+            let path = dir.require(file)?;
+            let report = crate::pte::inspect_file(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            if let Some(len) = report.plan("forward").and_then(|p| p.fixed_seq_len()) {
+                pad_to.insert(kind.name(), len);
+            }
+            pte.insert(kind.name(), path);
         }
     }
     let job = Job {
@@ -95,6 +104,7 @@ pub fn run(dir: &ModelDir, kinds: &[BackendKind], inputs: &[Encoded], threads: u
         iters: budget.iters,
         max_seconds: budget.max_seconds,
         inputs: inputs.iter().map(|e| JobInput { seq_len: e.len(), ids: &e.ids, mask: &e.attention_mask }).collect(),
+        pad_to,
     };
     let mut child = Command::new(&python)
         .arg(&script)
