@@ -38,19 +38,7 @@ models: $(MODEL_STAMP) $(COUNTS)
 
 # C/C++ compilers for the shim and the tokenizer; tmux for the TUI's end-to-end test.
 sysdeps:
-	@missing=""; \
-	for tool in cc:gcc c++:g++ tmux:tmux; do \
-	  command -v $${tool%%:*} >/dev/null || missing="$$missing $${tool##*:}"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing$$missing (apt-get)"; \
-	    (apt-get install -y -q $$missing >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null)) \
-	      || { echo "error: could not install$$missing: run 'sudo apt-get install$$missing'"; exit 1; }; \
-	  else \
-	    echo "error: missing$$missing: install with 'sudo apt-get install$$missing'"; exit 1; \
-	  fi; \
-	fi
+	@scripts/ensure-apt.sh cc:gcc c++:g++ tmux:tmux
 	@command -v cargo >/dev/null || { echo "error: cargo not found: install Rust with rustup"; exit 1; }
 
 $(VENV_STAMP): requirements.txt

@@ -67,18 +67,7 @@ build-aarch64: sysdeps-aarch64 $(A64_WHEELS_STAMP)
 
 # Debian's cross compiler and qemu-user, and Rust's aarch64 standard library.
 sysdeps-aarch64:
-	@missing=""; \
-	command -v aarch64-linux-gnu-g++ >/dev/null || missing="$$missing g++-aarch64-linux-gnu"; \
-	command -v qemu-aarch64-static >/dev/null || command -v qemu-aarch64 >/dev/null || missing="$$missing qemu-user-static"; \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing$$missing (apt-get)"; \
-	    (apt-get install -y -q $$missing >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null)) \
-	      || { echo "error: could not install$$missing: run 'sudo apt-get install$$missing'"; exit 1; }; \
-	  else \
-	    echo "error: missing$$missing: install with 'sudo apt-get install$$missing'"; exit 1; \
-	  fi; \
-	fi
+	@scripts/ensure-apt.sh aarch64-linux-gnu-g++:g++-aarch64-linux-gnu 'qemu-aarch64-static|qemu-aarch64:qemu-user-static'
 	@command -v rustup >/dev/null || { echo "error: rustup not found: the aarch64 target needs 'rustup target add $(A64_TRIPLE)'"; exit 1; }
 	@rustup target list --installed | grep -qx $(A64_TRIPLE) || rustup target add $(A64_TRIPLE)
 
