@@ -6,9 +6,14 @@
 #     libtorch_cpu needs into build/aarch64/ (pip --platform; never into .venv);
 #  3. cargo build --release --target aarch64-unknown-linux-gnu against them
 #     (target/aarch64-unknown-linux-gnu/release/runlens);
-#  4. runs that binary under qemu-aarch64 -cpu cortex-a76: `inspect --json` on
+#  4. lays out build/aarch64/runlens-pi5/: the binary and the libraries it loads
+#     from the wheels, with run paths relative to it (scripts/aarch64/bundle.py):
+#     the folder to copy to a Pi, with models/minilm;
+#  5. runs that bundle under qemu-aarch64 -cpu cortex-a76: `inspect --json` on
 #     both .pte files (must equal the x86-64 binary's output) and `run --json`
 #     with all three backends on two sentences, checked against reference.json.
+#     The bundle's run paths no longer name build/aarch64/site, so a library
+#     missing from it fails the check.
 # Included from the Makefile (uses its VPY, VENV_STAMP, BIN, MODELS, build, models).
 
 A64_TRIPLE := aarch64-unknown-linux-gnu
@@ -17,6 +22,7 @@ A64_SITE := $(A64_DIR)/site
 A64_PREFIX := $(A64_DIR)/prefix
 A64_OUT := $(A64_DIR)/out
 A64_BIN := target/$(A64_TRIPLE)/release/runlens
+A64_BUNDLE := $(A64_DIR)/runlens-pi5
 A64_WHEELS_STAMP := $(A64_SITE)/.unpacked
 A64_PREFIX_STAMP := $(A64_PREFIX)/proc/cpuinfo
 A64_SENTENCES := 2
@@ -35,39 +41,44 @@ A64_ENV := env -u LIBTORCH_USE_PYTORCH \
   CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
   CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C link-arg=-Wl,-rpath-link,$(A64_SITE)/nvidia/cu13/lib"
 
-# The binary's rpaths point into build/aarch64/site, and libtorch_cpu's own rpath
-# finds nvidia/cu13/lib there, so no LD_LIBRARY_PATH is needed; -L holds the
-# aarch64 libc and the fake ARM /proc/cpuinfo + midr_el1 (scripts/aarch64/make-prefix.sh).
+# The bundle's run paths are relative to it ($ORIGIN/lib), so no LD_LIBRARY_PATH
+# is needed; -L holds the aarch64 libc and the fake ARM /proc/cpuinfo + midr_el1
+# (scripts/aarch64/make-prefix.sh).
 A64_QEMU = $$(command -v qemu-aarch64-static || command -v qemu-aarch64) -cpu cortex-a76 -L $(A64_PREFIX)
 
-.PHONY: test-aarch64 build-aarch64 sysdeps-aarch64
+.PHONY: test-aarch64 build-aarch64 bundle-aarch64 sysdeps-aarch64
 
-test-aarch64: build-aarch64 build models $(A64_PREFIX_STAMP)
+test-aarch64: bundle-aarch64 build models $(A64_PREFIX_STAMP)
 	@rm -rf $(A64_OUT) && mkdir -p $(A64_OUT)
 	@echo "== inspect --json: aarch64 (emulated) vs x86-64"
 	@for pte in portable xnnpack; do \
 	  $(BIN) inspect --json $(MODELS)/$$pte.pte > $(A64_OUT)/inspect-$$pte.x86_64.json \
 	    || { echo "error: x86-64 inspect $$pte failed"; exit 1; }; \
-	  $(A64_QEMU) $(A64_BIN) inspect --json $(MODELS)/$$pte.pte > $(A64_OUT)/inspect-$$pte.aarch64.json \
+	  $(A64_QEMU) $(A64_BUNDLE)/runlens inspect --json $(MODELS)/$$pte.pte > $(A64_OUT)/inspect-$$pte.aarch64.json \
 	    || { echo "error: aarch64 inspect $$pte failed"; exit 1; }; \
 	  $(VPY) scripts/aarch64/check.py same $(A64_OUT)/inspect-$$pte.x86_64.json $(A64_OUT)/inspect-$$pte.aarch64.json || exit 1; \
 	done
 	@echo "== run --json --threads $(A64_THREADS), eager + portable + xnnpack (emulated) vs reference.json"
 	@i=0; while IFS= read -r text && [ $$i -lt $(A64_SENTENCES) ]; do \
 	  i=$$((i + 1)); \
-	  $(A64_QEMU) $(A64_BIN) --models $(MODELS) --threads $(A64_THREADS) --backends eager,portable,xnnpack \
+	  $(A64_QEMU) $(A64_BUNDLE)/runlens --models $(MODELS) --threads $(A64_THREADS) --backends eager,portable,xnnpack \
 	    run --json "$$text" > $(A64_OUT)/run-$$i.json 2> $(A64_OUT)/run-$$i.err; \
 	  [ -s $(A64_OUT)/run-$$i.json ] || { echo "error: aarch64 run \"$$text\" printed nothing:"; cat $(A64_OUT)/run-$$i.err; exit 1; }; \
 	done < assets/sentences.txt
 	@$(VPY) scripts/aarch64/check.py run $(MODELS)/reference.json $(A64_OUT)/run-*.json
-	@echo "test-aarch64: ok ($(A64_BIN), $$(du -h $(A64_BIN) | cut -f1))"
+	@echo "test-aarch64: ok ($(A64_BIN) $$(du -h $(A64_BIN) | cut -f1); $(A64_BUNDLE) $$(du -sh $(A64_BUNDLE) | cut -f1))"
 
 build-aarch64: sysdeps-aarch64 $(A64_WHEELS_STAMP)
 	$(A64_ENV) cargo build --release --target $(A64_TRIPLE)
 
+# What to copy to the Pi (with models/minilm): runlens and the libraries it loads.
+bundle-aarch64: build-aarch64
+	@python3 scripts/aarch64/bundle.py $(A64_BIN) $(A64_SITE) $(A64_BUNDLE)
+
 # Debian's cross compiler and qemu-user, and Rust's aarch64 standard library.
 sysdeps-aarch64:
-	@scripts/ensure-apt.sh aarch64-linux-gnu-g++:g++-aarch64-linux-gnu 'qemu-aarch64-static|qemu-aarch64:qemu-user-static'
+	@scripts/ensure-apt.sh aarch64-linux-gnu-g++:g++-aarch64-linux-gnu 'qemu-aarch64-static|qemu-aarch64:qemu-user-static' \
+	  readelf:binutils patchelf:patchelf
 	@command -v rustup >/dev/null || { echo "error: rustup not found: the aarch64 target needs 'rustup target add $(A64_TRIPLE)'"; exit 1; }
 	@rustup target list --installed | grep -qx $(A64_TRIPLE) || rustup target add $(A64_TRIPLE)
 
