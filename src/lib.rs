@@ -16,6 +16,7 @@ pub mod bench;
 pub mod cli;
 pub mod ffi;
 pub mod model;
+pub mod profile;
 pub mod pte;
 pub mod schedule;
 pub mod stats;
