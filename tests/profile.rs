@@ -213,3 +213,103 @@ fn profile_json_is_one_object_of_the_documented_shape() {
     }
     assert!(ops.iter().any(|o| o["kind"] == "delegate" && o["name"] == pte::XNNPACK_BACKEND_ID), "{b}");
 }
+
+// ---- the explorer's profile view (F4), rendered into a buffer ----
+
+mod view {
+    use std::time::{Duration, Instant};
+
+    use ratatui::buffer::Buffer;
+    use ratatui::layout::Rect;
+    use ratatui::widgets::Widget;
+    use runlens::app::{ProfileState, ProfileView};
+    use runlens::profile::{BackendProfile, OperatorKind, OperatorProfile, ProfileReport};
+    use runlens::ui::profile::ProfilePanel;
+
+    fn lines(buf: &Buffer) -> Vec<String> {
+        (0..buf.area.height).map(|y| (0..buf.area.width).map(|x| buf[(x, y)].symbol()).collect::<String>()).collect()
+    }
+
+    fn render(view: &ProfileView, now: Instant, width: u16, height: u16) -> Vec<String> {
+        let mut buf = Buffer::empty(Rect::new(0, 0, width, height));
+        ProfilePanel { view, now }.render(buf.area, &mut buf);
+        lines(&buf)
+    }
+
+    fn op(name: &str, kind: OperatorKind, count: u64, total_ms: f64, share: f64) -> OperatorProfile {
+        OperatorProfile { name: name.into(), kind, count, total_ms, share }
+    }
+
+    fn backend(name: &str, total_ms: f64, operators: Vec<OperatorProfile>) -> BackendProfile {
+        BackendProfile {
+            name: name.into(),
+            total_ms,
+            operators,
+            file: format!("{name}.pte"),
+            runs: 3,
+            execute_ms: Some(total_ms * 1.01),
+            control_ms: 0.0,
+            instructions_per_run: 0,
+            delegate_events_per_run: 0,
+        }
+    }
+
+    #[test]
+    fn the_view_says_it_is_a_separate_traced_run_and_shows_the_top_operators() {
+        let report = ProfileReport {
+            text: "a cat".into(),
+            tokens: 4,
+            backends: vec![
+                backend(
+                    "portable",
+                    120.0,
+                    vec![
+                        op("aten::addmm.out", OperatorKind::Kernel, 36, 109.2, 0.91),
+                        op("aten::bmm.out", OperatorKind::Kernel, 12, 6.0, 0.05),
+                        op("aten::permute_copy.out", OperatorKind::Kernel, 66, 2.4, 0.02),
+                        op("aten::gelu.out", OperatorKind::Kernel, 6, 1.2, 0.01),
+                        op("aten::add.out", OperatorKind::Kernel, 22, 1.2, 0.01),
+                    ],
+                ),
+                backend(
+                    "xnnpack",
+                    4.0,
+                    vec![
+                        op("XnnpackBackend", OperatorKind::Delegate, 53, 3.88, 0.97),
+                        op("aten::native_layer_norm.out", OperatorKind::Kernel, 13, 0.08, 0.02),
+                        op("aten::expand_copy.out", OperatorKind::Kernel, 28, 0.04, 0.01),
+                    ],
+                ),
+            ],
+        };
+        let view = ProfileView { id: 1, text: "a cat".into(), state: ProfileState::Ready(report) };
+        let screen = render(&view, Instant::now(), 80, 12);
+        let expected = [
+            "╭ profile · a separate traced run with the ETDump tracer · F4 closes ──────────╮",
+            "│ \"a cat\": 4 tokens · mean of 3 traced runs · share of each backend's time     │",
+            "│ portable  120.000 ms/run · 36 x aten::addmm.out = 91% of portable time       │",
+            "│   aten::addmm.out            kernel     36♯  109.200 ms  91.0% ██████████▉   │",
+            "│   aten::bmm.out              kernel     12♯    6.000 ms   5.0% ▋             │",
+            "│   aten::permute_copy.out     kernel     66♯    2.400 ms   2.0% ▎             │",
+            "│   … 2 more operators, 2.0% together                                          │",
+            "│ xnnpack  4.000 ms/run · 53 x XnnpackBackend subgraphs = 97% of xnnpack time  │",
+            "│   XnnpackBackend             delegate   53♯    3.880 ms  97.0% ███████████▋  │",
+            "│   aten::native_layer_norm.o… kernel     13♯    0.080 ms   2.0% ▎             │",
+            "│   aten::expand_copy.out      kernel     28♯    0.040 ms   1.0% ▏             │",
+            "╰──────────────────────────────────────────────────────────────────────────────╯",
+        ];
+        let expected: Vec<String> = expected.iter().map(|l| l.replace('♯', "×")).collect();
+        assert_eq!(screen, expected, "\n{}", screen.join("\n"));
+    }
+
+    #[test]
+    fn running_and_failed_views_say_so() {
+        let t0 = Instant::now();
+        let view = ProfileView { id: 2, text: "a cat".into(), state: ProfileState::Running { since: t0 } };
+        let screen = render(&view, t0 + Duration::from_millis(1500), 80, 4);
+        assert!(screen[1].contains("\"a cat\": loading the programs with the tracer") && screen[1].contains("1.5 s"), "{screen:?}");
+        let view = ProfileView { id: 3, text: "a cat".into(), state: ProfileState::Failed("xnnpack.pte: not a readable ExecuTorch program".into()) };
+        let screen = render(&view, t0, 80, 5);
+        assert!(screen[1].contains("no profile") && screen[2].contains("xnnpack.pte: not a readable"), "{screen:?}");
+    }
+}
