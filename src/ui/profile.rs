@@ -40,7 +40,8 @@ fn bar(share: f64, width: usize) -> String {
     s
 }
 
-fn backend_lines(b: &BackendProfile, width: usize, height: usize) -> Vec<Line<'static>> {
+/// `longest`: the longest operator name of all backends (so their columns line up).
+fn backend_lines(b: &BackendProfile, width: usize, height: usize, longest: usize) -> Vec<Line<'static>> {
     let head = Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD);
     let mut lines = Vec::new();
     let headline = b.headline().unwrap_or_default();
@@ -56,7 +57,7 @@ fn backend_lines(b: &BackendProfile, width: usize, height: usize) -> Vec<Line<'s
     // name  kind  calls×  ms  share  bar
     let fixed = 2 + 1 + 8 + 1 + 5 + 1 + 11 + 1 + 6 + 1;
     let bar_w = 12.min(width.saturating_sub(fixed + 12));
-    let name_w = width.saturating_sub(fixed + bar_w + 1).max(4);
+    let name_w = width.saturating_sub(fixed + bar_w + 1).min(longest).max(4);
     for o in &b.operators[..shown] {
         let (kind, colour) = match o.kind {
             OperatorKind::Kernel => ("kernel", Color::Yellow),
@@ -116,8 +117,9 @@ impl Widget for ProfilePanel<'_> {
                 let rest = Rect { y: inner.y + 1, height: inner.height.saturating_sub(1), ..inner };
                 let n = report.backends.len().max(1) as u32;
                 let parts = Layout::vertical((0..n).map(|_| Constraint::Ratio(1, n))).split(rest);
+                let longest = report.backends.iter().flat_map(|b| &b.operators).map(|o| o.name.chars().count()).max().unwrap_or(4);
                 for (b, part) in report.backends.iter().zip(parts.iter()) {
-                    put(&backend_lines(b, width, part.height as usize), *part, buf);
+                    put(&backend_lines(b, width, part.height as usize, longest), *part, buf);
                 }
             }
         }
