@@ -35,7 +35,7 @@ pub enum ProfileError {
     Program {
         file: String,
         #[source]
-        source: crate::pte::PteError,
+        source: Box<crate::pte::PteError>,
     },
     #[error("{0}: the program has no method \"forward\"")]
     NoForward(String),

@@ -25,7 +25,7 @@ pub fn profile_file(name: &str, path: &Path, input: &Encoded, runs: u32) -> Resu
     if runs == 0 || runs > MAX_RUNS {
         return Err(ProfileError::Runs { runs, max: MAX_RUNS });
     }
-    let (_, table) = crate::pte::read_program_file(path).map_err(|source| ProfileError::Program { file: file.clone(), source })?;
+    let (_, table) = crate::pte::read_program_file(path).map_err(|source| ProfileError::Program { file: file.clone(), source: Box::new(source) })?;
     let plan = table.plan("forward").ok_or_else(|| ProfileError::NoForward(file.clone()))?.clone();
     let (numerator, denominator) = ffi::ticks_to_ns_ratio()?;
     let ratio = TickRatio { numerator, denominator };
