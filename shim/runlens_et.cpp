@@ -248,4 +248,14 @@ int32_t rl_module_take_etdump(rl_module *module, const uint8_t **data, size_t *l
   });
 }
 
+int32_t rl_ticks_to_ns_ratio(uint64_t *numerator, uint64_t *denominator) {
+  return guard("ticks ratio", [&] {
+    if (!numerator || !denominator) return fail(RL_ERR_ARGUMENT, "ticks ratio: null argument");
+    et_tick_ratio_t ratio = executorch::runtime::pal_ticks_to_ns_multiplier();
+    *numerator = ratio.numerator;
+    *denominator = ratio.denominator;
+    return RL_OK;
+  });
+}
+
 }  // extern "C"

@@ -78,6 +78,12 @@ int32_t rl_module_forward_loop(rl_module *module, const int64_t *input_ids, cons
  */
 int32_t rl_module_take_etdump(rl_module *module, const uint8_t **data, size_t *len);
 
+/**
+ * The PAL's conversion from ticks (ETDump's timestamps) to nanoseconds:
+ * ns = ticks * numerator / denominator.
+ */
+int32_t rl_ticks_to_ns_ratio(uint64_t *numerator, uint64_t *denominator);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::backend::BackendKind;
 use crate::model::{Embedding, Encoded, Parity};
+use crate::profile::ProfileReport;
 use crate::schedule::{Job, Request, WorkerEvent};
 use crate::stats::LatencyStats;
 
@@ -64,6 +65,9 @@ pub enum Action {
     ToggleRepeat,
     /// F5: show the next XNNPACK export variant in the XNNPACK column.
     NextVariant,
+    /// F4: open (and start) or close the per-operator profile of the current text.
+    ToggleProfile,
+    CloseProfile,
     Quit,
 }
 
@@ -173,6 +177,32 @@ pub struct CoverageView {
     /// Operators left on the default kernels, most calls first.
     pub top_operators: Vec<(String, usize)>,
     pub file_bytes: u64,
+}
+
+/// The per-operator profile view (F4): a separate traced run of the
+/// ExecuTorch columns on the text that was current when it was asked for.
+#[derive(Clone, Debug)]
+pub struct ProfileView {
+    /// Which request this view waits for; older results are dropped.
+    pub id: u64,
+    pub text: String,
+    pub state: ProfileState,
+}
+
+#[derive(Clone, Debug)]
+pub enum ProfileState {
+    Running { since: Instant },
+    Ready(ProfileReport),
+    Failed(String),
+}
+
+/// A traced run the app wants made off the UI thread (see [`App::take_profile_request`]).
+#[derive(Clone, Debug)]
+pub struct ProfileRequest {
+    pub id: u64,
+    pub input: Arc<Encoded>,
+    /// The ExecuTorch columns that loaded or are loading.
+    pub kinds: Vec<BackendKind>,
 }
 
 /// Where a backend's loading stands.
@@ -321,6 +351,9 @@ pub struct App {
     threads: usize,
     model: String,
     show_help: bool,
+    profile: Option<ProfileView>,
+    profile_requests: u64,
+    profile_request: Option<ProfileRequest>,
     quit: bool,
     requests: Vec<Request>,
     tokenize: Tokenize,
@@ -356,6 +389,9 @@ impl App {
             threads: config.threads,
             model: config.model,
             show_help: false,
+            profile: None,
+            profile_requests: 0,
+            profile_request: None,
             quit: false,
             requests: Vec::new(),
             tokenize,
@@ -416,6 +452,10 @@ impl App {
     pub fn can_switch_variant(&self) -> bool {
         self.columns.iter().any(|c| c.kind.is_xnnpack()) && self.next_variant().is_some()
     }
+    /// The profile view, when shown.
+    pub fn profile(&self) -> Option<&ProfileView> {
+        self.profile.as_ref()
+    }
 
     /// The column parity is measured against: eager when shown, else the first.
     pub fn reference(&self) -> Option<usize> {
@@ -460,6 +500,7 @@ impl App {
     /// Work is in flight: loading, running, queued, or the corpus being embedded.
     pub fn is_busy(&self) -> bool {
         matches!(self.corpus.state, CorpusState::Embedding(_))
+            || self.profile.as_ref().is_some_and(|p| matches!(p.state, ProfileState::Running { .. }))
             || self.columns.iter().any(|c| c.phase == Phase::Loading || c.running.is_some() || c.pending.is_some())
     }
 
@@ -471,6 +512,11 @@ impl App {
     /// The requests queued since the last call, for the scheduler.
     pub fn drain_requests(&mut self) -> Vec<Request> {
         std::mem::take(&mut self.requests)
+    }
+
+    /// The traced run asked for since the last call, for the event loop to start.
+    pub fn take_profile_request(&mut self) -> Option<ProfileRequest> {
+        self.profile_request.take()
     }
 
     // ---- changing ----
@@ -547,6 +593,16 @@ impl App {
             }
             Action::NextVariant => {
                 self.switch_variant();
+                false
+            }
+            Action::ToggleProfile => {
+                if self.profile.take().is_none() {
+                    self.open_profile();
+                }
+                false
+            }
+            Action::CloseProfile => {
+                self.profile = None;
                 false
             }
             Action::Quit => {
@@ -704,6 +760,38 @@ impl App {
                 }
                 Ok(_) | Err(_) => self.assign_corpus(),
             },
+        }
+    }
+
+    /// Show the profile view and ask for a traced run of the current text.
+    fn open_profile(&mut self) {
+        self.profile_requests += 1;
+        let id = self.profile_requests;
+        let text = self.input.text().to_string();
+        let kinds: Vec<BackendKind> = self
+            .columns
+            .iter()
+            .filter(|c| c.kind.pte_file().is_some() && !matches!(c.phase, Phase::Failed(_)))
+            .map(|c| c.kind)
+            .collect();
+        let state = match (&self.encoded, kinds.is_empty()) {
+            (None, _) => ProfileState::Failed("type a sentence first: F4 profiles the text in the input line".to_string()),
+            (Some(_), true) => ProfileState::Failed("no ExecuTorch column to profile".to_string()),
+            (Some(input), false) => {
+                self.profile_request = Some(ProfileRequest { id, input: input.clone(), kinds });
+                ProfileState::Running { since: self.now }
+            }
+        };
+        self.profile = Some(ProfileView { id, text, state });
+    }
+
+    /// A traced run finished; dropped unless its view is still shown.
+    pub fn on_profile(&mut self, id: u64, outcome: Result<ProfileReport, String>) {
+        if let Some(view) = self.profile.as_mut().filter(|v| v.id == id) {
+            view.state = match outcome {
+                Ok(report) => ProfileState::Ready(report),
+                Err(message) => ProfileState::Failed(message),
+            };
         }
     }
 
@@ -912,6 +1000,37 @@ mod tests {
         app.apply(Action::NextVariant);
         assert!(app.drain_requests().is_empty());
         assert_eq!(app.columns()[0].kind, BackendKind::Xnnpack);
+    }
+
+    #[test]
+    fn f4_asks_for_one_traced_run_of_the_current_text_and_keeps_only_its_result() {
+        let (mut app, t0) = app(&[BackendKind::Eager, BackendKind::Portable, BackendKind::Xnnpack]);
+        app.apply(Action::ToggleProfile);
+        assert!(matches!(app.profile().unwrap().state, ProfileState::Failed(_)), "no text yet");
+        assert!(app.take_profile_request().is_none());
+        app.apply(Action::CloseProfile);
+        assert!(app.profile().is_none());
+
+        app.on_worker(WorkerEvent::LoadFailed { kind: BackendKind::Portable, error: "broken".into() });
+        app.apply(Action::Paste("a cat".into()));
+        app.apply(Action::ToggleProfile);
+        let request = app.take_profile_request().expect("a traced run is asked for");
+        assert_eq!(request.kinds, vec![BackendKind::Xnnpack], "ExecuTorch columns that did not fail");
+        assert_eq!(request.input.text, "a cat");
+        assert!(app.take_profile_request().is_none(), "asked for once");
+        assert!(matches!(app.profile().unwrap().state, ProfileState::Running { since } if since == t0));
+        assert!(app.is_busy());
+
+        // Closed and opened again: the first run's result no longer counts.
+        app.apply(Action::ToggleProfile);
+        app.apply(Action::ToggleProfile);
+        let second = app.take_profile_request().unwrap();
+        assert_ne!(second.id, request.id);
+        app.on_profile(request.id, Err("old".into()));
+        assert!(matches!(app.profile().unwrap().state, ProfileState::Running { .. }));
+        app.on_profile(second.id, Err("ExecuTorch said no".into()));
+        assert!(matches!(&app.profile().unwrap().state, ProfileState::Failed(m) if m == "ExecuTorch said no"));
+        assert_eq!(app.profile().unwrap().text, "a cat");
     }
 
     #[test]

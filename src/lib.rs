@@ -5,6 +5,8 @@
 //! - [`backend`]: the inference paths behind one [`backend::Backend`] trait
 //!   (PyTorch eager on tch, ExecuTorch portable and XNNPACK through [`ffi`]);
 //! - [`pte`]: a reader for `.pte` files (delegation coverage, no runtime needed);
+//! - [`profile`]: per-operator time of the ExecuTorch paths, from a separate
+//!   run with ExecuTorch's ETDump tracer (`runlens profile`, F4 in the explorer);
 //! - [`bench`]: `runlens bench`'s measurements, Python comparison and outputs;
 //! - [`schedule`]: one worker thread per backend, latest input wins;
 //! - [`app`] (state), [`ui`] (drawing from `&App`), [`tui`] (terminal and event loop): the explorer;
@@ -16,6 +18,7 @@ pub mod bench;
 pub mod cli;
 pub mod ffi;
 pub mod model;
+pub mod profile;
 pub mod pte;
 pub mod schedule;
 pub mod stats;

@@ -17,6 +17,7 @@ fn main() -> ExitCode {
     let outcome = match &cli.command {
         Some(Command::Run(args)) => runlens::cli::run::run(&cli.common, args),
         Some(Command::Bench(args)) => runlens::cli::bench::run(&cli.common, args).map(|()| true),
+        Some(Command::Profile(args)) => runlens::cli::profile::run(&cli.common, args).map(|()| true),
         Some(Command::Inspect(args)) => runlens::cli::inspect::run(&args.file, args.json).map(|()| true),
         None => {
             // Worker threads may still be in libtorch/ExecuTorch: skip their teardown.

@@ -3,7 +3,8 @@
 //! Everything reaches the app as one [`Event`] on one channel: terminal input
 //! (read by crossterm's `EventStream` on the tokio runtime), worker reports
 //! (sent from the inference threads of [`crate::schedule`]) and app events
-//! (the delegation coverage, read in the background). Keys become
+//! (the delegation coverage, read in the background; a profile's traced
+//! run, made on a short-lived thread). Keys become
 //! [`Action`]s; state changes only in [`App`]. The loop draws when something
 //! changed, at most [`FPS`] frames a second, and sleeps while nothing does: no
 //! timer runs while idle, only the debounce and, while work is in flight, a
@@ -21,9 +22,10 @@ use futures::StreamExt;
 use ratatui::DefaultTerminal;
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
-use crate::app::{self, Action, App, AppConfig, CoverageView, Tokenize};
+use crate::app::{self, Action, App, AppConfig, CoverageView, ProfileRequest, Tokenize};
 use crate::backend::{self, BackendKind};
 use crate::model::{ModelDir, SentenceTokenizer};
+use crate::profile::ProfileReport;
 use crate::schedule::{Loader, Request, Scheduler, Sink, WorkerEvent, WORKER_THREAD_PREFIX};
 use crate::ui;
 
@@ -31,6 +33,8 @@ use crate::ui;
 pub const FPS: f64 = 30.0;
 /// How often elapsed times are redrawn while something loads or runs.
 pub const TICK: Duration = Duration::from_millis(100);
+/// Traced runs a profile (F4) averages, after its warm-up run.
+pub const PROFILE_RUNS: u32 = 3;
 /// Environment variable naming a file to write a timing trace to (keys, runs, results, frames).
 pub const TRACE_ENV: &str = "RUNLENS_TUI_TRACE";
 
@@ -60,6 +64,8 @@ pub enum Event {
 pub enum AppEvent {
     /// The delegation coverage of a `.pte` was read.
     Coverage(BackendKind, Result<CoverageView, String>),
+    /// A profile's traced run finished (request id, report or error).
+    Profile(u64, Result<ProfileReport, String>),
     /// Reading the terminal failed: the explorer ends with this error.
     TerminalError(String),
 }
@@ -131,9 +137,9 @@ async fn session(
     });
     let mut scheduler = Scheduler::start(&opts.backends, loader, sink).context("cannot start the worker threads")?;
     spawn_coverage(&opts.backends, &opts.models, tx.clone());
-    let coverage_reader = move |kind: BackendKind, dir: &ModelDir| spawn_coverage(&[kind], dir, tx.clone());
+    let background = Background { dir: opts.models.clone(), tx };
 
-    let outcome = event_loop(terminal, app, &mut scheduler, rx, &mut trace, &opts.models, &coverage_reader).await;
+    let outcome = event_loop(terminal, app, &mut scheduler, &background, rx, &mut trace).await;
     trace.flush();
     outcome
 }
@@ -196,6 +202,37 @@ fn read_coverage(kind: BackendKind, dir: &ModelDir) -> anyhow::Result<CoverageVi
     })
 }
 
+/// Starts the traced runs of profiles (F4), each on its own short-lived thread.
+/// Work the event loop starts off the UI thread besides inference: traced
+/// profile runs and re-reading a `.pte`'s coverage; results come back as [`AppEvent`]s.
+struct Background {
+    dir: ModelDir,
+    tx: UnboundedSender<Event>,
+}
+
+impl Background {
+    /// The delegation coverage of `kind`'s program (after F5 switched a column to it).
+    fn read_coverage(&self, kind: BackendKind) {
+        spawn_coverage(&[kind], &self.dir, self.tx.clone());
+    }
+
+    /// Loads the programs again with ExecuTorch's tracer (memory-mapped, so
+    /// quick), runs them and sends the report back as an [`AppEvent::Profile`].
+    fn profile(&self, request: ProfileRequest) {
+        let (dir, tx, id) = (self.dir.clone(), self.tx.clone(), request.id);
+        let body = move || {
+            let outcome = std::panic::catch_unwind(|| crate::profile::profile_backends(&dir, &request.kinds, &request.input, PROFILE_RUNS))
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("the traced run panicked")))
+                .map_err(|e| format!("{e:#}"));
+            let _ = tx.send(Event::App(AppEvent::Profile(request.id, outcome)));
+        };
+        let spawned = std::thread::Builder::new().name(format!("{WORKER_THREAD_PREFIX}profile")).spawn(body);
+        if let Err(e) = spawned {
+            let _ = self.tx.send(Event::App(AppEvent::Profile(id, Err(format!("cannot start the traced run: {e}")))));
+        }
+    }
+}
+
 /// The key bindings. Plain characters are text, so commands use Ctrl or F keys;
 /// `q` and `?` act as commands only while the input is empty.
 pub fn key_action(key: &KeyEvent, app: &App) -> Option<Action> {
@@ -211,6 +248,9 @@ pub fn key_action(key: &KeyEvent, app: &App) -> Option<Action> {
         // Any key closes the help.
         return Some(Action::CloseHelp);
     }
+    if app.profile().is_some() && key.code == KeyCode::Esc {
+        return Some(Action::CloseProfile);
+    }
     let empty = app.input().is_empty();
     Some(match key.code {
         KeyCode::Char('u') if ctrl => Action::Clear,
@@ -221,7 +261,7 @@ pub fn key_action(key: &KeyEvent, app: &App) -> Option<Action> {
         KeyCode::F(1) => Action::ToggleHelp,
         KeyCode::F(2) => Action::ToggleSerial,
         KeyCode::F(3) => Action::ToggleRepeat,
-        // F4 is kept free for the profile view.
+        KeyCode::F(4) => Action::ToggleProfile,
         KeyCode::F(5) => Action::NextVariant,
         KeyCode::Esc => Action::Quit,
         KeyCode::Char('q') if empty && !ctrl && !alt => Action::Quit,
@@ -277,10 +317,9 @@ async fn event_loop(
     terminal: &mut DefaultTerminal,
     mut app: App,
     scheduler: &mut Scheduler,
+    background: &Background,
     mut rx: UnboundedReceiver<Event>,
     trace: &mut Trace,
-    models: &ModelDir,
-    read_coverage: &dyn Fn(BackendKind, &ModelDir),
 ) -> anyhow::Result<()> {
     let mut frames = FrameBudget::new(Instant::now());
     let mut dirty = true;
@@ -292,10 +331,14 @@ async fn event_loop(
             match &request {
                 Request::Run(job) => trace.line(format_args!("run gen={} tokens={}", job.generation, job.input.len())),
                 // The column of the new variant shows that program's delegation coverage.
-                Request::Switch { to, .. } => read_coverage(*to, models),
+                Request::Switch { to, .. } => background.read_coverage(*to),
                 _ => {}
             }
             scheduler.handle(request);
+        }
+        if let Some(request) = app.take_profile_request() {
+            trace.line(format_args!("profile id={} tokens={}", request.id, request.input.len()));
+            background.profile(request);
         }
         if app.should_quit() {
             return Ok(());
@@ -362,6 +405,11 @@ async fn event_loop(
                 }
                 Event::App(AppEvent::Coverage(kind, coverage)) => {
                     app.set_coverage(kind, coverage);
+                    dirty = true;
+                }
+                Event::App(AppEvent::Profile(id, outcome)) => {
+                    trace.line(format_args!("profile done id={id} ok={}", outcome.is_ok()));
+                    app.on_profile(id, outcome);
                     dirty = true;
                 }
                 Event::App(AppEvent::TerminalError(e)) => anyhow::bail!("cannot read the terminal: {e}"),
@@ -459,7 +507,12 @@ mod tests {
         assert_eq!(key_action(&key(KeyCode::F(3), none), &app), Some(Action::ToggleRepeat));
         assert_eq!(key_action(&key(KeyCode::Char('u'), ctrl), &app), Some(Action::Clear));
         assert_eq!(key_action(&key(KeyCode::Enter, none), &app), Some(Action::RunNow));
-        assert_eq!(key_action(&key(KeyCode::F(4), none), &app), None, "F4 is kept free");
+        assert_eq!(key_action(&key(KeyCode::F(4), none), &app), Some(Action::ToggleProfile));
+        app.apply(Action::ToggleProfile);
+        assert_eq!(key_action(&key(KeyCode::Esc, none), &app), Some(Action::CloseProfile), "Esc closes the profile first");
+        assert_eq!(key_action(&key(KeyCode::F(4), none), &app), Some(Action::ToggleProfile));
+        assert_eq!(key_action(&key(KeyCode::Char('x'), none), &app), Some(Action::Insert('x')), "typing goes on under the profile");
+        app.apply(Action::CloseProfile);
         app.apply(Action::ToggleHelp);
         assert_eq!(key_action(&key(KeyCode::Esc, none), &app), Some(Action::CloseHelp), "Esc closes the help first");
         assert_eq!(key_action(&key(KeyCode::Char('x'), none), &app), Some(Action::CloseHelp));

@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod inspect;
+pub mod profile;
 pub mod run;
 
 use std::path::PathBuf;
@@ -52,6 +53,8 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Time every backend at several sequence lengths, optionally against the course's Python flow.
     Bench(bench::BenchArgs),
+    /// Per-operator time of the ExecuTorch paths on TEXT, from a separate run with ExecuTorch's event tracer.
+    Profile(profile::ProfileArgs),
 }
 
 #[derive(Debug, Args)]

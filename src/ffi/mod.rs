@@ -184,6 +184,16 @@ impl EtModule {
     }
 }
 
+/// ExecuTorch's ticks (the unit of ETDump timestamps) to nanoseconds, as the
+/// platform layer defines it: `ns = ticks * numerator / denominator`.
+pub fn ticks_to_ns_ratio() -> Result<(u64, u64), EtError> {
+    init_logging();
+    let (mut numerator, mut denominator) = (0u64, 0u64);
+    // SAFETY: both are valid out-pointers for the call.
+    check(unsafe { sys::rl_ticks_to_ns_ratio(&mut numerator, &mut denominator) })?;
+    Ok((numerator, denominator))
+}
+
 impl Drop for EtModule {
     fn drop(&mut self) {
         // SAFETY: the handle came from rl_module_load and is destroyed exactly once, here.

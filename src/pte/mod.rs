@@ -24,6 +24,7 @@ mod coverage;
 )]
 pub mod generated;
 mod header;
+mod instructions;
 mod limits;
 mod reader;
 mod xnnpack;
@@ -35,6 +36,7 @@ use std::path::Path;
 
 pub use coverage::{BlobContents, BlobLocation, CoverageReport, DelegateBlob, InputShape, PlanCoverage};
 pub use header::{ExtendedHeader, FILE_IDENTIFIER};
+pub use instructions::{Instruction, InstructionTable, PlanInstructions};
 pub use xnnpack::{XnnHeader, XNNPACK_BACKEND_ID};
 
 /// Why a byte string is not a readable `.pte` program.
@@ -68,4 +70,18 @@ pub fn inspect_file(path: &Path) -> Result<CoverageReport, PteError> {
 /// `file` is only copied into the report.
 pub fn inspect_bytes(file: &str, bytes: &[u8]) -> Result<CoverageReport, PteError> {
     reader::read_report(file, bytes)
+}
+
+/// Reads `path` once and gives both its coverage report and its instruction
+/// table (what each chain's instructions call), for mapping runtime events
+/// back to operators.
+pub fn read_program_file(path: &Path) -> Result<(CoverageReport, InstructionTable), PteError> {
+    let bytes = std::fs::read(path)?;
+    let report = inspect_bytes(&path.display().to_string(), &bytes)?;
+    Ok((report, instructions_bytes(&bytes)?))
+}
+
+/// The instruction table of the `.pte` program in `bytes`.
+pub fn instructions_bytes(bytes: &[u8]) -> Result<InstructionTable, PteError> {
+    instructions::read_instructions(bytes)
 }

@@ -1,6 +1,7 @@
 //! Drawing: a pure function of `&App` (`impl Widget for &App`), so tests render
 //! whole screens into a buffer. Top to bottom: input line, token strip, one
-//! column per backend, status bar; the help overlay on top when asked for; a
+//! column per backend, status bar; the profile view (F4) over the columns and
+//! the help overlay on top when asked for; a
 //! short notice instead when the terminal is too small.
 
 pub mod column;
@@ -9,6 +10,7 @@ pub mod embedding;
 pub mod format;
 pub mod help;
 pub mod latency;
+pub mod profile;
 pub mod status;
 pub mod tokens;
 
@@ -134,6 +136,9 @@ impl Widget for &App {
             column::BackendColumn { app: self, index }.render(rect, buf);
         }
         status::StatusBar { app: self }.render(a.status, buf);
+        if let Some(view) = self.profile() {
+            profile::ProfilePanel { view, now: self.now() }.render(a.columns, buf);
+        }
         if self.show_help() {
             help::HelpOverlay.render(area, buf);
         }

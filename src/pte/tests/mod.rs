@@ -11,6 +11,7 @@ use super::*;
 
 mod bad_input;
 mod counting;
+mod instructions;
 mod mutations;
 
 /// planus 1.3's `Builder::finish` writes the file identifier before the root

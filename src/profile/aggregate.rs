@@ -1,0 +1,267 @@
+//! From events to operators: each instruction event of a decoded ETDump is
+//! mapped back to its instruction in the program ([`PlanInstructions`]), and
+//! the times are summed per operator (kernel calls) and per delegate backend
+//! (delegate calls), averaged over the traced runs.
+//!
+//! What ExecuTorch 1.5.1 records per `Method::execute` (one "Execute" block):
+//! one `Method::execute` event; per instruction an `OPERATOR_CALL` or
+//! `DELEGATE_CALL` event (`MOVE_CALL`, `JF_CALL`, `FREE_CALL` for the control
+//! instructions) with its chain and instruction index; inside those, events
+//! the kernels log themselves (`native_call_addmm.out`) and events a delegate
+//! logs (with a delegate debug id: XNNPACK's per-node events). Only the
+//! instruction events are summed, so nothing is counted twice.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::etdump::{EtDump, ProfileEvent};
+use crate::pte::{Instruction, PlanInstructions};
+
+/// The name of the event block `Method::execute` opens.
+pub const EXECUTE_BLOCK: &str = "Execute";
+/// The event around a whole `Method::execute`.
+pub const EXECUTE_EVENT: &str = "Method::execute";
+pub const KERNEL_EVENT: &str = "OPERATOR_CALL";
+pub const DELEGATE_EVENT: &str = "DELEGATE_CALL";
+/// Events of the control instructions (move, jump-if-false, free).
+pub const CONTROL_EVENTS: [&str; 3] = ["MOVE_CALL", "JF_CALL", "FREE_CALL"];
+
+/// ExecuTorch's ticks to nanoseconds: `ns = ticks * numerator / denominator`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TickRatio {
+    pub numerator: u64,
+    pub denominator: u64,
+}
+
+impl TickRatio {
+    /// Nanoseconds, the unit of the POSIX platform layer the wheel ships.
+    pub const NANOSECONDS: TickRatio = TickRatio { numerator: 1, denominator: 1 };
+
+    pub fn ms(self, ticks: u64) -> f64 {
+        if self.denominator == 0 {
+            return 0.0;
+        }
+        ticks as f64 * self.numerator as f64 / self.denominator as f64 / 1e6
+    }
+}
+
+/// What an operator row is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OperatorKind {
+    /// `KernelCall` instructions of one operator, on the default CPU kernels.
+    Kernel,
+    /// `DelegateCall` instructions of one backend (XNNPACK subgraphs).
+    Delegate,
+}
+
+/// One operator (or delegate backend) of one backend's profile.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OperatorProfile {
+    /// `name[.overload]` as `inspect` lists it, or the delegate's backend id.
+    pub name: String,
+    pub kind: OperatorKind,
+    /// Calls per run (instructions of this operator executed in one run).
+    pub count: u64,
+    /// Milliseconds per run, the mean over the traced runs.
+    pub total_ms: f64,
+    /// `total_ms` / the backend's `total_ms`.
+    pub share: f64,
+}
+
+/// The instruction times of one program, averaged over its traced runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Aggregate {
+    /// Execute blocks found in the dump.
+    pub runs: usize,
+    /// Sum of the kernel and delegate instruction events per run, in ms.
+    pub total_ms: f64,
+    /// Largest share first, then by name.
+    pub operators: Vec<OperatorProfile>,
+    /// The `Method::execute` events per run, in ms (includes the time between
+    /// instructions and the tracer's own work).
+    pub execute_ms: Option<f64>,
+    /// Control instructions (move, jump, free) per run, in ms: not in `total_ms`.
+    pub control_ms: f64,
+    /// Kernel and delegate instructions executed per run.
+    pub instructions_per_run: u64,
+    /// Events delegates logged from inside their calls, per run (not summed:
+    /// their time is inside the `DELEGATE_CALL`).
+    pub delegate_events_per_run: u64,
+}
+
+fn per_run(n: u64, runs: usize) -> u64 {
+    (n as f64 / runs as f64).round() as u64
+}
+
+/// Sums the instruction events of every Execute block of `dump` per operator
+/// of `plan`. An instruction event that names no instruction of the plan, or
+/// one of another kind, is an error: the dump is not of this program.
+pub fn aggregate(dump: &EtDump, plan: &PlanInstructions, ratio: TickRatio) -> Result<Aggregate, String> {
+    let mut rows: BTreeMap<(OperatorKind, &str), (u64, u64)> = BTreeMap::new();
+    let (mut runs, mut execute_ticks, mut execute_events, mut control_ticks) = (0usize, 0u64, 0u64, 0u64);
+    let (mut instructions, mut delegate_events) = (0u64, 0u64);
+    for block in dump.runs.iter().filter(|b| b.name == EXECUTE_BLOCK) {
+        runs += 1;
+        for event in &block.events {
+            if event.delegate_id.is_some() {
+                delegate_events += 1;
+                continue;
+            }
+            let name = event.name.as_str();
+            if name == EXECUTE_EVENT {
+                execute_ticks += event.ticks();
+                execute_events += 1;
+                continue;
+            }
+            if CONTROL_EVENTS.contains(&name) {
+                control_ticks += event.ticks();
+                continue;
+            }
+            if name != KERNEL_EVENT && name != DELEGATE_EVENT {
+                // A kernel's own event inside its OPERATOR_CALL (native_call_*), or
+                // another event this version does not describe: not an instruction.
+                continue;
+            }
+            let key = instruction_key(event, plan)?;
+            let row = rows.entry(key).or_insert((0, 0));
+            row.0 += 1;
+            row.1 += event.ticks();
+            instructions += 1;
+        }
+    }
+    if runs == 0 || instructions == 0 {
+        return Err(format!(
+            "the ETDump holds no instruction events ({} event blocks, {runs} of them \"{EXECUTE_BLOCK}\"); was the program run with the tracer attached?",
+            dump.runs.len()
+        ));
+    }
+    let total_ticks: u64 = rows.values().map(|r| r.1).sum();
+    let n = runs as f64;
+    let mut operators: Vec<OperatorProfile> = rows
+        .into_iter()
+        .map(|((kind, name), (count, ticks))| OperatorProfile {
+            name: name.to_owned(),
+            kind,
+            count: per_run(count, runs),
+            total_ms: ratio.ms(ticks) / n,
+            share: if total_ticks == 0 { 0.0 } else { ticks as f64 / total_ticks as f64 },
+        })
+        .collect();
+    operators.sort_by(|a, b| b.share.total_cmp(&a.share).then_with(|| a.name.cmp(&b.name)));
+    Ok(Aggregate {
+        runs,
+        total_ms: ratio.ms(total_ticks) / n,
+        operators,
+        execute_ms: (execute_events > 0).then(|| ratio.ms(execute_ticks) / n),
+        control_ms: ratio.ms(control_ticks) / n,
+        instructions_per_run: per_run(instructions, runs),
+        delegate_events_per_run: per_run(delegate_events, runs),
+    })
+}
+
+/// The row an instruction event belongs to.
+fn instruction_key<'p>(event: &ProfileEvent, plan: &'p PlanInstructions) -> Result<(OperatorKind, &'p str), String> {
+    let (chain, index) = event.instruction_ref().ok_or_else(|| {
+        format!("a {} event has no instruction (chain {}, instruction {})", event.name, event.chain, event.instruction)
+    })?;
+    let instruction = plan.get(chain, index).ok_or_else(|| {
+        format!(
+            "a {} event names chain {chain} instruction {index}, but method {:?} has {} chains and {} instructions",
+            event.name,
+            plan.name,
+            plan.chains.len(),
+            plan.instruction_count()
+        )
+    })?;
+    match (event.name.as_str(), instruction) {
+        (KERNEL_EVENT, Instruction::Kernel { op }) => plan.operator(op).map(|name| (OperatorKind::Kernel, name)),
+        (DELEGATE_EVENT, Instruction::Delegate { delegate }) => {
+            plan.delegate_backend(delegate).map(|name| (OperatorKind::Delegate, name))
+        }
+        _ => None,
+    }
+    .ok_or_else(|| format!("a {} event names chain {chain} instruction {index}, which is a {instruction:?}", event.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::etdump::{DelegateEventId, RunBlock};
+
+    fn plan() -> PlanInstructions {
+        PlanInstructions {
+            name: "forward".into(),
+            operators: vec!["aten::addmm.out".into(), "aten::native_layer_norm.out".into()],
+            delegates: vec!["XnnpackBackend".into()],
+            chains: vec![vec![
+                Instruction::Kernel { op: 0 },
+                Instruction::Delegate { delegate: 0 },
+                Instruction::Kernel { op: 1 },
+                Instruction::Kernel { op: 0 },
+                Instruction::Free,
+            ]],
+        }
+    }
+
+    fn event(name: &str, instruction: i32, start: u64, end: u64) -> ProfileEvent {
+        ProfileEvent { name: name.into(), chain: 0, instruction, delegate_id: None, start, end }
+    }
+
+    fn block(scale: u64) -> RunBlock {
+        let mut nested = event("", 1, 12, 12);
+        nested.delegate_id = Some(DelegateEventId::Name("Add #1".into()));
+        RunBlock {
+            name: EXECUTE_BLOCK.into(),
+            events: vec![
+                event(KERNEL_EVENT, 0, 0, 10 * scale),
+                event("native_call_addmm.out", 0, 1, 9),
+                nested,
+                event(DELEGATE_EVENT, 1, 10, 40 * scale),
+                event(KERNEL_EVENT, 2, 40, 45),
+                event(KERNEL_EVENT, 3, 45, 55),
+                event("FREE_CALL", 4, 55, 57),
+                ProfileEvent { chain: -1, instruction: 0, ..event(EXECUTE_EVENT, 0, 0, 60) },
+            ],
+            other_events: 0,
+        }
+    }
+
+    #[test]
+    fn sums_instruction_events_per_operator_and_averages_runs() {
+        let dump = EtDump { version: 0, runs: vec![block(1), block(1)] };
+        let a = aggregate(&dump, &plan(), TickRatio { numerator: 1_000_000, denominator: 1 }).unwrap();
+        assert_eq!(a.runs, 2);
+        assert_eq!(a.total_ms, 55.0);
+        assert_eq!(a.execute_ms, Some(60.0));
+        assert_eq!(a.control_ms, 2.0);
+        assert_eq!((a.instructions_per_run, a.delegate_events_per_run), (4, 1));
+        let rows: Vec<(&str, OperatorKind, u64, f64)> =
+            a.operators.iter().map(|o| (o.name.as_str(), o.kind, o.count, o.total_ms)).collect();
+        assert_eq!(
+            rows,
+            [
+                ("XnnpackBackend", OperatorKind::Delegate, 1, 30.0),
+                ("aten::addmm.out", OperatorKind::Kernel, 2, 20.0),
+                ("aten::native_layer_norm.out", OperatorKind::Kernel, 1, 5.0),
+            ]
+        );
+        let shares: f64 = a.operators.iter().map(|o| o.share).sum();
+        assert!((shares - 1.0).abs() < 1e-12, "{shares}");
+    }
+
+    #[test]
+    fn events_that_do_not_fit_the_program_are_errors() {
+        let mut dump = EtDump { version: 0, runs: vec![block(1)] };
+        dump.runs[0].events.push(event(KERNEL_EVENT, 1, 0, 1));
+        let err = aggregate(&dump, &plan(), TickRatio::NANOSECONDS).unwrap_err();
+        assert!(err.contains("instruction 1") && err.contains("Delegate"), "{err}");
+        dump.runs[0].events.pop();
+        dump.runs[0].events.push(event(DELEGATE_EVENT, 77, 0, 1));
+        let err = aggregate(&dump, &plan(), TickRatio::NANOSECONDS).unwrap_err();
+        assert!(err.contains("instruction 77"), "{err}");
+        let empty = EtDump { version: 0, runs: vec![RunBlock { name: "Default".into(), events: vec![], other_events: 0 }] };
+        assert!(aggregate(&empty, &plan(), TickRatio::NANOSECONDS).unwrap_err().contains("no instruction events"));
+    }
+}

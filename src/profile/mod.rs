@@ -1,0 +1,72 @@
+//! Per-operator profiles of the ExecuTorch paths (`runlens profile`, F4 in
+//! the explorer): a separate run with ExecuTorch's ETDump event tracer
+//! attached ([`trace`]), the dump decoded ([`etdump`]), each event mapped
+//! back to its instruction and summed per operator ([`aggregate`]), and the
+//! report with its table ([`report`]).
+
+pub mod aggregate;
+pub mod etdump;
+#[allow(
+    clippy::all,
+    clippy::pedantic,
+    dead_code,
+    unused_imports,
+    missing_docs,
+    non_camel_case_types,
+    rustdoc::all
+)]
+pub mod generated;
+pub mod report;
+pub mod trace;
+
+use anyhow::Context;
+
+pub use aggregate::{OperatorKind, OperatorProfile};
+pub use report::{BackendProfile, ProfileReport};
+pub use trace::{profile_file, DEFAULT_RUNS};
+
+use crate::backend::BackendKind;
+use crate::model::{Encoded, ModelDir};
+
+/// Why a profile could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("{file}: not a readable ExecuTorch program (re-export it with `make models`)")]
+    Program {
+        file: String,
+        #[source]
+        source: Box<crate::pte::PteError>,
+    },
+    #[error("{0}: the program has no method \"forward\"")]
+    NoForward(String),
+    #[error(transparent)]
+    Runtime(#[from] crate::ffi::EtError),
+    #[error("{file}: cannot decode the ETDump of the traced run")]
+    Dump {
+        file: String,
+        #[source]
+        source: etdump::DumpError,
+    },
+    #[error("{file}: the ETDump does not match the program: {detail}")]
+    Mismatch { file: String, detail: String },
+    #[error("the number of traced runs must be between 1 and {max}, not {runs}")]
+    Runs { runs: u32, max: u32 },
+}
+
+/// Profiles each ExecuTorch path of `kinds` (those with a `.pte`) on `input`.
+pub fn profile_backends(dir: &ModelDir, kinds: &[BackendKind], input: &Encoded, runs: u32) -> anyhow::Result<ProfileReport> {
+    let mut backends = Vec::new();
+    for &kind in kinds {
+        let file = kind
+            .pte_file()
+            .with_context(|| format!("{kind} has no ExecuTorch program to profile; profile the ExecuTorch paths ({})", executorch_kinds()))?;
+        let path = dir.require(file)?;
+        backends.push(profile_file(kind.name(), &path, input, runs)?);
+    }
+    Ok(ProfileReport { text: input.text.clone(), tokens: input.len(), backends })
+}
+
+/// The backends that run a `.pte`, comma-separated.
+pub fn executorch_kinds() -> String {
+    BackendKind::ALL.iter().filter(|k| k.pte_file().is_some()).map(|k| k.name()).collect::<Vec<_>>().join(", ")
+}

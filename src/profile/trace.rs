@@ -1,0 +1,56 @@
+//! The traced run: a `.pte` loaded a second time with ExecuTorch's ETDump
+//! event tracer attached, run on one input, its dump decoded and mapped back
+//! to the program's instructions. The backends that `run`, `bench` and the
+//! explorer time are never loaded with the tracer.
+
+use std::path::Path;
+
+use super::aggregate::{aggregate, TickRatio};
+use super::etdump;
+use super::report::BackendProfile;
+use super::ProfileError;
+use crate::ffi::{self, EtModule};
+use crate::model::Encoded;
+
+/// Traced runs averaged by default (after one warm-up run whose events are dropped).
+pub const DEFAULT_RUNS: u32 = 5;
+/// Most traced runs: portable takes up to 1.4 s per run at 128 tokens.
+pub const MAX_RUNS: u32 = 1000;
+
+/// Profiles the program at `path` on `input`: one warm-up run, then `runs`
+/// traced runs. `name` names the backend in the report. The file goes through
+/// runlens' own `.pte` reader before ExecuTorch sees it.
+pub fn profile_file(name: &str, path: &Path, input: &Encoded, runs: u32) -> Result<BackendProfile, ProfileError> {
+    let file = path.display().to_string();
+    if runs == 0 || runs > MAX_RUNS {
+        return Err(ProfileError::Runs { runs, max: MAX_RUNS });
+    }
+    let (_, table) = crate::pte::read_program_file(path).map_err(|source| ProfileError::Program { file: file.clone(), source: Box::new(source) })?;
+    let plan = table.plan("forward").ok_or_else(|| ProfileError::NoForward(file.clone()))?.clone();
+    let (numerator, denominator) = ffi::ticks_to_ns_ratio()?;
+    let ratio = TickRatio { numerator, denominator };
+
+    let mut module = EtModule::load(path, true)?;
+    // The load itself fills a block ("Default": Method::init, Program::load_method);
+    // it and the warm-up run are taken out and dropped.
+    let _ = module.take_etdump();
+    module.forward(&input.ids, &input.attention_mask)?;
+    let _ = module.take_etdump();
+    for _ in 0..runs {
+        module.forward(&input.ids, &input.attention_mask)?;
+    }
+    let bytes = module.take_etdump()?;
+    let dump = etdump::decode(&bytes).map_err(|source| ProfileError::Dump { file: file.clone(), source })?;
+    let agg = aggregate(&dump, &plan, ratio).map_err(|detail| ProfileError::Mismatch { file: file.clone(), detail })?;
+    Ok(BackendProfile {
+        name: name.to_owned(),
+        total_ms: agg.total_ms,
+        operators: agg.operators,
+        file,
+        runs: agg.runs,
+        execute_ms: agg.execute_ms,
+        control_ms: agg.control_ms,
+        instructions_per_run: agg.instructions_per_run,
+        delegate_events_per_run: agg.delegate_events_per_run,
+    })
+}

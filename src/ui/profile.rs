@@ -1,0 +1,127 @@
+//! The profile view (F4): where each ExecuTorch column spends its time, per
+//! operator, from a separate traced run. Drawn over the columns; the input
+//! line stays live above it.
+//!
+//! ```text
+//! ╭ profile · a separate traced run with the ETDump tracer · F4 closes ──────────╮
+//! │ "a cat": 4 tokens · mean of 3 traced runs · share of each backend's time     │
+//! │ xnnpack  4.000 ms/run · 53 x XnnpackBackend subgraphs = 97% of xnnpack time  │
+//! │   XnnpackBackend             delegate   53×    3.880 ms  97.0% ███████████▋  │
+//! │   aten::native_layer_norm.o… kernel     13×    0.080 ms   2.0% ▎             │
+//! ```
+
+use std::time::Instant;
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Clear, Widget};
+
+use super::format;
+use crate::app::{ProfileState, ProfileView};
+use crate::profile::{BackendProfile, OperatorKind};
+
+pub const TITLE: &str = " profile · a separate traced run with the ETDump tracer · F4 closes ";
+
+pub struct ProfilePanel<'a> {
+    pub view: &'a ProfileView,
+    pub now: Instant,
+}
+
+/// `██████▍` for a share, in `width` cells (eighths for the last cell).
+fn bar(share: f64, width: usize) -> String {
+    const PARTS: [&str; 8] = ["", "▏", "▎", "▍", "▌", "▋", "▊", "▉"];
+    let eighths = (share.clamp(0.0, 1.0) * width as f64 * 8.0).round() as usize;
+    let mut s = "█".repeat(eighths / 8);
+    if eighths / 8 < width {
+        s.push_str(PARTS[eighths % 8]);
+    }
+    s
+}
+
+/// `longest`: the longest operator name of all backends (so their columns line up).
+fn backend_lines(b: &BackendProfile, width: usize, height: usize, longest: usize) -> Vec<Line<'static>> {
+    let head = Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD);
+    let mut lines = Vec::new();
+    let headline = b.headline().unwrap_or_default();
+    lines.push(Line::from(vec![
+        Span::styled(format!("{} ", b.name), head),
+        Span::raw(format::fit(&format!(" {:.3} ms/run · {headline}", b.total_ms), width.saturating_sub(b.name.len() + 1))),
+    ]));
+    let rows = height.saturating_sub(1);
+    if rows == 0 {
+        return lines;
+    }
+    let shown = if b.operators.len() > rows { rows - 1 } else { b.operators.len() };
+    // name  kind  calls×  ms  share  bar
+    let fixed = 2 + 1 + 8 + 1 + 5 + 1 + 11 + 1 + 6 + 1;
+    let bar_w = 12.min(width.saturating_sub(fixed + 12));
+    let name_w = width.saturating_sub(fixed + bar_w + 1).min(longest).max(4);
+    for o in &b.operators[..shown] {
+        let (kind, colour) = match o.kind {
+            OperatorKind::Kernel => ("kernel", Color::Yellow),
+            OperatorKind::Delegate => ("delegate", Color::Green),
+        };
+        lines.push(Line::from(vec![
+            Span::raw(format!("  {:<name_w$} ", format::fit(&o.name, name_w))),
+            Span::styled(format!("{kind:<8} "), Style::new().fg(colour)),
+            Span::raw(format!("{:>4}× {:>8.3} ms {:>5.1}% ", o.count, o.total_ms, 100.0 * o.share)),
+            Span::styled(bar(o.share, bar_w), Style::new().fg(colour)),
+        ]));
+    }
+    let rest = &b.operators[shown..];
+    if !rest.is_empty() {
+        let share: f64 = rest.iter().map(|o| o.share).sum();
+        lines.push(Line::styled(
+            format!("  … {} more operators, {:.1}% together", rest.len(), 100.0 * share),
+            Style::new().fg(Color::DarkGray),
+        ));
+    }
+    lines
+}
+
+fn put(lines: &[Line<'_>], area: Rect, buf: &mut Buffer) {
+    for (i, line) in lines.iter().enumerate().take(area.height as usize) {
+        buf.set_line(area.x, area.y + i as u16, line, area.width);
+    }
+}
+
+impl Widget for ProfilePanel<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        Clear.render(area, buf);
+        let block = Block::bordered()
+            .border_type(BorderType::Rounded)
+            .border_style(Style::new().fg(Color::Magenta))
+            .title(Span::styled(format::fit(TITLE, area.width.saturating_sub(2) as usize), Style::new().add_modifier(Modifier::BOLD)));
+        let inner = block.inner(area);
+        block.render(area, buf);
+        let inner = Rect { x: inner.x + 1, width: inner.width.saturating_sub(2), ..inner };
+        let width = inner.width as usize;
+        let text = format::fit(&format!("{:?}", self.view.text), width.saturating_sub(30).max(8));
+        match &self.view.state {
+            ProfileState::Running { since } => {
+                let elapsed = format::secs(self.now.saturating_duration_since(*since));
+                let line = format!("{text}: loading the programs with the tracer and running them … {elapsed}");
+                put(&[Line::styled(format::fit(&line, width), Style::new().fg(Color::Yellow))], inner, buf);
+            }
+            ProfileState::Failed(message) => {
+                let mut lines = vec![Line::raw(format!("{text}: no profile"))];
+                lines.extend(format::wrap(message, width, inner.height.saturating_sub(1) as usize).into_iter().map(|l| Line::styled(l, Style::new().fg(Color::Red))));
+                put(&lines, inner, buf);
+            }
+            ProfileState::Ready(report) => {
+                let runs = report.backends.first().map_or(0, |b| b.runs);
+                let first = format!("{text}: {} tokens · mean of {runs} traced runs · share of each backend's time", report.tokens);
+                put(&[Line::raw(format::fit(&first, width))], inner, buf);
+                let rest = Rect { y: inner.y + 1, height: inner.height.saturating_sub(1), ..inner };
+                let n = report.backends.len().max(1) as u32;
+                let parts = Layout::vertical((0..n).map(|_| Constraint::Ratio(1, n))).split(rest);
+                let longest = report.backends.iter().flat_map(|b| &b.operators).map(|o| o.name.chars().count()).max().unwrap_or(4);
+                for (b, part) in report.backends.iter().zip(parts.iter()) {
+                    put(&backend_lines(b, width, part.height as usize, longest), *part, buf);
+                }
+            }
+        }
+    }
+}

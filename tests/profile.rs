@@ -1,0 +1,315 @@
+//! `runlens profile` on the exported MiniLM programs: the shares of a profile
+//! sum to 1, the operators named are those `inspect` lists for the file (with
+//! the same call counts), every kernel event maps to the operator the kernel
+//! itself names, and bad programs or dumps give errors, not crashes.
+//!
+//! Needs the model files: `make models`. No test asserts a speed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use runlens::ffi::EtModule;
+use runlens::model::{Encoded, ModelDir};
+use runlens::profile::etdump::{self, EtDump};
+use runlens::profile::{profile_file, BackendProfile, OperatorKind, ProfileError};
+use runlens::pte;
+
+fn models_root() -> PathBuf {
+    match std::env::var_os("RUNLENS_MODELS") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("models"),
+    }
+}
+
+fn pte_path(name: &str) -> PathBuf {
+    ModelDir::new(&models_root()).require(name).unwrap_or_else(|missing| panic!("{missing}"))
+}
+
+/// "[CLS] a cat sleeps [SEP]" as the tokenizer gives it (ids need not be exact here).
+fn input() -> Encoded {
+    let ids = vec![101, 1037, 4937, 25126, 102];
+    Encoded { text: "a cat sleeps".into(), tokens: Vec::new(), attention_mask: vec![1; ids.len()], ids, truncated: false }
+}
+
+fn profile(name: &str, runs: u32) -> BackendProfile {
+    let path = pte_path(name);
+    profile_file(name, &path, &input(), runs).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()))
+}
+
+#[test]
+fn shares_sum_to_one_and_rows_sum_to_the_total() {
+    for (file, runs) in [("portable.pte", 2), ("xnnpack.pte", 3)] {
+        let p = profile(file, runs);
+        assert_eq!(p.runs, runs as usize, "{file}: one Execute block per traced run, the warm-up dropped");
+        let shares: f64 = p.operators.iter().map(|o| o.share).sum();
+        assert!((shares - 1.0).abs() < 1e-9, "{file}: shares sum to {shares}");
+        let rows: f64 = p.operators.iter().map(|o| o.total_ms).sum();
+        assert!((rows - p.total_ms).abs() <= 1e-9 * p.total_ms.max(1.0), "{file}: rows {rows} vs total {}", p.total_ms);
+        assert!(p.total_ms > 0.0 && p.operators.iter().all(|o| (0.0..=1.0).contains(&o.share)), "{file}");
+        // Instructions run inside Method::execute: their sum cannot exceed it.
+        let execute = p.execute_ms.expect("a Method::execute event per run");
+        assert!(p.total_ms <= execute, "{file}: instructions {} ms > Method::execute {execute} ms", p.total_ms);
+        let sorted = p.operators.windows(2).all(|w| w[0].share >= w[1].share);
+        assert!(sorted, "{file}: rows are sorted by share");
+    }
+}
+
+/// Calls per run by operator and by delegate backend, as the profile counts them.
+fn profile_counts(p: &BackendProfile) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
+    let pick = |kind| p.operators.iter().filter(|o| o.kind == kind).map(|o| (o.name.clone(), o.count)).collect();
+    (pick(OperatorKind::Kernel), pick(OperatorKind::Delegate))
+}
+
+#[test]
+fn the_operators_named_are_those_inspect_lists() {
+    for file in ["portable.pte", "xnnpack.pte"] {
+        let report = pte::inspect_file(&pte_path(file)).unwrap();
+        let plan = report.plan("forward").unwrap();
+        let p = profile(file, 1);
+        let (kernels, delegates) = profile_counts(&p);
+        // The program has no jumps: every instruction runs once per run.
+        assert_eq!(kernels, plan.operators, "{file}: kernel rows vs inspect's operators");
+        assert_eq!(delegates, plan.delegates, "{file}: delegate rows vs inspect's delegate calls");
+        assert_eq!(p.instructions_per_run, plan.kernel_calls + plan.delegate_calls, "{file}");
+    }
+}
+
+/// One traced run of `file`, decoded, with the program's instruction table.
+fn traced_dump(file: &str) -> (EtDump, pte::PlanInstructions, Vec<u8>) {
+    let path = pte_path(file);
+    let (_, table) = pte::read_program_file(&path).unwrap();
+    let mut module = EtModule::load(&path, true).unwrap();
+    let _ = module.take_etdump();
+    let input = input();
+    module.forward(&input.ids, &input.attention_mask).unwrap();
+    let bytes = module.take_etdump().unwrap();
+    (etdump::decode(&bytes).unwrap(), table.plan("forward").unwrap().clone(), bytes)
+}
+
+/// The kernels log their own events (`native_call_addmm.out`) inside each
+/// OPERATOR_CALL: the operator runlens maps that instruction to must be the
+/// one the kernel names. This checks the mapping independently of runlens.
+#[test]
+fn kernel_events_name_the_operator_their_instruction_maps_to() {
+    let (dump, plan, _) = traced_dump("portable.pte");
+    assert_eq!(dump.runs.len(), 1);
+    assert_eq!(dump.runs[0].name, "Execute");
+    let mut checked = 0;
+    for event in &dump.runs[0].events {
+        let Some(kernel) = event.name.strip_prefix("native_call_") else { continue };
+        let (chain, index) = event.instruction_ref().expect("kernel events carry their instruction");
+        let Some(pte::Instruction::Kernel { op }) = plan.get(chain, index) else {
+            panic!("{} at chain {chain} instruction {index} is not a kernel call", event.name)
+        };
+        let operator = plan.operator(op).unwrap();
+        let short = operator.rsplit("::").next().unwrap();
+        assert_eq!(short, kernel, "instruction {index}: {operator} vs the kernel's {}", event.name);
+        checked += 1;
+    }
+    assert!(checked >= 100, "only {checked} kernel events");
+}
+
+#[test]
+fn a_damaged_etdump_is_an_error_not_a_crash() {
+    let (_, _, bytes) = traced_dump("xnnpack.pte");
+    assert!(etdump::decode(&bytes).is_ok());
+    for cut in [0, 3, 4, 12, bytes.len() / 2, bytes.len() - 1] {
+        assert!(etdump::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+    }
+    let mut wrong_id = bytes.clone();
+    wrong_id[8..12].copy_from_slice(b"ET12");
+    assert!(matches!(etdump::decode(&wrong_id), Err(etdump::DumpError::NotAnEtDump(_))));
+    // Flipped bytes anywhere: decoded or refused, never a panic.
+    for start in 0..64 {
+        let mut flipped = bytes.clone();
+        for i in (start..flipped.len()).step_by(97) {
+            flipped[i] ^= 0x5a;
+        }
+        let _ = etdump::decode(&flipped);
+    }
+}
+
+// ---- bad programs ----
+
+fn corrupted_copies() -> Vec<(&'static str, Vec<u8>)> {
+    let real = std::fs::read(pte_path("xnnpack.pte")).unwrap();
+    let truncated = real[..real.len() / 3].to_vec();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let random: Vec<u8> = (0..200_000)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    let mut flipped = real.clone();
+    for i in (64..4096).step_by(7) {
+        flipped[i] ^= 0xff;
+    }
+    vec![("truncated", truncated), ("random bytes", random), ("flipped bytes", flipped), ("empty", Vec::new())]
+}
+
+#[test]
+fn a_profile_of_a_bad_program_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (what, bytes) in corrupted_copies() {
+        let path = tmp.path().join("xnnpack.pte");
+        std::fs::write(&path, &bytes).unwrap();
+        let err = profile_file("xnnpack", &path, &input(), 1).expect_err(what);
+        let message = format!("{err:#}");
+        assert!(message.contains("xnnpack.pte"), "{what}: {message}");
+        if what != "flipped bytes" {
+            assert!(matches!(err, ProfileError::Program { .. }), "{what}: the .pte reader refuses it first: {message}");
+        }
+    }
+    let err = profile_file("xnnpack", &pte_path("xnnpack.pte"), &input(), 0).unwrap_err();
+    assert!(matches!(err, ProfileError::Runs { runs: 0, .. }), "{err}");
+}
+
+fn runlens(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_runlens")).args(args).output().expect("runlens starts")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn the_binary_exits_cleanly_on_a_bad_program() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(ModelDir::new(&models_root()).tokenizer().unwrap(), tmp.path().join("tokenizer.json")).unwrap();
+    for (what, bytes) in corrupted_copies() {
+        std::fs::write(tmp.path().join("xnnpack.pte"), &bytes).unwrap();
+        let out = runlens(&["profile", "--backends", "xnnpack", "--models", tmp.path().to_str().unwrap(), "hello"]);
+        // A signal (abort, segfault) leaves no exit code.
+        assert_eq!(out.status.code(), Some(1), "{what}: {:?}, stderr: {}", out.status, stderr(&out));
+        assert!(stderr(&out).contains("xnnpack.pte"), "{what}: {}", stderr(&out));
+        assert!(out.stdout.is_empty(), "{what}: nothing on stdout");
+    }
+    let out = runlens(&["profile", "--backends", "eager", "--models", tmp.path().to_str().unwrap(), "hello"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("eager has no ExecuTorch program"), "{}", stderr(&out));
+}
+
+#[test]
+fn profile_json_is_one_object_of_the_documented_shape() {
+    let root = models_root();
+    let out = runlens(&["profile", "--json", "--runs", "1", "--backends", "xnnpack", "--models", root.to_str().unwrap(), "A kitten is sleeping"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("exactly one JSON object on stdout");
+    assert_eq!(json["text"], "A kitten is sleeping");
+    let backends = json["backends"].as_array().unwrap();
+    assert_eq!(backends.len(), 1);
+    let b = &backends[0];
+    assert_eq!(b["name"], "xnnpack");
+    assert!(b["total_ms"].is_f64());
+    let ops = b["operators"].as_array().unwrap();
+    assert!(!ops.is_empty());
+    for o in ops {
+        assert!(o["name"].is_string() && o["count"].is_u64() && o["total_ms"].is_f64() && o["share"].is_f64(), "{o}");
+        assert!(o["kind"] == "kernel" || o["kind"] == "delegate", "{o}");
+    }
+    assert!(ops.iter().any(|o| o["kind"] == "delegate" && o["name"] == pte::XNNPACK_BACKEND_ID), "{b}");
+}
+
+// ---- the explorer's profile view (F4), rendered into a buffer ----
+
+mod view {
+    use std::time::{Duration, Instant};
+
+    use ratatui::buffer::Buffer;
+    use ratatui::layout::Rect;
+    use ratatui::widgets::Widget;
+    use runlens::app::{ProfileState, ProfileView};
+    use runlens::profile::{BackendProfile, OperatorKind, OperatorProfile, ProfileReport};
+    use runlens::ui::profile::ProfilePanel;
+
+    fn lines(buf: &Buffer) -> Vec<String> {
+        (0..buf.area.height).map(|y| (0..buf.area.width).map(|x| buf[(x, y)].symbol()).collect::<String>()).collect()
+    }
+
+    fn render(view: &ProfileView, now: Instant, width: u16, height: u16) -> Vec<String> {
+        let mut buf = Buffer::empty(Rect::new(0, 0, width, height));
+        ProfilePanel { view, now }.render(buf.area, &mut buf);
+        lines(&buf)
+    }
+
+    fn op(name: &str, kind: OperatorKind, count: u64, total_ms: f64, share: f64) -> OperatorProfile {
+        OperatorProfile { name: name.into(), kind, count, total_ms, share }
+    }
+
+    fn backend(name: &str, total_ms: f64, operators: Vec<OperatorProfile>) -> BackendProfile {
+        BackendProfile {
+            name: name.into(),
+            total_ms,
+            operators,
+            file: format!("{name}.pte"),
+            runs: 3,
+            execute_ms: Some(total_ms * 1.01),
+            control_ms: 0.0,
+            instructions_per_run: 0,
+            delegate_events_per_run: 0,
+        }
+    }
+
+    #[test]
+    fn the_view_says_it_is_a_separate_traced_run_and_shows_the_top_operators() {
+        let report = ProfileReport {
+            text: "a cat".into(),
+            tokens: 4,
+            backends: vec![
+                backend(
+                    "portable",
+                    120.0,
+                    vec![
+                        op("aten::addmm.out", OperatorKind::Kernel, 36, 109.2, 0.91),
+                        op("aten::bmm.out", OperatorKind::Kernel, 12, 6.0, 0.05),
+                        op("aten::permute_copy.out", OperatorKind::Kernel, 66, 2.4, 0.02),
+                        op("aten::gelu.out", OperatorKind::Kernel, 6, 1.2, 0.01),
+                        op("aten::add.out", OperatorKind::Kernel, 22, 1.2, 0.01),
+                    ],
+                ),
+                backend(
+                    "xnnpack",
+                    4.0,
+                    vec![
+                        op("XnnpackBackend", OperatorKind::Delegate, 53, 3.88, 0.97),
+                        op("aten::native_layer_norm.out", OperatorKind::Kernel, 13, 0.08, 0.02),
+                        op("aten::expand_copy.out", OperatorKind::Kernel, 28, 0.04, 0.01),
+                    ],
+                ),
+            ],
+        };
+        let view = ProfileView { id: 1, text: "a cat".into(), state: ProfileState::Ready(report) };
+        let screen = render(&view, Instant::now(), 80, 12);
+        let expected = [
+            "╭ profile · a separate traced run with the ETDump tracer · F4 closes ──────────╮",
+            "│ \"a cat\": 4 tokens · mean of 3 traced runs · share of each backend's time     │",
+            "│ portable  120.000 ms/run · 36 x aten::addmm.out = 91% of portable time       │",
+            "│   aten::addmm.out            kernel     36♯  109.200 ms  91.0% ██████████▉   │",
+            "│   aten::bmm.out              kernel     12♯    6.000 ms   5.0% ▋             │",
+            "│   aten::permute_copy.out     kernel     66♯    2.400 ms   2.0% ▎             │",
+            "│   … 2 more operators, 2.0% together                                          │",
+            "│ xnnpack  4.000 ms/run · 53 x XnnpackBackend subgraphs = 97% of xnnpack time  │",
+            "│   XnnpackBackend             delegate   53♯    3.880 ms  97.0% ███████████▋  │",
+            "│   aten::native_layer_norm.o… kernel     13♯    0.080 ms   2.0% ▎             │",
+            "│   aten::expand_copy.out      kernel     28♯    0.040 ms   1.0% ▏             │",
+            "╰──────────────────────────────────────────────────────────────────────────────╯",
+        ];
+        let expected: Vec<String> = expected.iter().map(|l| l.replace('♯', "×")).collect();
+        assert_eq!(screen, expected, "\n{}", screen.join("\n"));
+    }
+
+    #[test]
+    fn running_and_failed_views_say_so() {
+        let t0 = Instant::now();
+        let view = ProfileView { id: 2, text: "a cat".into(), state: ProfileState::Running { since: t0 } };
+        let screen = render(&view, t0 + Duration::from_millis(1500), 80, 4);
+        assert!(screen[1].contains("\"a cat\": loading the programs with the tracer") && screen[1].contains("1.5 s"), "{screen:?}");
+        let view = ProfileView { id: 3, text: "a cat".into(), state: ProfileState::Failed("xnnpack.pte: not a readable ExecuTorch program".into()) };
+        let screen = render(&view, t0, 80, 5);
+        assert!(screen[1].contains("no profile") && screen[2].contains("xnnpack.pte: not a readable"), "{screen:?}");
+    }
+}
