@@ -5,8 +5,7 @@
 //! [`crate::ffi`].
 //!
 //! A program exported for a fixed sequence length (its input shape is stored
-//! as static in the file) gets its input padded with `[PAD]` (id 0) and a mask
-//! of 0 up to that length; masked mean pooling makes the padding invisible.
+//! as static in the file) gets its input padded ([`Encoded::padded_to`]).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -26,13 +25,7 @@ pub struct ExecutorchBackend {
     coverage: CoverageReport,
     /// `Some(n)`: the program takes exactly `n` tokens (read from the file).
     fixed_len: Option<usize>,
-    /// Padded copies of the input for fixed-length programs.
-    padded_ids: Vec<i64>,
-    padded_mask: Vec<i64>,
 }
-
-/// The id of `[PAD]` in the model's vocabulary.
-const PAD_ID: i64 = 0;
 
 impl ExecutorchBackend {
     /// Load the `.pte` of `kind` from the models directory.
@@ -57,8 +50,6 @@ impl ExecutorchBackend {
             load_time: start.elapsed(),
             coverage,
             fixed_len,
-            padded_ids: Vec::new(),
-            padded_mask: Vec::new(),
         })
     }
 
@@ -105,24 +96,15 @@ impl Backend for ExecutorchBackend {
     }
 
     fn run(&mut self, input: &Encoded) -> anyhow::Result<Embedding> {
-        let Some(fixed) = self.fixed_len else {
-            let values = self.module.forward(&input.ids, &input.attention_mask)?;
-            return Ok(Embedding(values.to_vec()));
+        let padded;
+        let input = match self.fixed_len {
+            Some(len) => {
+                padded = input.padded_to(len).with_context(|| self.path.display().to_string())?;
+                &padded
+            }
+            None => input,
         };
-        anyhow::ensure!(
-            input.ids.len() <= fixed && input.ids.len() == input.attention_mask.len(),
-            "{}: the program takes exactly {fixed} tokens and this input has {} (mask {}); it can be padded, not cut",
-            self.path.display(),
-            input.ids.len(),
-            input.attention_mask.len()
-        );
-        self.padded_ids.clear();
-        self.padded_ids.extend_from_slice(&input.ids);
-        self.padded_ids.resize(fixed, PAD_ID);
-        self.padded_mask.clear();
-        self.padded_mask.extend_from_slice(&input.attention_mask);
-        self.padded_mask.resize(fixed, 0);
-        let values = self.module.forward(&self.padded_ids, &self.padded_mask)?;
+        let values = self.module.forward(&input.ids, &input.attention_mask)?;
         Ok(Embedding(values.to_vec()))
     }
 }

@@ -22,9 +22,29 @@ pub struct Encoded {
     pub truncated: bool,
 }
 
+/// The id of `[PAD]` in the model's vocabulary.
+pub const PAD_ID: i64 = 0;
+
 impl Encoded {
     pub fn len(&self) -> usize {
         self.ids.len()
+    }
+
+    /// This input padded with `[PAD]` (mask 0) to exactly `len` tokens, for a
+    /// program exported for a fixed length; masked mean pooling ignores the
+    /// padding. An error when the input is longer: it can be padded, not cut.
+    pub fn padded_to(&self, len: usize) -> anyhow::Result<Encoded> {
+        anyhow::ensure!(
+            self.ids.len() <= len && self.ids.len() == self.attention_mask.len(),
+            "the program takes exactly {len} tokens and this input has {} (mask {}); it can be padded, not cut",
+            self.ids.len(),
+            self.attention_mask.len()
+        );
+        let mut padded = self.clone();
+        padded.ids.resize(len, PAD_ID);
+        padded.attention_mask.resize(len, 0);
+        padded.tokens.resize(len, "[PAD]".to_string());
+        Ok(padded)
     }
 
     pub fn is_empty(&self) -> bool {

@@ -49,6 +49,8 @@ pub enum ProfileError {
     },
     #[error("{file}: the ETDump does not match the program: {detail}")]
     Mismatch { file: String, detail: String },
+    #[error("{file}: {detail}")]
+    Input { file: String, detail: String },
     #[error("the number of traced runs must be between 1 and {max}, not {runs}")]
     Runs { runs: u32, max: u32 },
 }
@@ -68,5 +70,5 @@ pub fn profile_backends(dir: &ModelDir, kinds: &[BackendKind], input: &Encoded, 
 
 /// The backends that run a `.pte`, comma-separated.
 pub fn executorch_kinds() -> String {
-    BackendKind::ALL.iter().filter(|k| k.pte_file().is_some()).map(|k| k.name()).collect::<Vec<_>>().join(", ")
+    BackendKind::EVERY.iter().filter(|k| k.pte_file().is_some()).map(|k| k.name()).collect::<Vec<_>>().join(", ")
 }

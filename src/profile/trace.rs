@@ -25,11 +25,20 @@ pub fn profile_file(name: &str, path: &Path, input: &Encoded, runs: u32) -> Resu
     if runs == 0 || runs > MAX_RUNS {
         return Err(ProfileError::Runs { runs, max: MAX_RUNS });
     }
-    let (_, table) = crate::pte::read_program_file(path).map_err(|source| ProfileError::Program { file: file.clone(), source: Box::new(source) })?;
+    let (report, table) = crate::pte::read_program_file(path).map_err(|source| ProfileError::Program { file: file.clone(), source: Box::new(source) })?;
     let plan = table.plan("forward").ok_or_else(|| ProfileError::NoForward(file.clone()))?.clone();
     let (numerator, denominator) = ffi::ticks_to_ns_ratio()?;
     let ratio = TickRatio { numerator, denominator };
 
+    // A program exported for a fixed length gets the input padded, as its backend does.
+    let padded;
+    let input = match report.plan("forward").and_then(|p| p.fixed_seq_len()) {
+        Some(len) => {
+            padded = input.padded_to(len).map_err(|e| ProfileError::Input { file: file.clone(), detail: format!("{e:#}") })?;
+            &padded
+        }
+        None => input,
+    };
     let mut module = EtModule::load(path, true)?;
     // The load itself fills a block ("Default": Method::init, Program::load_method);
     // it and the warm-up run are taken out and dropped.
