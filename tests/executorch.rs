@@ -113,7 +113,7 @@ fn static_variant_matches_python_and_the_dynamic_program() {
     assert!(p.cosine >= 0.99999 && p.max_abs_diff <= 1e-4, "at {MAX_SEQ_LEN} tokens: {p:?}");
 
     // Longer than the program's fixed length: an error naming the file, never a cut.
-    let err = fixed.run(&input(&vec![1000; MAX_SEQ_LEN + 1])).unwrap_err().to_string();
+    let err = format!("{:#}", fixed.run(&input(&vec![1000; MAX_SEQ_LEN + 1])).unwrap_err());
     assert!(err.contains("xnnpack-static.pte") && err.contains("exactly 128"), "{err}");
 }
 
