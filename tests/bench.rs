@@ -4,17 +4,12 @@
 //!
 //! Needs the model files and the venv: `make models`.
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::models_root;
 use std::process::Command;
 
 use serde_json::Value;
 
-fn models_root() -> PathBuf {
-    match std::env::var_os("RUNLENS_MODELS") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("models"),
-    }
-}
 
 const RUST_ROWS: [&str; 6] = ["eager", "portable", "xnnpack", "xnnpack-int8", "xnnpack-static", "shim-loop-xnnpack"];
 // python-xnnpack-static only runs if the script pads the input to the program's fixed length.

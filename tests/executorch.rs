@@ -3,22 +3,13 @@
 //!
 //! Needs the model files: `make models`.
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::{models, models_root};
 use std::process::{Command, Output};
 
 use runlens::backend::{self, Backend, BackendKind};
-use runlens::model::{Encoded, ModelDir, Reference, SentenceTokenizer, MAX_SEQ_LEN};
+use runlens::model::{Encoded, Reference, SentenceTokenizer, MAX_SEQ_LEN};
 
-fn models_root() -> PathBuf {
-    match std::env::var_os("RUNLENS_MODELS") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("models"),
-    }
-}
-
-fn models() -> ModelDir {
-    ModelDir::new(&models_root())
-}
 
 fn reference() -> Reference {
     let path = models().reference().unwrap_or_else(|missing| panic!("{missing}"));
@@ -186,21 +177,7 @@ fn assert_clean_failure(out: &Output, what: &str) {
 #[test]
 fn corrupt_pte_files_are_errors_naming_the_file() {
     let real = std::fs::read(models().require("xnnpack.pte").unwrap()).unwrap();
-    let truncated = real[..real.len() / 3].to_vec();
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let random: Vec<u8> = (0..200_000)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect();
-    let mut flipped = real.clone();
-    for i in (64..4096).step_by(7) {
-        flipped[i] ^= 0xff;
-    }
-    for (what, bytes) in [("truncated", truncated), ("random bytes", random), ("flipped bytes", flipped)] {
+    for (what, bytes) in common::corrupted_copies(&real) {
         let dir = models_with_xnnpack(&bytes);
         let out = runlens(&["run", "--json", "--backends", "xnnpack", "--models", dir.path().to_str().unwrap(), "Hello there"]);
         assert_clean_failure(&out, what);

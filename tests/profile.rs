@@ -5,8 +5,10 @@
 //!
 //! Needs the model files: `make models`. No test asserts a speed.
 
+mod common;
+use common::models_root;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use runlens::ffi::EtModule;
@@ -15,12 +17,6 @@ use runlens::profile::etdump::{self, EtDump};
 use runlens::profile::{profile_file, BackendProfile, OperatorKind, ProfileError};
 use runlens::pte;
 
-fn models_root() -> PathBuf {
-    match std::env::var_os("RUNLENS_MODELS") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("models"),
-    }
-}
 
 fn pte_path(name: &str) -> PathBuf {
     ModelDir::new(&models_root()).require(name).unwrap_or_else(|missing| panic!("{missing}"))
@@ -135,21 +131,9 @@ fn a_damaged_etdump_is_an_error_not_a_crash() {
 
 fn corrupted_copies() -> Vec<(&'static str, Vec<u8>)> {
     let real = std::fs::read(pte_path("xnnpack.pte")).unwrap();
-    let truncated = real[..real.len() / 3].to_vec();
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let random: Vec<u8> = (0..200_000)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect();
-    let mut flipped = real.clone();
-    for i in (64..4096).step_by(7) {
-        flipped[i] ^= 0xff;
-    }
-    vec![("truncated", truncated), ("random bytes", random), ("flipped bytes", flipped), ("empty", Vec::new())]
+    let mut copies = common::corrupted_copies(&real).to_vec();
+    copies.push(("empty", Vec::new()));
+    copies
 }
 
 #[test]
