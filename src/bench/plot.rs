@@ -43,7 +43,8 @@ pub fn write_svg(report: &BenchReport, path: &Path) -> anyhow::Result<()> {
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(70)
-        .build_cartesian_2d((xmin..xmax).log_scale(), ((ymin / 1.5)..(ymax * 1.5)).log_scale())
+        // Headroom above the slowest series, where the legend (upper left) goes.
+        .build_cartesian_2d((xmin..xmax).log_scale(), ((ymin / 1.5)..(ymax * 12.0)).log_scale())
         .map_err(|e| err(&e))?;
     chart
         .configure_mesh()
