@@ -66,7 +66,7 @@ test-aarch64: bundle-aarch64 build models $(A64_PREFIX_STAMP)
 	  [ -s $(A64_OUT)/run-$$i.json ] || { echo "error: aarch64 run \"$$text\" printed nothing:"; cat $(A64_OUT)/run-$$i.err; exit 1; }; \
 	done < assets/sentences.txt
 	@$(VPY) scripts/aarch64/check.py run $(MODELS)/reference.json $(A64_OUT)/run-*.json
-	@echo "test-aarch64: ok ($(A64_BIN) $$(du -h $(A64_BIN) | cut -f1); $(A64_BUNDLE) $$(du -sh $(A64_BUNDLE) | cut -f1))"
+	@echo "test-aarch64: ok ($(A64_BIN) $$(du -sb $(A64_BIN) | awk '{printf "%.1f MB", $$1 / 1e6}'); $(A64_BUNDLE) $$(du -sb $(A64_BUNDLE) | awk '{printf "%.0f MB", $$1 / 1e6}'))"
 
 build-aarch64: sysdeps-aarch64 $(A64_WHEELS_STAMP)
 	$(A64_ENV) cargo build --release --target $(A64_TRIPLE)

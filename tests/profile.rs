@@ -72,6 +72,41 @@ fn the_operators_named_are_those_inspect_lists() {
     }
 }
 
+/// XNNPACK logs its own per-operator timings inside each delegate call; the
+/// profile sums them per operator type. They must belong to the XNNPACK
+/// delegate, fit inside its calls' time, and count the fully-connected
+/// operators the file's XNNPACK graphs hold (XNNPACK names them itself, so
+/// this checks runlens' grouping against the file independently).
+#[test]
+fn operators_inside_xnnpack_calls_fit_inside_them_and_match_the_file() {
+    let mut fc_names = Vec::new();
+    for file in ["xnnpack.pte", "xnnpack-int8.pte"] {
+        let report = pte::inspect_file(&pte_path(file)).unwrap();
+        let plan = report.plan("forward").unwrap();
+        let p = profile(file, 2);
+        assert!(!p.delegate_operators.is_empty(), "{file}: XNNPACK logged no events of its own");
+        assert!(p.delegate_operators.iter().all(|d| d.delegate == pte::XNNPACK_BACKEND_ID), "{file}");
+        let calls: u64 = p.delegate_operators.iter().map(|d| d.count).sum();
+        assert_eq!(calls, p.delegate_events_per_run, "{file}: every delegate event is in one row");
+        for d in &p.delegate_operators {
+            let suffix = d.name.rsplit_once(" #").map(|(_, n)| n.bytes().all(|b| b.is_ascii_digit()));
+            assert_ne!(suffix, Some(true), "{file}: {:?} keeps XNNPACK's #n", d.name);
+        }
+        let delegate = p.operators.iter().find(|o| o.kind == OperatorKind::Delegate).unwrap();
+        let inside: f64 = p.delegate_operators.iter().map(|d| d.total_ms).sum();
+        assert!(inside <= delegate.total_ms, "{file}: operators inside {inside} ms > the delegate calls' {} ms", delegate.total_ms);
+        let outside = p.outside_operators_ms(delegate).unwrap();
+        assert!((inside + outside - delegate.total_ms).abs() < 1e-9, "{file}");
+        let fc: Vec<_> = p.delegate_operators.iter().filter(|d| d.name.starts_with("Fully Connected")).collect();
+        let fc_count: u64 = fc.iter().map(|d| d.count).sum();
+        assert_eq!(Some(&fc_count), plan.xnnpack_nodes.get("XNNFullyConnected"), "{file}: runtime FC operators vs the file's FC nodes");
+        fc_names.push(fc.iter().map(|d| d.name.clone()).collect::<Vec<_>>().join(", "));
+    }
+    // The int8 program must run XNNPACK's quantized GEMM (QC8W: per-channel int8 weights).
+    assert!(!fc_names[0].contains("QC8W") && fc_names[1].contains("QC8W"), "{fc_names:?}");
+    assert!(profile("portable.pte", 1).delegate_operators.is_empty(), "no delegate, no delegate events");
+}
+
 /// One traced run of `file`, decoded, with the program's instruction table.
 fn traced_dump(file: &str) -> (EtDump, pte::PlanInstructions, Vec<u8>) {
     let path = pte_path(file);
@@ -197,6 +232,12 @@ fn profile_json_is_one_object_of_the_documented_shape() {
         assert!(o["kind"] == "kernel" || o["kind"] == "delegate", "{o}");
     }
     assert!(ops.iter().any(|o| o["kind"] == "delegate" && o["name"] == pte::XNNPACK_BACKEND_ID), "{b}");
+    let inside = b["delegate_operators"].as_array().expect("the operators inside the delegate calls");
+    assert!(!inside.is_empty(), "{b}");
+    for d in inside {
+        assert!(d["delegate"] == pte::XNNPACK_BACKEND_ID && d["name"].is_string() && d["count"].is_u64(), "{d}");
+        assert!(d["total_ms"].is_f64() && d["share"].is_f64(), "{d}");
+    }
 }
 
 // ---- the explorer's profile view (F4), rendered into a buffer ----
@@ -208,7 +249,7 @@ mod view {
     use ratatui::layout::Rect;
     use ratatui::widgets::Widget;
     use runlens::app::{ProfileState, ProfileView};
-    use runlens::profile::{BackendProfile, OperatorKind, OperatorProfile, ProfileReport};
+    use runlens::profile::{BackendProfile, DelegateOperatorProfile, OperatorKind, OperatorProfile, ProfileReport};
     use runlens::ui::profile::ProfilePanel;
 
     fn lines(buf: &Buffer) -> Vec<String> {
@@ -236,7 +277,45 @@ mod view {
             control_ms: 0.0,
             instructions_per_run: 0,
             delegate_events_per_run: 0,
+            delegate_operators: Vec::new(),
         }
+    }
+
+    fn inside(name: &str, count: u64, total_ms: f64, share: f64) -> DelegateOperatorProfile {
+        DelegateOperatorProfile { delegate: "XnnpackBackend".into(), name: name.into(), count, total_ms, share }
+    }
+
+    #[test]
+    fn a_delegate_row_is_followed_by_the_operators_inside_it() {
+        let mut xnnpack = backend(
+            "xnnpack",
+            4.0,
+            vec![
+                op("XnnpackBackend", OperatorKind::Delegate, 53, 3.88, 0.97),
+                op("aten::native_layer_norm.out", OperatorKind::Kernel, 13, 0.08, 0.02),
+                op("aten::expand_copy.out", OperatorKind::Kernel, 28, 0.04, 0.01),
+            ],
+        );
+        xnnpack.delegate_operators = vec![
+            inside("Fully Connected (NC, F32) GEMM", 36, 3.5, 0.875),
+            inside("Batch Matrix Multiply (NC, F32) GEMM", 12, 0.2, 0.05),
+            inside("Softmax (NC, F32)", 6, 0.1, 0.025),
+        ];
+        let report = ProfileReport { text: "a cat".into(), tokens: 4, backends: vec![xnnpack] };
+        let view = ProfileView { id: 1, text: "a cat".into(), state: ProfileState::Ready(report) };
+        let screen = render(&view, Instant::now(), 80, 8);
+        let expected = [
+            "╭ profile · a separate traced run with the ETDump tracer · F4 closes ──────────╮",
+            "│ \"a cat\": 4 tokens · mean of 3 traced runs · share of each backend's time     │",
+            "│ xnnpack  4.000 ms/run · 53 x XnnpackBackend subgraphs = 97% of xnnpack time  │",
+            "│   XnnpackBackend             delegate   53♯    3.880 ms  97.0% ███████████▋  │",
+            "│   ↳ Fully Connected (NC, F3… inside     36♯    3.500 ms  87.5% ██████████▌   │",
+            "│   ↳ Batch Matrix Multiply (… inside     12♯    0.200 ms   5.0% ▋             │",
+            "│   … 2 more operators, 3.0% together                                          │",
+            "╰──────────────────────────────────────────────────────────────────────────────╯",
+        ];
+        let expected: Vec<String> = expected.iter().map(|l| l.replace('♯', "×")).collect();
+        assert_eq!(screen, expected, "\n{}", screen.join("\n"));
     }
 
     #[test]

@@ -9,13 +9,24 @@
 //! instructions) with its chain and instruction index; inside those, events
 //! the kernels log themselves (`native_call_addmm.out`) and events a delegate
 //! logs (with a delegate debug id: XNNPACK's per-node events). Only the
-//! instruction events are summed, so nothing is counted twice.
+//! instruction events are summed into the operator rows, so nothing is
+//! counted twice; the delegate's own events are summed separately, per
+//! operator type, into [`DelegateOperatorProfile`] rows: what happens inside
+//! a `DELEGATE_CALL`.
+//!
+//! XNNPACK (its `XNNProfiler` in 1.5.1) logs one event per XNNPACK operator of
+//! a subgraph, named `"{operator name} #{n}"` (`n` counts that name within the
+//! subgraph), with a duration XNNPACK measured in whole microseconds, rounded
+//! down, and laid end to end from the start of the subgraph's run. So those
+//! rows are lower bounds at 1 µs per call, and the part of a delegate call they
+//! do not cover is the delegate's own work around its operators (arguments,
+//! reshaping the runtime for this input's shape) plus that rounding.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::etdump::{EtDump, ProfileEvent};
+use super::etdump::{DelegateEventId, EtDump, ProfileEvent};
 use crate::pte::{Instruction, PlanInstructions};
 
 /// The name of the event block `Method::execute` opens.
@@ -70,6 +81,22 @@ pub struct OperatorProfile {
     pub share: f64,
 }
 
+/// One operator type inside a delegate's calls (e.g. XNNPACK's
+/// `Fully Connected (NC, F32) GEMM`), from the events the delegate logged.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DelegateOperatorProfile {
+    /// The delegate backend whose calls these events were logged in.
+    pub delegate: String,
+    /// The delegate's name for the operator, without its `#n` suffix.
+    pub name: String,
+    /// Calls per run, over all of the delegate's subgraphs.
+    pub count: u64,
+    /// Milliseconds per run, as the delegate measured them.
+    pub total_ms: f64,
+    /// `total_ms` / the backend's `total_ms` (the same base as the operator rows).
+    pub share: f64,
+}
+
 /// The instruction times of one program, averaged over its traced runs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Aggregate {
@@ -86,9 +113,24 @@ pub struct Aggregate {
     pub control_ms: f64,
     /// Kernel and delegate instructions executed per run.
     pub instructions_per_run: u64,
-    /// Events delegates logged from inside their calls, per run (not summed:
-    /// their time is inside the `DELEGATE_CALL`).
+    /// Events delegates logged from inside their calls, per run (not in the
+    /// operator rows: their time is inside the `DELEGATE_CALL`).
     pub delegate_events_per_run: u64,
+    /// Those events summed per delegate and operator type; largest first.
+    pub delegate_operators: Vec<DelegateOperatorProfile>,
+}
+
+/// The operator type of a delegate event: its name without the `" #n"` that
+/// XNNPACK appends, or the integer debug id when it has no name.
+pub fn delegate_operator_name(event: &ProfileEvent) -> String {
+    match &event.delegate_id {
+        Some(DelegateEventId::Name(name)) => match name.rsplit_once(" #") {
+            Some((base, n)) if !base.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => base.to_owned(),
+            _ => name.clone(),
+        },
+        Some(DelegateEventId::Int(id)) if event.name.is_empty() => format!("debug id {id}"),
+        _ => event.name.clone(),
+    }
 }
 
 fn per_run(n: u64, runs: usize) -> u64 {
@@ -100,12 +142,17 @@ fn per_run(n: u64, runs: usize) -> u64 {
 /// one of another kind, is an error: the dump is not of this program.
 pub fn aggregate(dump: &EtDump, plan: &PlanInstructions, ratio: TickRatio) -> Result<Aggregate, String> {
     let mut rows: BTreeMap<(OperatorKind, &str), (u64, u64)> = BTreeMap::new();
+    let mut inside: BTreeMap<(&str, String), (u64, u64)> = BTreeMap::new();
     let (mut runs, mut execute_ticks, mut execute_events, mut control_ticks) = (0usize, 0u64, 0u64, 0u64);
     let (mut instructions, mut delegate_events) = (0u64, 0u64);
     for block in dump.runs.iter().filter(|b| b.name == EXECUTE_BLOCK) {
         runs += 1;
         for event in &block.events {
             if event.delegate_id.is_some() {
+                let delegate = delegate_of(event, plan)?;
+                let row = inside.entry((delegate, delegate_operator_name(event))).or_insert((0, 0));
+                row.0 += 1;
+                row.1 += event.ticks();
                 delegate_events += 1;
                 continue;
             }
@@ -150,6 +197,17 @@ pub fn aggregate(dump: &EtDump, plan: &PlanInstructions, ratio: TickRatio) -> Re
         })
         .collect();
     operators.sort_by(|a, b| b.share.total_cmp(&a.share).then_with(|| a.name.cmp(&b.name)));
+    let mut delegate_operators: Vec<DelegateOperatorProfile> = inside
+        .into_iter()
+        .map(|((delegate, name), (count, ticks))| DelegateOperatorProfile {
+            delegate: delegate.to_owned(),
+            name,
+            count: per_run(count, runs),
+            total_ms: ratio.ms(ticks) / n,
+            share: if total_ticks == 0 { 0.0 } else { ticks as f64 / total_ticks as f64 },
+        })
+        .collect();
+    delegate_operators.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then_with(|| a.name.cmp(&b.name)));
     Ok(Aggregate {
         runs,
         total_ms: ratio.ms(total_ticks) / n,
@@ -158,6 +216,26 @@ pub fn aggregate(dump: &EtDump, plan: &PlanInstructions, ratio: TickRatio) -> Re
         control_ms: ratio.ms(control_ticks) / n,
         instructions_per_run: per_run(instructions, runs),
         delegate_events_per_run: per_run(delegate_events, runs),
+        delegate_operators,
+    })
+}
+
+/// The delegate backend a delegate-logged event belongs to: the one of the
+/// `DelegateCall` instruction it was logged in.
+fn delegate_of<'p>(event: &ProfileEvent, plan: &'p PlanInstructions) -> Result<&'p str, String> {
+    let (chain, index) = event
+        .instruction_ref()
+        .ok_or_else(|| format!("a delegate's event {:?} has no instruction", delegate_operator_name(event)))?;
+    match plan.get(chain, index) {
+        Some(Instruction::Delegate { delegate }) => plan.delegate_backend(delegate),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        format!(
+            "a delegate's event {:?} names chain {chain} instruction {index}, which is not a delegate call of method {:?}",
+            delegate_operator_name(event),
+            plan.name
+        )
     })
 }
 
@@ -210,14 +288,18 @@ mod tests {
     }
 
     fn block(scale: u64) -> RunBlock {
-        let mut nested = event("", 1, 12, 12);
-        nested.delegate_id = Some(DelegateEventId::Name("Add #1".into()));
+        let inside = |name: &str, start, end| ProfileEvent {
+            delegate_id: Some(DelegateEventId::Name(name.into())),
+            ..event("", 1, start, end)
+        };
         RunBlock {
             name: EXECUTE_BLOCK.into(),
             events: vec![
                 event(KERNEL_EVENT, 0, 0, 10 * scale),
                 event("native_call_addmm.out", 0, 1, 9),
-                nested,
+                inside("Add (ND) #1", 12, 16),
+                inside("Fully Connected (NC, F32) GEMM #1", 16, 26),
+                inside("Add (ND) #2", 26, 27),
                 event(DELEGATE_EVENT, 1, 10, 40 * scale),
                 event(KERNEL_EVENT, 2, 40, 45),
                 event(KERNEL_EVENT, 3, 45, 55),
@@ -236,7 +318,15 @@ mod tests {
         assert_eq!(a.total_ms, 55.0);
         assert_eq!(a.execute_ms, Some(60.0));
         assert_eq!(a.control_ms, 2.0);
-        assert_eq!((a.instructions_per_run, a.delegate_events_per_run), (4, 1));
+        assert_eq!((a.instructions_per_run, a.delegate_events_per_run), (4, 3));
+        let inside: Vec<(&str, &str, u64, f64)> =
+            a.delegate_operators.iter().map(|o| (o.delegate.as_str(), o.name.as_str(), o.count, o.total_ms)).collect();
+        assert_eq!(
+            inside,
+            [("XnnpackBackend", "Fully Connected (NC, F32) GEMM", 1, 10.0), ("XnnpackBackend", "Add (ND)", 2, 5.0)],
+            "grouped per operator type without the #n, largest first"
+        );
+        assert_eq!(a.delegate_operators[0].share, 10.0 / 55.0, "a share of the backend's total, like the operator rows");
         let rows: Vec<(&str, OperatorKind, u64, f64)> =
             a.operators.iter().map(|o| (o.name.as_str(), o.kind, o.count, o.total_ms)).collect();
         assert_eq!(
@@ -252,6 +342,17 @@ mod tests {
     }
 
     #[test]
+    fn delegate_operator_names_lose_only_a_numeric_suffix() {
+        let named = |name: &str| ProfileEvent { delegate_id: Some(DelegateEventId::Name(name.into())), ..event("", 1, 0, 1) };
+        assert_eq!(delegate_operator_name(&named("Transpose (ND, X32) #12")), "Transpose (ND, X32)");
+        assert_eq!(delegate_operator_name(&named("Softmax #a")), "Softmax #a");
+        assert_eq!(delegate_operator_name(&named(" #3")), " #3");
+        assert_eq!(delegate_operator_name(&named("Gelu #")), "Gelu #");
+        let int = ProfileEvent { delegate_id: Some(DelegateEventId::Int(7)), ..event("", 1, 0, 1) };
+        assert_eq!(delegate_operator_name(&int), "debug id 7");
+    }
+
+    #[test]
     fn events_that_do_not_fit_the_program_are_errors() {
         let mut dump = EtDump { version: 0, runs: vec![block(1)] };
         dump.runs[0].events.push(event(KERNEL_EVENT, 1, 0, 1));
@@ -261,6 +362,11 @@ mod tests {
         dump.runs[0].events.push(event(DELEGATE_EVENT, 77, 0, 1));
         let err = aggregate(&dump, &plan(), TickRatio::NANOSECONDS).unwrap_err();
         assert!(err.contains("instruction 77"), "{err}");
+        // A delegate's own event must sit inside a delegate call.
+        dump.runs[0].events.pop();
+        dump.runs[0].events.push(ProfileEvent { delegate_id: Some(DelegateEventId::Name("Add (ND) #1".into())), ..event("", 0, 0, 1) });
+        let err = aggregate(&dump, &plan(), TickRatio::NANOSECONDS).unwrap_err();
+        assert!(err.contains("\"Add (ND)\"") && err.contains("instruction 0") && err.contains("not a delegate call"), "{err}");
         let empty = EtDump { version: 0, runs: vec![RunBlock { name: "Default".into(), events: vec![], other_events: 0 }] };
         assert!(aggregate(&empty, &plan(), TickRatio::NANOSECONDS).unwrap_err().contains("no instruction events"));
     }

@@ -21,7 +21,7 @@ pub mod trace;
 
 use anyhow::Context;
 
-pub use aggregate::{OperatorKind, OperatorProfile};
+pub use aggregate::{DelegateOperatorProfile, OperatorKind, OperatorProfile};
 pub use report::{BackendProfile, ProfileReport};
 pub use trace::{profile_file, DEFAULT_RUNS};
 

@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::aggregate::{OperatorKind, OperatorProfile};
+use super::aggregate::{DelegateOperatorProfile, OperatorKind, OperatorProfile};
 
 /// A per-operator profile of the ExecuTorch paths for one text. Serializes to
 /// the JSON of `runlens profile --json`: `text` and `backends` are the
@@ -38,12 +38,27 @@ pub struct BackendProfile {
     /// Events the delegate logged inside its calls, per run (their time is
     /// part of the delegate rows).
     pub delegate_events_per_run: u64,
+    /// Inside the delegate calls: the delegate's own per-operator timings
+    /// (XNNPACK's, in whole µs), summed per operator type; largest first.
+    pub delegate_operators: Vec<DelegateOperatorProfile>,
 }
 
 impl BackendProfile {
     /// Calls and time of one kind of row together: (calls per run, share).
     pub fn kind_total(&self, kind: OperatorKind) -> (u64, f64) {
         self.operators.iter().filter(|o| o.kind == kind).fold((0, 0.0), |(n, s), o| (n + o.count, s + o.share))
+    }
+
+    /// The operator types logged inside `delegate`'s calls, largest first.
+    pub fn inside<'a>(&'a self, delegate: &'a str) -> impl Iterator<Item = &'a DelegateOperatorProfile> + 'a {
+        self.delegate_operators.iter().filter(move |d| d.delegate == delegate)
+    }
+
+    /// The part of `delegate`'s calls its own operator timings do not cover,
+    /// in ms per run (None when it logged no events).
+    pub fn outside_operators_ms(&self, delegate: &OperatorProfile) -> Option<f64> {
+        let logged: f64 = self.inside(&delegate.name).map(|d| d.total_ms).sum();
+        (self.inside(&delegate.name).next().is_some()).then(|| (delegate.total_ms - logged).max(0.0))
     }
 
     /// One line for the top row, e.g. "36 x aten::addmm.out = 91% of portable time".
@@ -97,6 +112,25 @@ impl fmt::Display for ProfileReport {
                     "  delegate calls: {delegates} = {}; kernel calls on the default kernels: {kernels} = {}",
                     percent(delegate_share),
                     percent(kernel_share)
+                )?;
+            }
+            for d in b.operators.iter().filter(|o| o.kind == OperatorKind::Delegate) {
+                let Some(outside) = b.outside_operators_ms(d) else { continue };
+                writeln!(f)?;
+                writeln!(f, "  inside the {} calls, by the delegate's own timings (whole µs per operator, rounded down):", d.name)?;
+                let width = b.inside(&d.name).map(|o| o.name.len()).max().unwrap_or(8).max(8);
+                writeln!(f, "    {:<width$}  {:>5}  {:>10}  {:>6}", "operator", "calls", "ms/run", "share")?;
+                for o in b.inside(&d.name) {
+                    writeln!(f, "    {:<width$}  {:>5}  {:>10.3}  {:>6}", o.name, o.count, o.total_ms, percent(o.share))?;
+                }
+                let share = if b.total_ms > 0.0 { outside / b.total_ms } else { 0.0 };
+                writeln!(
+                    f,
+                    "    {:<width$}  {:>5}  {:>10.3}  {:>6}   (arguments, reshaping for this length, µs rounding)",
+                    "outside its operators",
+                    d.count,
+                    outside,
+                    percent(share)
                 )?;
             }
             if b.control_ms > 0.0 {

@@ -61,5 +61,6 @@ pub fn profile_file(name: &str, path: &Path, input: &Encoded, runs: u32) -> Resu
         control_ms: agg.control_ms,
         instructions_per_run: agg.instructions_per_run,
         delegate_events_per_run: agg.delegate_events_per_run,
+        delegate_operators: agg.delegate_operators,
     })
 }

@@ -7,6 +7,7 @@
 //! │ "a cat": 4 tokens · mean of 3 traced runs · share of each backend's time     │
 //! │ xnnpack  4.000 ms/run · 53 x XnnpackBackend subgraphs = 97% of xnnpack time  │
 //! │   XnnpackBackend             delegate   53×    3.880 ms  97.0% ███████████▋  │
+//! │   ↳ Fully Connected (NC, F3… inside     36×    3.500 ms  87.5% ██████████▌   │
 //! │   aten::native_layer_norm.o… kernel     13×    0.080 ms   2.0% ▎             │
 //! ```
 
@@ -20,7 +21,7 @@ use ratatui::widgets::{Block, BorderType, Clear, Widget};
 
 use super::format;
 use crate::app::{ProfileState, ProfileView};
-use crate::profile::{BackendProfile, OperatorKind};
+use crate::profile::{BackendProfile, DelegateOperatorProfile, OperatorKind, OperatorProfile};
 
 pub const TITLE: &str = " profile · a separate traced run with the ETDump tracer · F4 closes ";
 
@@ -40,6 +41,16 @@ fn bar(share: f64, width: usize) -> String {
     s
 }
 
+/// Operator types shown under a delegate row (the delegate's own timings).
+const INSIDE_ROWS: usize = 2;
+
+/// A row of a backend's table: an operator (or delegate) row, or an operator
+/// type inside a delegate's calls.
+enum Entry<'a> {
+    Operator(&'a OperatorProfile),
+    Inside(&'a DelegateOperatorProfile),
+}
+
 /// `longest`: the longest operator name of all backends (so their columns line up).
 fn backend_lines(b: &BackendProfile, width: usize, height: usize, longest: usize) -> Vec<Line<'static>> {
     let head = Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD);
@@ -53,24 +64,46 @@ fn backend_lines(b: &BackendProfile, width: usize, height: usize, longest: usize
     if rows == 0 {
         return lines;
     }
-    let shown = if b.operators.len() > rows { rows - 1 } else { b.operators.len() };
+    // Each delegate row is followed by the top operators inside its calls.
+    let mut entries: Vec<Entry<'_>> = Vec::new();
+    for o in &b.operators {
+        entries.push(Entry::Operator(o));
+        if o.kind == OperatorKind::Delegate {
+            entries.extend(b.inside(&o.name).take(INSIDE_ROWS).map(Entry::Inside));
+        }
+    }
+    let shown = if entries.len() > rows { rows - 1 } else { entries.len() };
     // name  kind  calls×  ms  share  bar
     let fixed = 2 + 1 + 8 + 1 + 5 + 1 + 11 + 1 + 6 + 1;
     let bar_w = 12.min(width.saturating_sub(fixed + 12));
     let name_w = width.saturating_sub(fixed + bar_w + 1).min(longest).max(4);
-    for o in &b.operators[..shown] {
-        let (kind, colour) = match o.kind {
-            OperatorKind::Kernel => ("kernel", Color::Yellow),
-            OperatorKind::Delegate => ("delegate", Color::Green),
+    for entry in &entries[..shown] {
+        let (name, kind, colour, count, ms, share) = match entry {
+            Entry::Operator(o) => {
+                let (kind, colour) = match o.kind {
+                    OperatorKind::Kernel => ("kernel", Color::Yellow),
+                    OperatorKind::Delegate => ("delegate", Color::Green),
+                };
+                (format::fit(&o.name, name_w), kind, colour, o.count, o.total_ms, o.share)
+            }
+            Entry::Inside(d) => {
+                (format!("↳ {}", format::fit(&d.name, name_w.saturating_sub(2))), "inside", Color::DarkGray, d.count, d.total_ms, d.share)
+            }
         };
         lines.push(Line::from(vec![
-            Span::raw(format!("  {:<name_w$} ", format::fit(&o.name, name_w))),
+            Span::raw(format!("  {name:<name_w$} ")),
             Span::styled(format!("{kind:<8} "), Style::new().fg(colour)),
-            Span::raw(format!("{:>4}× {:>8.3} ms {:>5.1}% ", o.count, o.total_ms, 100.0 * o.share)),
-            Span::styled(bar(o.share, bar_w), Style::new().fg(colour)),
+            Span::raw(format!("{count:>4}× {ms:>8.3} ms {:>5.1}% ", 100.0 * share)),
+            Span::styled(bar(share, bar_w), Style::new().fg(colour)),
         ]));
     }
-    let rest = &b.operators[shown..];
+    let rest: Vec<&OperatorProfile> = entries[shown..]
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Operator(o) => Some(*o),
+            Entry::Inside(_) => None,
+        })
+        .collect();
     if !rest.is_empty() {
         let share: f64 = rest.iter().map(|o| o.share).sum();
         lines.push(Line::styled(
@@ -117,7 +150,15 @@ impl Widget for ProfilePanel<'_> {
                 let rest = Rect { y: inner.y + 1, height: inner.height.saturating_sub(1), ..inner };
                 let n = report.backends.len().max(1) as u32;
                 let parts = Layout::vertical((0..n).map(|_| Constraint::Ratio(1, n))).split(rest);
-                let longest = report.backends.iter().flat_map(|b| &b.operators).map(|o| o.name.chars().count()).max().unwrap_or(4);
+                let longest = report
+                    .backends
+                    .iter()
+                    .flat_map(|b| {
+                        let inside = b.delegate_operators.iter().map(|d| d.name.chars().count() + 2);
+                        b.operators.iter().map(|o| o.name.chars().count()).chain(inside)
+                    })
+                    .max()
+                    .unwrap_or(4);
                 for (b, part) in report.backends.iter().zip(parts.iter()) {
                     put(&backend_lines(b, width, part.height as usize, longest), *part, buf);
                 }
