@@ -94,6 +94,7 @@ struct rl_module {
   std::vector<int64_t> ids;
   std::vector<int64_t> mask;
   void *etdump = nullptr;  // from ETDumpGen::get_etdump_data(), malloc'd by flatcc
+  uint64_t last_run_ns = 0;  // run()'s wall time in the last rl_module_forward
 
   ~rl_module() { std::free(etdump); }
 
@@ -204,8 +205,11 @@ int32_t rl_module_forward(rl_module *module, const int64_t *input_ids, const int
   return guard("forward", [&] {
     if (!module || !out_len) return fail(RL_ERR_ARGUMENT, "forward: null argument");
     executorch::aten::Tensor output(nullptr);
+    auto start = std::chrono::steady_clock::now();
     int32_t status = module->run(input_ids, attention_mask, seq_len, &output);
+    auto end = std::chrono::steady_clock::now();
     if (status != RL_OK) return status;
+    module->last_run_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
     size_t n = static_cast<size_t>(output.numel());
     *out_len = n;
     if (!out || n > out_cap)
@@ -215,6 +219,8 @@ int32_t rl_module_forward(rl_module *module, const int64_t *input_ids, const int
     return RL_OK;
   });
 }
+
+uint64_t rl_module_last_run_ns(const rl_module *module) { return module ? module->last_run_ns : 0; }
 
 int32_t rl_module_forward_loop(rl_module *module, const int64_t *input_ids, const int64_t *attention_mask,
                                int64_t seq_len, uint32_t iters, uint64_t *times_ns) {

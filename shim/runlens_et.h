@@ -66,6 +66,14 @@ int32_t rl_module_forward(rl_module *module, const int64_t *input_ids, const int
                           int64_t seq_len, float *out, size_t out_cap, size_t *out_len);
 
 /**
+ * Nanoseconds the last successful rl_module_forward spent in the same span that
+ * rl_module_forward_loop times (inputs wrapped, Module::forward); 0 before the first
+ * or for a null module. The caller's time around rl_module_forward minus this is the
+ * wrapper's own cost on that very call. Never throws.
+ */
+uint64_t rl_module_last_run_ns(const rl_module *module);
+
+/**
  * The same forward, iters times in a C++ loop, for measuring the Rust wrapper's own
  * overhead. Each iteration's wall time in nanoseconds goes to times_ns[i] (iters entries).
  */

@@ -68,6 +68,19 @@ fn short_bench_with_python_writes_every_row_and_file() {
         }
     }
 
+    // The wrapper's cost is measured inside each XNNPACK call, so it is positive
+    // and a part of the call: at most the fastest whole call.
+    let wrapper = report["wrapper_overhead"].as_array().expect("wrapper_overhead");
+    assert_eq!(wrapper.len(), 1, "{report}");
+    let w = &wrapper[0];
+    assert_eq!(w["seq_len"], 8);
+    assert!(w["calls"].as_u64().is_some_and(|n| (1..=3).contains(&n)), "{w}");
+    let xnnpack_min_us = results.iter().find(|r| r["backend"] == "xnnpack").unwrap()["min_ms"].as_f64().unwrap() * 1e3;
+    let (median, p90) = (w["median_us"].as_f64().unwrap(), w["p90_us"].as_f64().unwrap());
+    assert!(0.0 < median && median <= p90 && p90 < xnnpack_min_us, "{w} vs the fastest call {xnnpack_min_us} us");
+    assert!(w["paired_median_us"].as_f64().is_some(), "{w}");
+    assert!(stdout.contains("wrapper overhead at 8 tokens (Rust call - shim's inner time"), "{stdout}");
+
     let loads = report["loads"].as_array().unwrap();
     for name in RUST_ROWS[..5].iter().chain(PYTHON_ROWS.iter()) {
         let load = loads.iter().find(|l| l["backend"] == *name).unwrap_or_else(|| panic!("no load {name}"));

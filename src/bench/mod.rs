@@ -62,6 +62,52 @@ pub struct BenchReport {
     pub interrupted: bool,
     pub results: Vec<Row>,
     pub loads: Vec<LoadRow>,
+    /// The Rust wrapper's cost per XNNPACK call, per length (absent in reports
+    /// written before it was measured this way).
+    #[serde(default)]
+    pub wrapper_overhead: Vec<WrapperOverhead>,
+}
+
+/// The Rust wrapper's cost per XNNPACK call at one length. Measured on each
+/// call: Rust's time around `Backend::run` minus the time the shim spent
+/// inside it in the span its C++ loop times (`EtModule::last_run_ns`), so the
+/// inference's own noise cancels exactly. As a cross-check, the median of the
+/// paired differences between Rust calls and the C++ loop's runs, alternated
+/// (noise of a few hundred µs per run remains in each pair).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WrapperOverhead {
+    pub seq_len: usize,
+    /// Rust calls measured.
+    pub calls: u64,
+    /// Median and 90th percentile of (Rust call − shim's inner time), in µs.
+    pub median_us: f64,
+    pub p90_us: f64,
+    /// Median of (Rust call − C++ loop run) over alternated pairs, in µs.
+    pub paired_median_us: f64,
+}
+
+/// The `q` quantile (0..=1, nearest rank) of `values`, in µs from ns; None when empty.
+pub fn quantile_us(values: &[i64], q: f64) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_unstable();
+    let last = v.len().checked_sub(1)?;
+    Some(v[((q.clamp(0.0, 1.0) * last as f64).round() as usize).min(last)] as f64 / 1e3)
+}
+
+/// Two things timed alternately (see [`Budget::measure_pair`]).
+pub struct PairedSamples {
+    pub a: Samples,
+    pub b: Samples,
+    /// a − b for each pair, in ns.
+    pub differences_ns: Vec<i64>,
+}
+
+impl PairedSamples {
+    /// The median of the paired differences in µs (None without pairs; an
+    /// even count takes the upper middle).
+    pub fn median_difference_us(&self) -> Option<f64> {
+        quantile_us(&self.differences_ns, 0.5)
+    }
 }
 
 /// Floating-point operations of one forward pass at `seq_len` tokens: every
@@ -172,6 +218,45 @@ impl Budget {
         }
         Ok(samples)
     }
+
+    /// Times `a` and `b` (each returns its own duration in ns) alternately,
+    /// a b, b a, a b, ..., so neither always runs first: the warm-ups, then up
+    /// to `iters` pairs within twice `max_seconds` (a pair is two cells' runs).
+    pub fn measure_pair(
+        &self,
+        backend: &str,
+        stop: &AtomicBool,
+        mut a: impl FnMut() -> anyhow::Result<u64>,
+        mut b: impl FnMut() -> anyhow::Result<u64>,
+    ) -> anyhow::Result<PairedSamples> {
+        for _ in 0..self.warmup_for(backend) {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            a()?;
+            b()?;
+        }
+        let mut out = PairedSamples { a: Samples::new(), b: Samples::new(), differences_ns: Vec::new() };
+        let deadline = Instant::now() + Duration::from_secs_f64(2.0 * self.max_seconds);
+        let mut i = 0u32;
+        while i < self.iters && !stop.load(Ordering::Relaxed) {
+            let (ta, tb) = if i % 2 == 0 {
+                let ta = a()?;
+                (ta, b()?)
+            } else {
+                let tb = b()?;
+                (a()?, tb)
+            };
+            out.a.record_ns(ta);
+            out.b.record_ns(tb);
+            out.differences_ns.push(ta as i64 - tb as i64);
+            i += 1;
+            if Instant::now() >= deadline {
+                break;
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// The Python row a Rust row is compared with.
@@ -221,6 +306,39 @@ mod tests {
         assert!((r.p50_ms - 3.0).abs() < 0.01, "{}", r.p50_ms);
         assert!((r.gflops - 1e9 / 3e-3 / 1e9).abs() < 1.0);
         assert!(Samples::new().row("x", 8, 1.0).is_none());
+    }
+
+    #[test]
+    fn paired_measurement_alternates_and_takes_the_median_difference() {
+        use std::cell::RefCell;
+        let order = RefCell::new(String::new());
+        let budget = Budget { warmup: 1, iters: 5, max_seconds: 60.0 };
+        let stop = AtomicBool::new(false);
+        // a is 10 µs slower than b, except one pair disturbed by 5 ms: the median ignores it.
+        let mut n = 0u64;
+        let paired = budget
+            .measure_pair(
+                "xnnpack",
+                &stop,
+                || {
+                    order.borrow_mut().push('a');
+                    n += 1;
+                    Ok(if n == 3 { 5_110_000 } else { 110_000 })
+                },
+                || {
+                    order.borrow_mut().push('b');
+                    Ok(100_000)
+                },
+            )
+            .unwrap();
+        assert_eq!(order.into_inner(), "ab" /* warm-up */.to_owned() + "ab" + "ba" + "ab" + "ba" + "ab");
+        assert_eq!((paired.a.len(), paired.b.len(), paired.differences_ns.len()), (5, 5, 5));
+        assert_eq!(paired.median_difference_us(), Some(10.0));
+        let even = PairedSamples { a: Samples::new(), b: Samples::new(), differences_ns: vec![6_000, -4_000, 1_000_000, 2_000] };
+        assert_eq!(even.median_difference_us(), Some(6.0));
+        assert_eq!(quantile_us(&[5_000, -1_000, 3_000, 9_000, 7_000, 1_000, 2_000, 4_000, 8_000, 6_000], 0.9), Some(8.0));
+        let none = PairedSamples { a: Samples::new(), b: Samples::new(), differences_ns: vec![] };
+        assert_eq!(none.median_difference_us(), None);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use super::{BenchReport, Row, SHIM_LOOP};
+use super::{BenchReport, Row, WrapperOverhead, SHIM_LOOP};
 
 /// The human table: one line per row, then loads and the aims.
 pub fn table(report: &BenchReport) -> String {
@@ -25,7 +25,7 @@ pub fn table(report: &BenchReport) -> String {
     for l in &report.loads {
         let _ = writeln!(out, "  {:<18} {:>9.1} ms  rss {:>7.1} MB", l.backend, l.load_ms, l.rss_mb);
     }
-    let _ = write!(out, "{}", aims(&report.results));
+    let _ = write!(out, "{}", aims(&report.results, &report.wrapper_overhead));
     out
 }
 
@@ -34,7 +34,7 @@ fn find<'a>(rows: &'a [Row], backend: &str, seq_len: usize) -> Option<&'a Row> {
 }
 
 /// The three aims, measured: met, missed, or not measured.
-pub fn aims(rows: &[Row]) -> String {
+pub fn aims(rows: &[Row], wrapper: &[WrapperOverhead]) -> String {
     let mut out = String::from("aims:\n");
     let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
     match find(rows, "xnnpack", 8).and_then(|r| r.ratio_vs_python) {
@@ -50,17 +50,21 @@ pub fn aims(rows: &[Row]) -> String {
         }
         None => out.push_str("  eager vs python at 8 tokens: not measured (needs --python and seq len 8)\n"),
     }
-    let overheads: Vec<(usize, f64)> = rows
-        .iter()
-        .filter(|r| r.backend == "xnnpack")
-        .filter_map(|r| find(rows, SHIM_LOOP, r.seq_len).map(|s| (r.seq_len, (r.p50_ms - s.p50_ms) * 1e3)))
-        .collect();
-    if overheads.is_empty() {
+    // The wrapper's cost per call, measured inside each call (see WrapperOverhead).
+    if wrapper.is_empty() {
         out.push_str("  wrapper overhead: not measured (needs xnnpack)\n");
     }
-    for (len, us) in overheads {
-        let what = if us < 0.0 { "below the noise: the Rust call measured faster than the C++ loop" } else { verdict(us < 20.0) };
-        let _ = writeln!(out, "  wrapper overhead at {len} tokens (p50 xnnpack - p50 {SHIM_LOOP}): {us:.1} us ({what})");
+    for w in wrapper {
+        let _ = writeln!(
+            out,
+            "  wrapper overhead at {} tokens (Rust call - shim's inner time, {} calls): median {:.1} us, p90 {:.1} us ({}); alternated with {SHIM_LOOP}: median difference {:.1} us (noisier)",
+            w.seq_len,
+            w.calls,
+            w.median_us,
+            w.p90_us,
+            verdict(w.median_us < 20.0),
+            w.paired_median_us
+        );
     }
     out
 }

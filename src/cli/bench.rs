@@ -14,7 +14,7 @@ use super::Common;
 use crate::backend::eager::BertConfig;
 use crate::backend::executorch::ExecutorchBackend;
 use crate::backend::{self, BackendKind};
-use crate::bench::{self, machine::Machine, report, BenchReport, Budget, LoadRow, Row, Samples, SHIM_LOOP};
+use crate::bench::{self, machine::Machine, report, BenchReport, Budget, LoadRow, Row, Samples, WrapperOverhead, SHIM_LOOP};
 use crate::model::{Encoded, SentenceTokenizer, MAX_SEQ_LEN};
 
 #[derive(Debug, Args)]
@@ -72,15 +72,15 @@ pub fn run(common: &Common, args: &BenchArgs) -> anyhow::Result<()> {
     let bar = ProgressBar::new(cells as u64);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} cells  {elapsed_precise}  {msg}").expect("static template"));
 
-    let mut rows: Vec<Row> = Vec::new();
-    let mut loads: Vec<LoadRow> = Vec::new();
+    let mut out = Measured::default();
     for &kind in &kinds {
         if stop.load(Ordering::Relaxed) {
             break;
         }
         bar.set_message(format!("loading {kind}"));
-        bench_backend(kind, &dir, &inputs, &config, budget, &stop, &bar, &mut rows, &mut loads)?;
+        bench_backend(kind, &dir, &inputs, &config, budget, &stop, &bar, &mut out)?;
     }
+    let Measured { mut rows, mut loads, wrapper_overhead } = out;
     bar.finish_and_clear();
 
     let mut machine = Machine::probe(bench::python::venv().as_deref());
@@ -110,6 +110,7 @@ pub fn run(common: &Common, args: &BenchArgs) -> anyhow::Result<()> {
         interrupted,
         results: rows,
         loads,
+        wrapper_overhead,
     };
     print!("{}", report::table(&report));
     if let Some(path) = &args.json {
@@ -124,7 +125,17 @@ pub fn run(common: &Common, args: &BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Load one backend, then time it at every length (and, for XNNPACK, the shim's own loop).
+/// What the Rust side measured.
+#[derive(Default)]
+struct Measured {
+    rows: Vec<Row>,
+    loads: Vec<LoadRow>,
+    wrapper_overhead: Vec<WrapperOverhead>,
+}
+
+/// Load one backend, then time it at every length. XNNPACK is timed in pairs
+/// with the shim's own C++ loop on the same module (the `shim-loop-xnnpack`
+/// row), which gives the wrapper's cost per call.
 #[allow(clippy::too_many_arguments)]
 fn bench_backend(
     kind: BackendKind,
@@ -134,8 +145,7 @@ fn bench_backend(
     budget: Budget,
     stop: &AtomicBool,
     bar: &ProgressBar,
-    rows: &mut Vec<Row>,
-    loads: &mut Vec<LoadRow>,
+    out: &mut Measured,
 ) -> anyhow::Result<()> {
     let start = Instant::now();
     let mut et: Option<ExecutorchBackend> = None;
@@ -145,28 +155,40 @@ fn bench_backend(
         _ => et = Some(ExecutorchBackend::load(kind, dir)?),
     }
     let load_ms = et.as_ref().map(|b| b.load_time()).unwrap_or_else(|| start.elapsed()).as_secs_f64() * 1e3;
-    loads.push(LoadRow { backend: kind.name().to_string(), load_ms, rss_mb: bench::rss_mb() });
+    out.loads.push(LoadRow { backend: kind.name().to_string(), load_ms, rss_mb: bench::rss_mb() });
 
     for input in inputs {
         let flops = bench::forward_flops(config, input.len());
-        bar.set_message(format!("{kind} at {} tokens", input.len()));
-        let b: &mut dyn backend::Backend = match (&mut eager, &mut et) {
-            (Some(e), _) => e.as_mut(),
-            (None, Some(e)) => e,
-            (None, None) => unreachable!("one backend is loaded"),
-        };
-        let samples = budget.measure(kind.name(), stop, || {
-            let t = Instant::now();
-            b.run(input)?;
-            Ok(t.elapsed().as_nanos() as u64)
-        })?;
-        rows.extend(samples.row(kind.name(), input.len(), flops));
-        bar.inc(1);
-
         if let (BackendKind::Xnnpack, Some(et)) = (kind, et.as_mut()) {
-            bar.set_message(format!("{SHIM_LOOP} at {} tokens", input.len()));
-            let samples = shim_loop(et, input, budget, stop)?;
-            rows.extend(samples.row(SHIM_LOOP, input.len(), flops));
+            bar.set_message(format!("{kind} and {SHIM_LOOP} at {} tokens", input.len()));
+            let (paired, nested_ns) = paired_with_shim_loop(et, input, budget, stop)?;
+            out.rows.extend(paired.a.row(kind.name(), input.len(), flops));
+            out.rows.extend(paired.b.row(SHIM_LOOP, input.len(), flops));
+            let (median, p90, paired_median) =
+                (bench::quantile_us(&nested_ns, 0.5), bench::quantile_us(&nested_ns, 0.9), paired.median_difference_us());
+            if let (Some(median_us), Some(p90_us), Some(paired_median_us)) = (median, p90, paired_median) {
+                out.wrapper_overhead.push(WrapperOverhead {
+                    seq_len: input.len(),
+                    calls: nested_ns.len() as u64,
+                    median_us,
+                    p90_us,
+                    paired_median_us,
+                });
+            }
+            bar.inc(2);
+        } else {
+            bar.set_message(format!("{kind} at {} tokens", input.len()));
+            let b: &mut dyn backend::Backend = match (&mut eager, &mut et) {
+                (Some(e), _) => e.as_mut(),
+                (None, Some(e)) => e,
+                (None, None) => unreachable!("one backend is loaded"),
+            };
+            let samples = budget.measure(kind.name(), stop, || {
+                let t = Instant::now();
+                b.run(input)?;
+                Ok(t.elapsed().as_nanos() as u64)
+            })?;
+            out.rows.extend(samples.row(kind.name(), input.len(), flops));
             bar.inc(1);
         }
         if stop.load(Ordering::Relaxed) {
@@ -176,22 +198,36 @@ fn bench_backend(
     Ok(())
 }
 
-/// `forward` in the C shim's own loop, in chunks so the budget and Ctrl-C are honoured.
-fn shim_loop(et: &mut ExecutorchBackend, input: &Encoded, budget: Budget, stop: &AtomicBool) -> anyhow::Result<Samples> {
-    let module = et.module_mut();
-    if budget.warmup > 0 {
-        module.forward_loop(&input.ids, &input.attention_mask, budget.warmup)?;
-    }
-    let mut samples = Samples::new();
-    let deadline = Instant::now() + std::time::Duration::from_secs_f64(budget.max_seconds);
-    while samples.len() < u64::from(budget.iters) && !stop.load(Ordering::Relaxed) {
-        let chunk = (u64::from(budget.iters) - samples.len()).min(10) as u32;
-        for ns in module.forward_loop(&input.ids, &input.attention_mask, chunk)? {
-            samples.record_ns(ns);
-        }
-        if Instant::now() >= deadline {
-            break;
-        }
-    }
-    Ok(samples)
+/// Rust's `Backend::run` and one `forward` in the C shim's own loop (timed in
+/// C++), alternately on the same module; with, for each Rust call, its time
+/// minus the shim's inner time of that call (ns).
+fn paired_with_shim_loop(
+    et: &mut ExecutorchBackend,
+    input: &Encoded,
+    budget: Budget,
+    stop: &AtomicBool,
+) -> anyhow::Result<(bench::PairedSamples, Vec<i64>)> {
+    let et = std::cell::RefCell::new(et);
+    let nested = std::cell::RefCell::new(Vec::new());
+    let paired = budget.measure_pair(
+        BackendKind::Xnnpack.name(),
+        stop,
+        || {
+            let mut b = et.borrow_mut();
+            let t = Instant::now();
+            backend::Backend::run(&mut **b, input)?;
+            let ns = t.elapsed().as_nanos() as u64;
+            nested.borrow_mut().push(ns as i64 - b.module_mut().last_run_ns() as i64);
+            Ok(ns)
+        },
+        || {
+            let times = et.borrow_mut().module_mut().forward_loop(&input.ids, &input.attention_mask, 1)?;
+            times.first().copied().context("the shim's loop returned no time")
+        },
+    )?;
+    // The warm-up calls are not part of the measurement.
+    let mut nested = nested.into_inner();
+    let warm = nested.len().saturating_sub(paired.differences_ns.len());
+    nested.drain(..warm);
+    Ok((paired, nested))
 }

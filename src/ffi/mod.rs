@@ -158,6 +158,13 @@ impl EtModule {
         }
     }
 
+    /// Nanoseconds the last successful [`forward`](Self::forward) spent inside the shim
+    /// in the span [`forward_loop`](Self::forward_loop) times; 0 before the first.
+    pub fn last_run_ns(&self) -> u64 {
+        // SAFETY: the handle is a live module owned by self; the call only reads a field.
+        unsafe { sys::rl_module_last_run_ns(self.handle.as_ptr()) }
+    }
+
     /// `forward` `iters` times in the shim's own C++ loop; nanoseconds of each run.
     pub fn forward_loop(&mut self, ids: &[i64], mask: &[i64], iters: u32) -> Result<Vec<u64>, EtError> {
         self.check_inputs(ids, mask)?;
