@@ -240,7 +240,7 @@ impl Budget {
         let deadline = Instant::now() + Duration::from_secs_f64(2.0 * self.max_seconds);
         let mut i = 0u32;
         while i < self.iters && !stop.load(Ordering::Relaxed) {
-            let (ta, tb) = if i % 2 == 0 {
+            let (ta, tb) = if i.is_multiple_of(2) {
                 let ta = a()?;
                 (ta, b()?)
             } else {
