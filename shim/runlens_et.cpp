@@ -87,6 +87,41 @@ int32_t guard(const char *what, F &&body) noexcept {
 
 }  // namespace
 
+// BLAS inside ExecuTorch's kernels. The optimized kernel library calls the BLAS
+// symbol sgemm_ (bmm, mm, linear). It ships its own, but runlens also loads
+// libtorch, which exports sgemm_ from MKL and comes first in the process's symbol
+// lookup, so those calls land in libtorch's MKL, threaded by OpenMP per calling
+// thread. Tiny GEMMs such as the 12 per-head attention products gain nothing from
+// threads; with another OpenMP team alive (the eager worker's), a two-thread call
+// here took 12-15x longer (runlens profile, README "What portable means"). ExecuTorch
+// on its own runs that BLAS single-threaded, so each forward runs with one OpenMP
+// thread on the calling thread and the caller's setting is restored after. Weak:
+// without libgomp in the process (another libtorch build) this does nothing.
+extern "C" int omp_get_max_threads(void) __attribute__((weak));
+extern "C" void omp_set_num_threads(int) __attribute__((weak));
+
+namespace {
+
+class SerialBlasScope {
+ public:
+  SerialBlasScope() {
+    if (omp_get_max_threads && omp_set_num_threads) {
+      saved_ = omp_get_max_threads();
+      if (saved_ != 1) omp_set_num_threads(1);
+    }
+  }
+  ~SerialBlasScope() {
+    if (saved_ > 1) omp_set_num_threads(saved_);
+  }
+  SerialBlasScope(const SerialBlasScope &) = delete;
+  SerialBlasScope &operator=(const SerialBlasScope &) = delete;
+
+ private:
+  int saved_ = 0;
+};
+
+}  // namespace
+
 struct rl_module {
   std::unique_ptr<Module> module;
   std::string path;
@@ -109,6 +144,7 @@ struct rl_module {
     std::vector<executorch::aten::SizesType> shape{1, static_cast<executorch::aten::SizesType>(seq_len)};
     auto ids_t = executorch::extension::from_blob(ids.data(), shape, ScalarType::Long);
     auto mask_t = executorch::extension::from_blob(mask.data(), shape, ScalarType::Long);
+    SerialBlasScope serial_blas;
     auto result = module->forward({ids_t, mask_t});
     if (!result.ok()) return fail_et(result.error(), path + ": forward failed");
     if (result->empty() || !result->at(0).isTensor())
@@ -219,6 +255,8 @@ int32_t rl_module_forward(rl_module *module, const int64_t *input_ids, const int
     return RL_OK;
   });
 }
+
+int32_t rl_openmp_max_threads(void) { return omp_get_max_threads ? omp_get_max_threads() : 0; }
 
 uint64_t rl_module_last_run_ns(const rl_module *module) { return module ? module->last_run_ns : 0; }
 

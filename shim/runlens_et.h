@@ -66,6 +66,13 @@ int32_t rl_module_forward(rl_module *module, const int64_t *input_ids, const int
                           int64_t seq_len, float *out, size_t out_cap, size_t *out_len);
 
 /**
+ * OpenMP's thread count for the calling thread (omp_get_max_threads), or 0 when
+ * no OpenMP runtime is in the process. Each forward runs with 1 and restores it
+ * (see SerialBlasScope in runlens_et.cpp). Never throws.
+ */
+int32_t rl_openmp_max_threads(void);
+
+/**
  * Nanoseconds the last successful rl_module_forward spent in the same span that
  * rl_module_forward_loop times (inputs wrapped, Module::forward); 0 before the first
  * or for a null module. The caller's time around rl_module_forward minus this is the

@@ -129,6 +129,23 @@ fn all_three_backends_in_one_process() {
     assert_eq!(backend::threads(), (2, 2));
 }
 
+/// ExecuTorch's BLAS calls (sgemm_ from bmm) land in libtorch's MKL in this
+/// process; each forward runs them with one OpenMP thread. The caller's OpenMP
+/// setting must come back unchanged, or eager on the same thread (as in
+/// `runlens run`) would silently lose its threads.
+#[test]
+fn a_forward_leaves_the_callers_openmp_threads_as_they_were() {
+    std::thread::spawn(|| {
+        backend::set_threads(2).unwrap();
+        assert_eq!(runlens::ffi::openmp_threads(), Some(2), "libtorch brings OpenMP; set_threads sets it for this thread");
+        let mut portable = backend::load(BackendKind::Portable, &models()).unwrap();
+        portable.run(&input(&[101, 7592, 2088, 102])).unwrap();
+        assert_eq!(runlens::ffi::openmp_threads(), Some(2), "the forward must restore the caller's OpenMP threads");
+    })
+    .join()
+    .unwrap();
+}
+
 #[test]
 fn wrong_input_shape_is_an_error() {
     let mut xnnpack = backend::load(BackendKind::Xnnpack, &models()).unwrap();

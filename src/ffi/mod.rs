@@ -74,6 +74,15 @@ pub fn set_threads(threads: u32) -> Result<(), EtError> {
     check(unsafe { sys::rl_threadpool_set_threads(threads) })
 }
 
+/// OpenMP's thread count for the calling thread; None without an OpenMP runtime.
+/// ExecuTorch forwards run with 1 and restore it (the shim's `SerialBlasScope`:
+/// libtorch's MKL answers ExecuTorch's BLAS calls in this process).
+pub fn openmp_threads() -> Option<u32> {
+    // SAFETY: no arguments; the shim only asks libgomp, if present, for a per-thread value.
+    let n = unsafe { sys::rl_openmp_max_threads() };
+    u32::try_from(n).ok().filter(|&n| n > 0)
+}
+
 /// The size of ExecuTorch's thread pool.
 pub fn threads() -> u32 {
     // SAFETY: plain call, no arguments.
