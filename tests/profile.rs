@@ -262,6 +262,17 @@ mod view {
         lines(&buf)
     }
 
+    /// The F4 view of a finished profile, `height` rows at 80 columns.
+    fn ready_screen(report: ProfileReport, height: u16) -> Vec<String> {
+        let view = ProfileView { id: 1, text: "a cat".into(), state: ProfileState::Ready(report) };
+        render(&view, Instant::now(), 80, height)
+    }
+
+    /// Expected rows, with ♯ for the × of the calls column (one cell, unlike in source).
+    fn expect(rows: &[&str]) -> Vec<String> {
+        rows.iter().map(|l| l.replace('♯', "×")).collect()
+    }
+
     fn op(name: &str, kind: OperatorKind, count: u64, total_ms: f64, share: f64) -> OperatorProfile {
         OperatorProfile { name: name.into(), kind, count, total_ms, share }
     }
@@ -301,10 +312,8 @@ mod view {
             inside("Batch Matrix Multiply (NC, F32) GEMM", 12, 0.2, 0.05),
             inside("Softmax (NC, F32)", 6, 0.1, 0.025),
         ];
-        let report = ProfileReport { text: "a cat".into(), tokens: 4, backends: vec![xnnpack] };
-        let view = ProfileView { id: 1, text: "a cat".into(), state: ProfileState::Ready(report) };
-        let screen = render(&view, Instant::now(), 80, 8);
-        let expected = [
+        let screen = ready_screen(ProfileReport { text: "a cat".into(), tokens: 4, backends: vec![xnnpack] }, 8);
+        let expected = expect(&[
             "╭ profile · a separate traced run with the ETDump tracer · F4 closes ──────────╮",
             "│ \"a cat\": 4 tokens · mean of 3 traced runs · share of each backend's time     │",
             "│ xnnpack  4.000 ms/run · 53 x XnnpackBackend subgraphs = 97% of xnnpack time  │",
@@ -313,8 +322,7 @@ mod view {
             "│   ↳ Batch Matrix Multiply (… inside     12♯    0.200 ms   5.0% ▋             │",
             "│   … 2 more operators, 3.0% together                                          │",
             "╰──────────────────────────────────────────────────────────────────────────────╯",
-        ];
-        let expected: Vec<String> = expected.iter().map(|l| l.replace('♯', "×")).collect();
+        ]);
         assert_eq!(screen, expected, "\n{}", screen.join("\n"));
     }
 
@@ -346,9 +354,8 @@ mod view {
                 ),
             ],
         };
-        let view = ProfileView { id: 1, text: "a cat".into(), state: ProfileState::Ready(report) };
-        let screen = render(&view, Instant::now(), 80, 12);
-        let expected = [
+        let screen = ready_screen(report, 12);
+        let expected = expect(&[
             "╭ profile · a separate traced run with the ETDump tracer · F4 closes ──────────╮",
             "│ \"a cat\": 4 tokens · mean of 3 traced runs · share of each backend's time     │",
             "│ portable  120.000 ms/run · 36 x aten::addmm.out = 91% of portable time       │",
@@ -361,8 +368,7 @@ mod view {
             "│   aten::native_layer_norm.o… kernel     13♯    0.080 ms   2.0% ▎             │",
             "│   aten::expand_copy.out      kernel     28♯    0.040 ms   1.0% ▏             │",
             "╰──────────────────────────────────────────────────────────────────────────────╯",
-        ];
-        let expected: Vec<String> = expected.iter().map(|l| l.replace('♯', "×")).collect();
+        ]);
         assert_eq!(screen, expected, "\n{}", screen.join("\n"));
     }
 

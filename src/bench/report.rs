@@ -12,18 +12,18 @@ pub fn table(report: &BenchReport) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "machine: {}", report.machine.summary());
     let _ = writeln!(out, "threads: {}, warm-ups {}, up to {} runs or {} s per cell{}", report.threads, report.warmup, report.iters, report.max_seconds, if report.interrupted { " (INTERRUPTED: partial results)" } else { "" });
-    let _ = writeln!(out, "{:<18} {:>4} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>8}", "backend", "seq", "runs", "min ms", "p50 ms", "p90 ms", "p99 ms", "max ms", "mean ms", "tok/s", "GFLOP/s", "vs py");
+    let _ = writeln!(out, "{:<22} {:>4} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>8}", "backend", "seq", "runs", "min ms", "p50 ms", "p90 ms", "p99 ms", "max ms", "mean ms", "tok/s", "GFLOP/s", "vs py");
     for r in &report.results {
         let ratio = r.ratio_vs_python.map(|x| format!("{x:.2}x")).unwrap_or_else(|| "-".to_string());
         let _ = writeln!(
             out,
-            "{:<18} {:>4} {:>5} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.0} {:>7.2} {:>8}",
+            "{:<22} {:>4} {:>5} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.0} {:>7.2} {:>8}",
             r.backend, r.seq_len, r.runs, r.min_ms, r.p50_ms, r.p90_ms, r.p99_ms, r.max_ms, r.mean_ms, r.tokens_per_s, r.gflops, ratio
         );
     }
     let _ = writeln!(out, "loads:");
     for l in &report.loads {
-        let _ = writeln!(out, "  {:<18} {:>9.1} ms  rss {:>7.1} MB", l.backend, l.load_ms, l.rss_mb);
+        let _ = writeln!(out, "  {:<22} {:>9.1} ms  rss {:>7.1} MB", l.backend, l.load_ms, l.rss_mb);
     }
     let _ = write!(out, "{}", aims(&report.results, &report.wrapper_overhead));
     out

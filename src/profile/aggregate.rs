@@ -186,25 +186,24 @@ pub fn aggregate(dump: &EtDump, plan: &PlanInstructions, ratio: TickRatio) -> Re
     }
     let total_ticks: u64 = rows.values().map(|r| r.1).sum();
     let n = runs as f64;
+    // Calls and ticks summed over the runs -> (calls per run, ms per run, share of the total).
+    let per_run_row = |count: u64, ticks: u64| {
+        let share = if total_ticks == 0 { 0.0 } else { ticks as f64 / total_ticks as f64 };
+        (per_run(count, runs), ratio.ms(ticks) / n, share)
+    };
     let mut operators: Vec<OperatorProfile> = rows
         .into_iter()
-        .map(|((kind, name), (count, ticks))| OperatorProfile {
-            name: name.to_owned(),
-            kind,
-            count: per_run(count, runs),
-            total_ms: ratio.ms(ticks) / n,
-            share: if total_ticks == 0 { 0.0 } else { ticks as f64 / total_ticks as f64 },
+        .map(|((kind, name), (count, ticks))| {
+            let (count, total_ms, share) = per_run_row(count, ticks);
+            OperatorProfile { name: name.to_owned(), kind, count, total_ms, share }
         })
         .collect();
     operators.sort_by(|a, b| b.share.total_cmp(&a.share).then_with(|| a.name.cmp(&b.name)));
     let mut delegate_operators: Vec<DelegateOperatorProfile> = inside
         .into_iter()
-        .map(|((delegate, name), (count, ticks))| DelegateOperatorProfile {
-            delegate: delegate.to_owned(),
-            name,
-            count: per_run(count, runs),
-            total_ms: ratio.ms(ticks) / n,
-            share: if total_ticks == 0 { 0.0 } else { ticks as f64 / total_ticks as f64 },
+        .map(|((delegate, name), (count, ticks))| {
+            let (count, total_ms, share) = per_run_row(count, ticks);
+            DelegateOperatorProfile { delegate: delegate.to_owned(), name, count, total_ms, share }
         })
         .collect();
     delegate_operators.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then_with(|| a.name.cmp(&b.name)));
