@@ -46,14 +46,31 @@ pub fn write_svg(report: &BenchReport, path: &Path) -> anyhow::Result<()> {
         // Headroom above the slowest series, where the legend (upper left) goes.
         .build_cartesian_2d((xmin..xmax).log_scale(), ((ymin / 1.5)..(ymax * 12.0)).log_scale())
         .map_err(|e| err(&e))?;
+    // The x axis is labelled at the measured lengths only (log scale's own key
+    // points would be 10, 20, ... 100, missing 8 and 128).
     chart
         .configure_mesh()
         .x_desc("sequence length (tokens)")
         .y_desc("median latency (ms, log)")
-        .x_label_formatter(&|x| format!("{x:.0}"))
+        .disable_x_mesh()
+        .x_labels(0)
+        .x_label_formatter(&|_| String::new())
+        .light_line_style(WHITE.mix(0.0))
         .y_label_formatter(&|y| format!("{y}"))
         .draw()
         .map_err(|e| err(&e))?;
+    let mut lens: Vec<usize> = rows.iter().map(|r| r.seq_len).collect();
+    lens.sort_unstable();
+    lens.dedup();
+    let (y_bottom, y_top) = (ymin / 1.5, ymax * 12.0);
+    let grid = BLACK.mix(0.15);
+    for &len in &lens {
+        let x = len as f64;
+        chart.draw_series(LineSeries::new([(x, y_bottom), (x, y_top)], grid)).map_err(|e| err(&e))?;
+        chart
+            .draw_series(std::iter::once(Text::new(format!("{len}"), (x, y_bottom), ("sans-serif", 13).into_font().color(&BLACK))))
+            .map_err(|e| err(&e))?;
+    }
 
     for backend in backends {
         let mut points: Vec<(f64, f64)> = rows.iter().filter(|r| r.backend == backend).map(|r| (r.seq_len as f64, r.p50_ms)).collect();
@@ -68,7 +85,11 @@ pub fn write_svg(report: &BenchReport, path: &Path) -> anyhow::Result<()> {
             chart.draw_series(LineSeries::new(points.clone(), style)).map_err(|e| err(&e))?
         }
         .label(label)
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
+        .legend(move |(x, y)| {
+            // Dashed in the legend too: two short strokes for the Python rows.
+            let (first, gap) = if dashed { (9, 15) } else { (24, 24) };
+            EmptyElement::at((x, y)) + PathElement::new(vec![(0, 0), (first, 0)], style) + PathElement::new(vec![(gap, 0), (24, 0)], style)
+        });
         chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, c.filled()))).map_err(|e| err(&e))?;
     }
     chart
@@ -80,4 +101,51 @@ pub fn write_svg(report: &BenchReport, path: &Path) -> anyhow::Result<()> {
         .map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e)).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The committed bench (assets/bench.json) plots with one x label per measured
+    /// length and a dashed legend entry (two strokes) for each Python series.
+    #[test]
+    fn the_committed_bench_plots_with_its_lengths_and_dashed_python_legend() {
+        let json = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/bench.json")).unwrap();
+        let report: BenchReport = serde_json::from_str(&json).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bench.svg");
+        write_svg(&report, &path).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let texts: Vec<&str> = svg.split("<text").skip(1).filter_map(|t| t.split('>').nth(1)?.split('<').next()).map(str::trim).collect();
+        let mut lens: Vec<String> = report.results.iter().map(|r| r.seq_len.to_string()).collect();
+        lens.dedup();
+        for len in &lens {
+            assert!(texts.contains(&len.as_str()), "no x label {len}: {texts:?}");
+        }
+        assert!(!texts.iter().any(|t| t.contains('.') && t.parse::<f64>().is_ok()), "a stray axis label: {texts:?}");
+        for r in report.results.iter().filter(|r| r.backend.starts_with("python-")) {
+            assert!(texts.contains(&r.backend.as_str()), "legend lacks {}", r.backend);
+        }
+        // Legend strokes (horizontal two-point lines): one of 24 px per Rust series,
+        // two of 9 px per Python series.
+        let strokes: Vec<i64> = svg
+            .split("<polyline")
+            .skip(1)
+            .filter_map(|p| {
+                let pts: Vec<(i64, i64)> = p.split("points=\"").nth(1)?.split('"').next()?.split_whitespace()
+                    .filter_map(|xy| { let (x, y) = xy.split_once(',')?; Some((x.parse().ok()?, y.parse().ok()?)) })
+                    .collect();
+                match pts[..] {
+                    [(x1, y1), (x2, y2)] if y1 == y2 => Some(x2 - x1),
+                    _ => None,
+                }
+            })
+            .collect();
+        let series: std::collections::BTreeSet<&str> = report.results.iter().map(|r| r.backend.as_str()).collect();
+        let python = series.iter().filter(|b| b.starts_with("python-")).count();
+        assert!(python > 0);
+        assert_eq!(strokes.iter().filter(|&&l| l == 9).count(), 2 * python, "dashed legend entries: {strokes:?}");
+        assert_eq!(strokes.iter().filter(|&&l| l == 24).count(), series.len() - python, "solid legend entries: {strokes:?}");
+    }
 }
