@@ -292,13 +292,9 @@ mod view {
         }
     }
 
-    fn inside(name: &str, count: u64, total_ms: f64, share: f64) -> DelegateOperatorProfile {
-        DelegateOperatorProfile { delegate: "XnnpackBackend".into(), name: name.into(), count, total_ms, share }
-    }
-
-    #[test]
-    fn a_delegate_row_is_followed_by_the_operators_inside_it() {
-        let mut xnnpack = backend(
+    /// An XNNPACK profile: the delegate row and two kernels left outside it.
+    fn xnnpack_backend() -> BackendProfile {
+        backend(
             "xnnpack",
             4.0,
             vec![
@@ -306,7 +302,16 @@ mod view {
                 op("aten::native_layer_norm.out", OperatorKind::Kernel, 13, 0.08, 0.02),
                 op("aten::expand_copy.out", OperatorKind::Kernel, 28, 0.04, 0.01),
             ],
-        );
+        )
+    }
+
+    fn inside(name: &str, count: u64, total_ms: f64, share: f64) -> DelegateOperatorProfile {
+        DelegateOperatorProfile { delegate: "XnnpackBackend".into(), name: name.into(), count, total_ms, share }
+    }
+
+    #[test]
+    fn a_delegate_row_is_followed_by_the_operators_inside_it() {
+        let mut xnnpack = xnnpack_backend();
         xnnpack.delegate_operators = vec![
             inside("Fully Connected (NC, F32) GEMM", 36, 3.5, 0.875),
             inside("Batch Matrix Multiply (NC, F32) GEMM", 12, 0.2, 0.05),
@@ -343,15 +348,7 @@ mod view {
                         op("aten::add.out", OperatorKind::Kernel, 22, 1.2, 0.01),
                     ],
                 ),
-                backend(
-                    "xnnpack",
-                    4.0,
-                    vec![
-                        op("XnnpackBackend", OperatorKind::Delegate, 53, 3.88, 0.97),
-                        op("aten::native_layer_norm.out", OperatorKind::Kernel, 13, 0.08, 0.02),
-                        op("aten::expand_copy.out", OperatorKind::Kernel, 28, 0.04, 0.01),
-                    ],
-                ),
+                xnnpack_backend(),
             ],
         };
         let screen = ready_screen(report, 12);
