@@ -88,12 +88,12 @@ int32_t guard(const char *what, F &&body) noexcept {
 }  // namespace
 
 // BLAS inside ExecuTorch's kernels. The optimized kernel library calls the BLAS
-// symbol sgemm_ (bmm, mm, linear). It ships its own, but runlens also loads
+// symbol sgemm_ (bmm, through executorch::cpublas::gemm). It ships its own, but runlens also loads
 // libtorch, which exports sgemm_ from MKL and comes first in the process's symbol
 // lookup, so those calls land in libtorch's MKL, threaded by OpenMP per calling
 // thread. Tiny GEMMs such as the 12 per-head attention products gain nothing from
 // threads; with another OpenMP team alive (the eager worker's), a two-thread call
-// here took 12-15x longer (runlens profile, README "What portable means"). ExecuTorch
+// here took 12-15x longer (runlens profile; README "Whose BLAS"). ExecuTorch
 // on its own runs that BLAS single-threaded, so each forward runs with one OpenMP
 // thread on the calling thread and the caller's setting is restored after. Weak:
 // without libgomp in the process (another libtorch build) this does nothing.
@@ -129,9 +129,21 @@ struct rl_module {
   std::vector<int64_t> ids;
   std::vector<int64_t> mask;
   void *etdump = nullptr;  // from ETDumpGen::get_etdump_data(), malloc'd by flatcc
-  uint64_t last_run_ns = 0;  // run()'s wall time in the last rl_module_forward
+  uint64_t last_run_ns = 0;  // wall time of the last successful timed_run()
 
   ~rl_module() { std::free(etdump); }
+
+  // run(), timed: the one span both rl_module_forward (last_run_ns) and the
+  // C++ loop of rl_module_forward_loop report.
+  int32_t timed_run(const int64_t *input_ids, const int64_t *attention_mask, int64_t seq_len,
+                    executorch::aten::Tensor *output) {
+    auto start = std::chrono::steady_clock::now();
+    int32_t status = run(input_ids, attention_mask, seq_len, output);
+    auto end = std::chrono::steady_clock::now();
+    if (status == RL_OK)
+      last_run_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
+    return status;
+  }
 
   // Run forward once; on success *output is the first output tensor.
   int32_t run(const int64_t *input_ids, const int64_t *attention_mask, int64_t seq_len,
@@ -241,11 +253,8 @@ int32_t rl_module_forward(rl_module *module, const int64_t *input_ids, const int
   return guard("forward", [&] {
     if (!module || !out_len) return fail(RL_ERR_ARGUMENT, "forward: null argument");
     executorch::aten::Tensor output(nullptr);
-    auto start = std::chrono::steady_clock::now();
-    int32_t status = module->run(input_ids, attention_mask, seq_len, &output);
-    auto end = std::chrono::steady_clock::now();
+    int32_t status = module->timed_run(input_ids, attention_mask, seq_len, &output);
     if (status != RL_OK) return status;
-    module->last_run_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
     size_t n = static_cast<size_t>(output.numel());
     *out_len = n;
     if (!out || n > out_cap)
@@ -266,11 +275,9 @@ int32_t rl_module_forward_loop(rl_module *module, const int64_t *input_ids, cons
     if (!module || !times_ns) return fail(RL_ERR_ARGUMENT, "forward loop: null argument");
     executorch::aten::Tensor output(nullptr);
     for (uint32_t i = 0; i < iters; ++i) {
-      auto start = std::chrono::steady_clock::now();
-      int32_t status = module->run(input_ids, attention_mask, seq_len, &output);
-      auto end = std::chrono::steady_clock::now();
+      int32_t status = module->timed_run(input_ids, attention_mask, seq_len, &output);
       if (status != RL_OK) return status;
-      times_ns[i] = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
+      times_ns[i] = module->last_run_ns;
     }
     return RL_OK;
   });

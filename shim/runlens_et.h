@@ -73,10 +73,11 @@ int32_t rl_module_forward(rl_module *module, const int64_t *input_ids, const int
 int32_t rl_openmp_max_threads(void);
 
 /**
- * Nanoseconds the last successful rl_module_forward spent in the same span that
- * rl_module_forward_loop times (inputs wrapped, Module::forward); 0 before the first
- * or for a null module. The caller's time around rl_module_forward minus this is the
- * wrapper's own cost on that very call. Never throws.
+ * Nanoseconds the last successful forward on this module (rl_module_forward, or an
+ * iteration of rl_module_forward_loop) spent in the span the loop times (inputs
+ * wrapped, Module::forward); 0 before the first or for a null module. The caller's
+ * time around rl_module_forward minus this is the wrapper's own cost on that very
+ * call. Never throws.
  */
 uint64_t rl_module_last_run_ns(const rl_module *module);
 

@@ -167,8 +167,9 @@ impl EtModule {
         }
     }
 
-    /// Nanoseconds the last successful [`forward`](Self::forward) spent inside the shim
-    /// in the span [`forward_loop`](Self::forward_loop) times; 0 before the first.
+    /// Nanoseconds the last successful forward ([`forward`](Self::forward) or a run of
+    /// [`forward_loop`](Self::forward_loop)) spent inside the shim, in the span the loop
+    /// times; 0 before the first.
     pub fn last_run_ns(&self) -> u64 {
         // SAFETY: the handle is a live module owned by self; the call only reads a field.
         unsafe { sys::rl_module_last_run_ns(self.handle.as_ptr()) }
