@@ -7,17 +7,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::BackendKind;
-use crate::model::{Embedding, Encoded, Parity};
+use crate::backend::BackendSpec;
+use crate::model::Encoded;
+use crate::task::{Embedding, Task, TaskOutput, TaskParity};
 use crate::profile::ProfileReport;
 use crate::schedule::{Job, Request, WorkerEvent};
 use crate::stats::LatencyStats;
 
 /// How long typing must pause before the text runs (Enter runs at once).
 pub const DEBOUNCE: Duration = Duration::from_millis(120);
-
-/// The model every backend runs.
-pub const MODEL_NAME: &str = "all-MiniLM-L6-v2";
 
 /// The sentences the nearest-sentence lookup picks from (`assets/corpus.txt`, one a line).
 pub const CORPUS: &str = include_str!("../assets/corpus.txt");
@@ -34,14 +32,16 @@ pub type Tokenize = Box<dyn Fn(&str) -> anyhow::Result<Encoded> + Send>;
 #[derive(Clone, Debug)]
 pub struct AppConfig {
     /// The columns, in order.
-    pub kinds: Vec<BackendKind>,
+    pub kinds: Vec<BackendSpec>,
     /// Threads of libtorch and ExecuTorch's pool (shown only; set before start).
     pub threads: usize,
     pub model: String,
+    pub task: Task,
+    /// Sentences for the nearest-sentence lookup (feature-extraction only).
     pub corpus: Vec<String>,
-    /// The XNNPACK programs present in the models directory, which F5 cycles
-    /// the XNNPACK column through (in [`BackendKind::XNNPACK_VARIANTS`] order).
-    pub xnnpack_variants: Vec<BackendKind>,
+    /// Every backend whose files are present, in manifest order: F5 cycles a
+    /// column through the ones that share its `column`.
+    pub variants: Vec<BackendSpec>,
 }
 
 /// Everything the user can ask for; keys map to these in [`crate::tui`].
@@ -63,7 +63,7 @@ pub enum Action {
     CloseHelp,
     ToggleSerial,
     ToggleRepeat,
-    /// F5: show the next XNNPACK export variant in the XNNPACK column.
+    /// F5: show the next program of the same column (an export variant).
     NextVariant,
     /// F4: open (and start) or close the per-operator profile of the current text.
     ToggleProfile,
@@ -202,7 +202,7 @@ pub struct ProfileRequest {
     pub id: u64,
     pub input: Arc<Encoded>,
     /// The ExecuTorch columns that loaded or are loading.
-    pub kinds: Vec<BackendKind>,
+    pub kinds: Vec<BackendSpec>,
 }
 
 /// Where a backend's loading stands.
@@ -225,16 +225,22 @@ pub struct Nearest {
 pub struct Output {
     pub generation: u64,
     pub input: Arc<Encoded>,
-    pub embedding: Embedding,
-    pub norm: f64,
+    pub output: TaskOutput,
     pub elapsed: Duration,
+    /// The corpus sentence nearest to an embedding (feature-extraction).
     pub nearest: Option<Nearest>,
+}
+
+impl Output {
+    pub fn embedding(&self) -> Option<&Embedding> {
+        self.output.embedding()
+    }
 }
 
 /// One backend's column.
 #[derive(Clone, Debug)]
 pub struct Column {
-    pub kind: BackendKind,
+    pub kind: BackendSpec,
     pub phase: Phase,
     pub description: Option<String>,
     pub load_time: Option<Duration>,
@@ -254,7 +260,7 @@ pub struct Column {
 
 impl Column {
     /// A column whose backend has just started loading.
-    pub fn loading(kind: BackendKind) -> Column {
+    pub fn loading(kind: BackendSpec) -> Column {
         Column {
             kind,
             phase: Phase::Loading,
@@ -287,7 +293,7 @@ pub enum ParityView {
     /// This column is the reference.
     Reference,
     /// Both outputs are for the same input.
-    Value(Parity),
+    Value(TaskParity),
     /// The outputs are for different inputs (one is still running).
     Waiting,
     /// No output to compare (yet).
@@ -297,8 +303,8 @@ pub enum ParityView {
 #[derive(Clone, Debug, PartialEq)]
 pub enum CorpusState {
     /// Being embedded by this backend.
-    Embedding(BackendKind),
-    Ready { kind: BackendKind, elapsed: Duration },
+    Embedding(BackendSpec),
+    Ready { kind: BackendSpec, elapsed: Duration },
     Failed(String),
     Empty,
 }
@@ -311,7 +317,7 @@ pub struct Corpus {
     /// In the order of `sentences` once ready.
     pub embeddings: Vec<Embedding>,
     pub state: CorpusState,
-    tried: Vec<BackendKind>,
+    tried: Vec<BackendSpec>,
 }
 
 impl Corpus {
@@ -326,14 +332,18 @@ impl Corpus {
 }
 
 /// The order in which backends are asked to embed the corpus: fastest first
-/// among those that match eager (int8 is an approximation: last).
-const CORPUS_PREFERENCE: [BackendKind; 5] = [
-    BackendKind::Xnnpack,
-    BackendKind::Eager,
-    BackendKind::XnnpackStatic,
-    BackendKind::XnnpackInt8,
-    BackendKind::Portable,
-];
+/// among those that match eager (a fixed-length program pads every sentence,
+/// int8 is an approximation, portable is slow). Names are the manifest's.
+fn corpus_preference(spec: &BackendSpec) -> u8 {
+    let name = spec.name.as_str();
+    match () {
+        _ if spec.is_eager() => 1,
+        _ if name.contains("portable") => 4,
+        _ if name.contains("int8") => 3,
+        _ if name.contains("static") => 2,
+        _ => 0,
+    }
+}
 
 pub struct App {
     now: Instant,
@@ -350,6 +360,7 @@ pub struct App {
     repeat: bool,
     threads: usize,
     model: String,
+    task: Task,
     show_help: bool,
     profile: Option<ProfileView>,
     profile_requests: u64,
@@ -357,16 +368,18 @@ pub struct App {
     quit: bool,
     requests: Vec<Request>,
     tokenize: Tokenize,
-    xnnpack_variants: Vec<BackendKind>,
+    variants: Vec<BackendSpec>,
 }
 
 impl App {
     /// A new explorer: every column loading; the corpus is queued for the fastest backend.
     pub fn new(config: AppConfig, tokenize: Tokenize, now: Instant) -> App {
-        let columns = config.kinds.iter().map(|&kind| Column::loading(kind)).collect();
-        // Corpus sentences the tokenizer rejects are left out (they would never match anyway).
+        let columns = config.kinds.iter().map(|kind| Column::loading(kind.clone())).collect();
+        // Corpus sentences the tokenizer rejects are left out (they would never match anyway);
+        // only sentence embeddings have a nearest sentence.
+        let corpus = if config.task == Task::FeatureExtraction { config.corpus } else { Vec::new() };
         let (sentences, encoded): (Vec<String>, Vec<Encoded>) =
-            config.corpus.into_iter().filter_map(|s| tokenize(&s).ok().map(|e| (s, e))).unzip();
+            corpus.into_iter().filter_map(|s| tokenize(&s).ok().map(|e| (s, e))).unzip();
         let corpus = Corpus {
             state: if sentences.is_empty() { CorpusState::Empty } else { CorpusState::Failed(String::new()) },
             sentences,
@@ -388,6 +401,7 @@ impl App {
             repeat: false,
             threads: config.threads,
             model: config.model,
+            task: config.task,
             show_help: false,
             profile: None,
             profile_requests: 0,
@@ -395,7 +409,7 @@ impl App {
             quit: false,
             requests: Vec::new(),
             tokenize,
-            xnnpack_variants: config.xnnpack_variants,
+            variants: config.variants,
         };
         if app.corpus.state != CorpusState::Empty {
             app.assign_corpus();
@@ -424,8 +438,9 @@ impl App {
     pub fn columns(&self) -> &[Column] {
         &self.columns
     }
-    pub fn column(&self, kind: BackendKind) -> Option<&Column> {
-        self.columns.iter().find(|c| c.kind == kind)
+    /// The column of the backend named `name`.
+    pub fn column(&self, name: &str) -> Option<&Column> {
+        self.columns.iter().find(|c| c.kind.name == name)
     }
     pub fn corpus(&self) -> &Corpus {
         &self.corpus
@@ -442,15 +457,24 @@ impl App {
     pub fn model(&self) -> &str {
         &self.model
     }
+    pub fn task(&self) -> Task {
+        self.task
+    }
     pub fn show_help(&self) -> bool {
         self.show_help
     }
     pub fn should_quit(&self) -> bool {
         self.quit
     }
-    /// Can F5 switch the XNNPACK column to another variant?
+    /// Can F5 switch a column to another program of its column?
     pub fn can_switch_variant(&self) -> bool {
-        self.columns.iter().any(|c| c.kind.is_xnnpack()) && self.next_variant().is_some()
+        self.next_variant().is_some()
+    }
+
+    /// Does column `index` have other programs F5 can switch it to?
+    pub fn has_variants(&self, index: usize) -> bool {
+        let kind = &self.columns[index].kind;
+        self.variants.iter().filter(|v| v.column == kind.column).count() > 1
     }
     /// The profile view, when shown.
     pub fn profile(&self) -> Option<&ProfileView> {
@@ -459,7 +483,7 @@ impl App {
 
     /// The column parity is measured against: eager when shown, else the first.
     pub fn reference(&self) -> Option<usize> {
-        self.columns.iter().position(|c| c.kind == BackendKind::Eager).or((!self.columns.is_empty()).then_some(0))
+        self.columns.iter().position(|c| c.kind.is_eager()).or((!self.columns.is_empty()).then_some(0))
     }
 
     /// Is the output of `column` for the text now in the input line?
@@ -490,7 +514,7 @@ impl App {
         }
         match (&self.columns[index].output, &self.columns[reference].output) {
             (Some(mine), Some(theirs)) if mine.generation == theirs.generation => {
-                mine.embedding.parity(&theirs.embedding).map_or(ParityView::Unavailable, ParityView::Value)
+                mine.output.parity(&theirs.output).map_or(ParityView::Unavailable, ParityView::Value)
             }
             (Some(_), Some(_)) => ParityView::Waiting,
             _ => ParityView::Unavailable,
@@ -657,19 +681,14 @@ impl App {
         self.requests.push(Request::Run(Job { generation, input }));
     }
 
-    /// The XNNPACK column and the variant F5 would show in it: the next one
-    /// present in the models directory and not already shown in another column.
-    fn next_variant(&self) -> Option<(usize, BackendKind)> {
-        let index = self.columns.iter().position(|c| c.kind.is_xnnpack())?;
-        let from = self.columns[index].kind;
-        let mut to = from.next_xnnpack_variant();
-        while to != from {
-            if self.xnnpack_variants.contains(&to) && self.index_of(to).is_none() {
-                return Some((index, to));
-            }
-            to = to.next_xnnpack_variant();
-        }
-        None
+    /// The first column with other programs of its `column`, and the program F5
+    /// would show in it: the next one present and not already shown in another column.
+    fn next_variant(&self) -> Option<(usize, BackendSpec)> {
+        self.columns.iter().enumerate().find_map(|(index, c)| {
+            let group: Vec<&BackendSpec> = self.variants.iter().filter(|v| v.column == c.kind.column).collect();
+            let at = group.iter().position(|v| **v == c.kind)?;
+            (1..group.len()).map(|step| group[(at + step) % group.len()]).find(|v| self.index_of(v).is_none()).map(|v| (index, v.clone()))
+        })
     }
 
     /// F5: the XNNPACK column starts over with the next variant: it loads, its
@@ -677,21 +696,22 @@ impl App {
     /// current text runs on it once it has loaded.
     fn switch_variant(&mut self) {
         let Some((index, to)) = self.next_variant() else { return };
-        let from = self.columns[index].kind;
-        self.columns[index] = Column::loading(to);
+        let from = self.columns[index].kind.clone();
+        self.columns[index] = Column::loading(to.clone());
         let job = self.encoded.clone().map(|input| Job { generation: self.generation, input });
         if let Some(job) = &job {
             self.columns[index].pending = Some(job.generation);
         }
+        let embedding_corpus = self.corpus.state == CorpusState::Embedding(from.clone());
         self.requests.push(Request::Switch { from, to, job });
-        if self.corpus.state == CorpusState::Embedding(from) {
+        if embedding_corpus {
             // The old worker is closed before it could finish the corpus.
             self.assign_corpus();
         }
     }
 
-    fn index_of(&self, kind: BackendKind) -> Option<usize> {
-        self.columns.iter().position(|c| c.kind == kind)
+    fn index_of(&self, kind: &BackendSpec) -> Option<usize> {
+        self.columns.iter().position(|c| c.kind == *kind)
     }
 
     /// A worker reported. Results for text that is no longer current are dropped.
@@ -722,10 +742,11 @@ impl App {
             }
             WorkerEvent::Finished { generation, input, outcome, elapsed, .. } => {
                 let c = &self.columns[index];
-                let nearest = match (&outcome, &c.output) {
+                let embedding = outcome.as_ref().ok().and_then(TaskOutput::embedding);
+                let nearest = match (embedding, &c.output) {
                     // Repeat mode brings the same output hundreds of times a second: reuse the lookup.
-                    (Ok(embedding), Some(previous)) if previous.embedding == *embedding && previous.nearest.is_some() => previous.nearest,
-                    (Ok(embedding), _) if generation == current => self.corpus.nearest(embedding),
+                    (Some(e), Some(previous)) if previous.embedding() == Some(e) && previous.nearest.is_some() => previous.nearest,
+                    (Some(e), _) if generation == current => self.corpus.nearest(e),
                     _ => None,
                 };
                 let c = &mut self.columns[index];
@@ -737,10 +758,10 @@ impl App {
                     return;
                 }
                 match outcome {
-                    Ok(embedding) => {
+                    Ok(output) => {
                         c.stats.record(elapsed);
                         c.run_error = None;
-                        c.output = Some(Output { generation, input, norm: embedding.norm(), embedding, elapsed, nearest });
+                        c.output = Some(Output { generation, input, output, elapsed, nearest });
                     }
                     Err(message) => c.run_error = Some((generation, message)),
                 }
@@ -750,8 +771,8 @@ impl App {
                     self.corpus.embeddings = embeddings;
                     self.corpus.state = CorpusState::Ready { kind, elapsed };
                     for i in 0..self.columns.len() {
-                        if let Some(output) = &self.columns[i].output {
-                            let nearest = self.corpus.nearest(&output.embedding);
+                        if let Some(embedding) = self.columns[i].output.as_ref().and_then(Output::embedding) {
+                            let nearest = self.corpus.nearest(embedding);
                             if let Some(o) = self.columns[i].output.as_mut() {
                                 o.nearest = nearest;
                             }
@@ -768,11 +789,11 @@ impl App {
         self.profile_requests += 1;
         let id = self.profile_requests;
         let text = self.input.text().to_string();
-        let kinds: Vec<BackendKind> = self
+        let kinds: Vec<BackendSpec> = self
             .columns
             .iter()
             .filter(|c| c.kind.pte_file().is_some() && !matches!(c.phase, Phase::Failed(_)))
-            .map(|c| c.kind)
+            .map(|c| c.kind.clone())
             .collect();
         let state = match (&self.encoded, kinds.is_empty()) {
             (None, _) => ProfileState::Failed("type a sentence first: F4 profiles the text in the input line".to_string()),
@@ -796,7 +817,7 @@ impl App {
     }
 
     /// The delegation coverage of a `.pte` column was read (or could not be).
-    pub fn set_coverage(&mut self, kind: BackendKind, coverage: Result<CoverageView, String>) {
+    pub fn set_coverage(&mut self, kind: &BackendSpec, coverage: Result<CoverageView, String>) {
         if let Some(i) = self.index_of(kind) {
             self.columns[i].coverage = Some(coverage);
         }
@@ -804,14 +825,16 @@ impl App {
 
     /// Ask the fastest backend not tried yet (and not failed) to embed the corpus.
     fn assign_corpus(&mut self) {
-        let next = CORPUS_PREFERENCE.into_iter().find(|&kind| {
-            !self.corpus.tried.contains(&kind)
-                && self.columns.iter().any(|c| c.kind == kind && !matches!(c.phase, Phase::Failed(_)))
-        });
+        let next = self
+            .columns
+            .iter()
+            .filter(|c| !self.corpus.tried.contains(&c.kind) && !matches!(c.phase, Phase::Failed(_)))
+            .min_by_key(|c| corpus_preference(&c.kind))
+            .map(|c| c.kind.clone());
         match next {
             Some(kind) => {
-                self.corpus.tried.push(kind);
-                self.corpus.state = CorpusState::Embedding(kind);
+                self.corpus.tried.push(kind.clone());
+                self.corpus.state = CorpusState::Embedding(kind.clone());
                 self.requests.push(Request::EmbedCorpus(kind, self.corpus.encoded.clone()));
             }
             None => self.corpus.state = CorpusState::Failed("no backend could embed the corpus".to_string()),
@@ -822,6 +845,7 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::named as spec;
 
     fn fake_encode(text: &str) -> anyhow::Result<Encoded> {
         anyhow::ensure!(!text.trim().is_empty(), "the text is empty");
@@ -835,14 +859,23 @@ mod tests {
         Ok(Encoded { text: text.to_string(), attention_mask: vec![1; ids.len()], tokens, ids, truncated: false })
     }
 
-    fn app(kinds: &[BackendKind]) -> (App, Instant) {
+    fn specs(names: &[&str]) -> Vec<BackendSpec> {
+        names.iter().map(|n| spec(n)).collect()
+    }
+
+    fn embedding(v: Vec<f32>) -> Result<TaskOutput, String> {
+        Ok(TaskOutput::Embedding(Embedding(v)))
+    }
+
+    fn app(names: &[&str]) -> (App, Instant) {
         let t0 = Instant::now();
         let config = AppConfig {
-            kinds: kinds.to_vec(),
+            kinds: specs(names),
             threads: 2,
             model: "m".into(),
+            task: Task::FeatureExtraction,
             corpus: vec!["one two".into()],
-            xnnpack_variants: BackendKind::XNNPACK_VARIANTS.to_vec(),
+            variants: specs(&["eager", "portable", "xnnpack", "xnnpack-int8", "xnnpack-static"]),
         };
         (App::new(config, Box::new(fake_encode), t0), t0)
     }
@@ -881,8 +914,8 @@ mod tests {
 
     #[test]
     fn typing_runs_after_the_debounce_and_enter_at_once() {
-        let (mut app, t0) = app(&[BackendKind::Eager, BackendKind::Xnnpack]);
-        assert!(matches!(app.drain_requests()[..], [Request::EmbedCorpus(BackendKind::Xnnpack, _)]));
+        let (mut app, t0) = app(&["eager", "xnnpack"]);
+        assert!(matches!(&app.drain_requests()[..], [Request::EmbedCorpus(k, _)] if k.name == "xnnpack"));
         for c in "a cat".chars() {
             app.apply(Action::Insert(c));
         }
@@ -910,7 +943,7 @@ mod tests {
 
     #[test]
     fn repeat_on_runs_the_current_text_and_modes_reach_the_scheduler() {
-        let (mut app, _) = app(&[BackendKind::Eager]);
+        let (mut app, _) = app(&["eager"]);
         app.drain_requests();
         app.apply(Action::Paste("same text".into()));
         app.apply(Action::RunNow);
@@ -926,96 +959,97 @@ mod tests {
 
     #[test]
     fn the_corpus_moves_to_the_next_backend_when_one_fails() {
-        let (mut app, _) = app(&BackendKind::ALL);
+        let (mut app, _) = app(&["eager", "portable", "xnnpack"]);
         app.drain_requests();
-        app.on_worker(WorkerEvent::LoadFailed { kind: BackendKind::Xnnpack, error: "broken".into() });
-        assert!(matches!(app.drain_requests()[..], [Request::EmbedCorpus(BackendKind::Eager, _)]));
-        app.on_worker(WorkerEvent::CorpusEmbedded { kind: BackendKind::Eager, outcome: Err("no".into()), elapsed: Duration::ZERO });
-        assert!(matches!(app.drain_requests()[..], [Request::EmbedCorpus(BackendKind::Portable, _)]));
-        app.on_worker(WorkerEvent::LoadFailed { kind: BackendKind::Portable, error: "broken".into() });
+        app.on_worker(WorkerEvent::LoadFailed { kind: spec("xnnpack"), error: "broken".into() });
+        assert!(matches!(&app.drain_requests()[..], [Request::EmbedCorpus(k, _)] if k.name == "eager"));
+        app.on_worker(WorkerEvent::CorpusEmbedded { kind: spec("eager"), outcome: Err("no".into()), elapsed: Duration::ZERO });
+        assert!(matches!(&app.drain_requests()[..], [Request::EmbedCorpus(k, _)] if k.name == "portable"));
+        app.on_worker(WorkerEvent::LoadFailed { kind: spec("portable"), error: "broken".into() });
         assert!(matches!(app.corpus().state, CorpusState::Failed(_)));
     }
 
     #[test]
     fn f5_switches_the_xnnpack_column_and_runs_the_text_on_the_new_program() {
-        let (mut app, t0) = app(&[BackendKind::Eager, BackendKind::Xnnpack]);
+        let (mut app, t0) = app(&["eager", "xnnpack"]);
         app.drain_requests();
         app.apply(Action::Paste("a cat".into()));
         app.apply(Action::RunNow);
         app.drain_requests();
         let input = app.encoded().map(|e| Arc::new(e.clone())).unwrap();
-        app.on_worker(WorkerEvent::Loaded { kind: BackendKind::Xnnpack, description: "x".into(), load_time: Duration::ZERO });
+        app.on_worker(WorkerEvent::Loaded { kind: spec("xnnpack"), description: "x".into(), load_time: Duration::ZERO });
         app.on_worker(WorkerEvent::Finished {
-            kind: BackendKind::Xnnpack,
+            kind: spec("xnnpack"),
             generation: 1,
             input: input.clone(),
-            outcome: Ok(Embedding(vec![1.0, 0.0])),
+            outcome: embedding(vec![1.0, 0.0]),
             elapsed: Duration::from_millis(2),
         });
-        assert_eq!(app.column(BackendKind::Xnnpack).unwrap().stats.count(), 1);
+        assert_eq!(app.column("xnnpack").unwrap().stats.count(), 1);
 
         app.apply(Action::NextVariant);
         let requests = app.drain_requests();
         match &requests[..] {
-            [Request::Switch { from: BackendKind::Xnnpack, to: BackendKind::XnnpackInt8, job: Some(job) }, Request::EmbedCorpus(BackendKind::Eager, _)] => {
+            [Request::Switch { from, to, job: Some(job) }, Request::EmbedCorpus(k, _)] if from.name == "xnnpack" && to.name == "xnnpack-int8" && k.name == "eager" => {
                 assert_eq!((job.generation, job.input.text.as_str()), (1, "a cat"));
             }
             other => panic!("the switch, and the corpus the old program was embedding goes to eager: {other:?}"),
         }
-        let column = app.column(BackendKind::XnnpackInt8).expect("the column shows the int8 program");
+        let column = app.column("xnnpack-int8").expect("the column shows the int8 program");
         assert_eq!((column.phase.clone(), column.stats.count(), column.pending), (Phase::Loading, 0, Some(1)));
         assert!(column.output.is_none() && column.coverage.is_none());
-        assert!(app.column(BackendKind::Xnnpack).is_none());
-        assert_eq!(app.columns()[0].kind, BackendKind::Eager, "the other columns stay");
+        assert!(app.column("xnnpack").is_none());
+        assert_eq!(app.columns()[0].kind.name, "eager", "the other columns stay");
 
         // A late result of the old program is ignored.
         app.on_worker(WorkerEvent::Finished {
-            kind: BackendKind::Xnnpack,
+            kind: spec("xnnpack"),
             generation: 1,
             input,
-            outcome: Ok(Embedding(vec![1.0, 0.0])),
+            outcome: embedding(vec![1.0, 0.0]),
             elapsed: Duration::from_millis(2),
         });
-        assert!(app.column(BackendKind::XnnpackInt8).unwrap().output.is_none());
+        assert!(app.column("xnnpack-int8").unwrap().output.is_none());
         let _ = t0;
 
         app.apply(Action::NextVariant);
         app.apply(Action::NextVariant);
-        assert_eq!(app.columns()[1].kind, BackendKind::Xnnpack, "three presses come back to the plain program");
+        assert_eq!(app.columns()[1].kind.name, "xnnpack", "three presses come back to the plain program");
     }
 
     #[test]
     fn f5_skips_variants_that_are_missing_or_already_shown() {
         let t0 = Instant::now();
         let config = AppConfig {
-            kinds: vec![BackendKind::Xnnpack, BackendKind::XnnpackStatic],
+            kinds: specs(&["xnnpack", "xnnpack-static"]),
             threads: 1,
             model: "m".into(),
+            task: Task::FeatureExtraction,
             corpus: vec![],
-            xnnpack_variants: vec![BackendKind::Xnnpack, BackendKind::XnnpackStatic],
+            variants: specs(&["xnnpack", "xnnpack-static"]),
         };
         let mut app = App::new(config, Box::new(fake_encode), t0);
         app.drain_requests();
         assert!(!app.can_switch_variant(), "int8 is missing and static has its own column");
         app.apply(Action::NextVariant);
         assert!(app.drain_requests().is_empty());
-        assert_eq!(app.columns()[0].kind, BackendKind::Xnnpack);
+        assert_eq!(app.columns()[0].kind.name, "xnnpack");
     }
 
     #[test]
     fn f4_asks_for_one_traced_run_of_the_current_text_and_keeps_only_its_result() {
-        let (mut app, t0) = app(&[BackendKind::Eager, BackendKind::Portable, BackendKind::Xnnpack]);
+        let (mut app, t0) = app(&["eager", "portable", "xnnpack"]);
         app.apply(Action::ToggleProfile);
         assert!(matches!(app.profile().unwrap().state, ProfileState::Failed(_)), "no text yet");
         assert!(app.take_profile_request().is_none());
         app.apply(Action::CloseProfile);
         assert!(app.profile().is_none());
 
-        app.on_worker(WorkerEvent::LoadFailed { kind: BackendKind::Portable, error: "broken".into() });
+        app.on_worker(WorkerEvent::LoadFailed { kind: spec("portable"), error: "broken".into() });
         app.apply(Action::Paste("a cat".into()));
         app.apply(Action::ToggleProfile);
         let request = app.take_profile_request().expect("a traced run is asked for");
-        assert_eq!(request.kinds, vec![BackendKind::Xnnpack], "ExecuTorch columns that did not fail");
+        assert_eq!(request.kinds, specs(&["xnnpack"]), "ExecuTorch columns that did not fail");
         assert_eq!(request.input.text, "a cat");
         assert!(app.take_profile_request().is_none(), "asked for once");
         assert!(matches!(app.profile().unwrap().state, ProfileState::Running { since } if since == t0));
@@ -1035,7 +1069,7 @@ mod tests {
 
     #[test]
     fn parity_compares_outputs_for_the_same_input_only() {
-        let (mut app, t0) = app(&[BackendKind::Xnnpack, BackendKind::Eager]);
+        let (mut app, t0) = app(&["xnnpack", "eager"]);
         assert_eq!(app.reference(), Some(1), "eager is the reference wherever it is");
         app.apply(Action::Paste("x".into()));
         app.apply(Action::RunNow);
@@ -1044,18 +1078,18 @@ mod tests {
             kind,
             generation,
             input: input.clone(),
-            outcome: Ok(Embedding(v)),
+            outcome: embedding(v),
             elapsed: Duration::from_millis(2),
         };
-        app.on_worker(WorkerEvent::Started { kind: BackendKind::Xnnpack, generation: 1, at: t0 });
-        app.on_worker(finish(BackendKind::Xnnpack, 1, vec![0.6, 0.8]));
+        app.on_worker(WorkerEvent::Started { kind: spec("xnnpack"), generation: 1, at: t0 });
+        app.on_worker(finish(spec("xnnpack"), 1, vec![0.6, 0.8]));
         assert_eq!(app.parity(0), ParityView::Unavailable);
-        app.on_worker(finish(BackendKind::Eager, 1, vec![0.8, 0.6]));
+        app.on_worker(finish(spec("eager"), 1, vec![0.8, 0.6]));
         match app.parity(0) {
-            ParityView::Value(p) => assert!((p.cosine - 0.96).abs() < 1e-6),
+            ParityView::Value(TaskParity::Embedding(p)) => assert!((p.cosine - 0.96).abs() < 1e-6),
             other => panic!("{other:?}"),
         }
         assert_eq!(app.parity(1), ParityView::Reference);
-        assert_eq!(app.column(BackendKind::Xnnpack).unwrap().stats.count(), 1);
+        assert_eq!(app.column("xnnpack").unwrap().stats.count(), 1);
     }
 }

@@ -14,8 +14,9 @@ use std::path::PathBuf;
 use anyhow::{ensure, Context};
 use tch::{Kind, Tensor};
 
-use crate::backend::{Backend, BackendKind};
-use crate::model::{Embedding, Encoded, ModelDir};
+use crate::backend::Backend;
+use crate::model::{Encoded, ModelDir};
+use crate::task::{OutputTensor, Task};
 
 pub use config::{BertConfig, ConfigError, HiddenAct};
 pub use weights::WeightError;
@@ -32,6 +33,11 @@ impl EagerBackend {
     /// [`crate::model::ModelsMissing`]; a config the encoder cannot run is a
     /// [`ConfigError`]; a missing or mis-shaped tensor is a [`WeightError`] naming it.
     pub fn load(dir: &ModelDir) -> anyhow::Result<EagerBackend> {
+        anyhow::ensure!(
+            dir.task() == Task::FeatureExtraction,
+            "the eager path runs BertModel for feature-extraction only; this directory is {}",
+            dir.task()
+        );
         let config_file = dir.config()?;
         let weights_file = dir.weights()?;
         let config = BertConfig::load(&config_file)?;
@@ -82,10 +88,6 @@ impl EagerBackend {
 }
 
 impl Backend for EagerBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Eager
-    }
-
     fn describe(&self) -> String {
         let c = &self.config;
         format!(
@@ -98,7 +100,7 @@ impl Backend for EagerBackend {
         )
     }
 
-    fn run(&mut self, input: &Encoded) -> anyhow::Result<Embedding> {
+    fn run(&mut self, input: &Encoded) -> anyhow::Result<OutputTensor> {
         self.check(input)?;
         // Grad mode is per thread in libtorch, and a backend may run on any thread.
         let _no_grad = tch::no_grad_guard();
@@ -112,6 +114,7 @@ impl Backend for EagerBackend {
             .context("eager BERT forward")?; // [S, H]
         let pooled = bert::mean_pooling(&hidden, &mask)?; // [H]
         let embedding = bert::l2_normalize(&pooled)?;
-        Ok(Embedding(Vec::<f32>::try_from(&embedding)?))
+        let values = Vec::<f32>::try_from(&embedding)?;
+        Ok(OutputTensor::new(vec![1, values.len()], values))
     }
 }
