@@ -4,9 +4,13 @@ use clap::Parser;
 use runlens::cli::{Cli, Command};
 use runlens::model::{ManifestError, ModelsMissing};
 
-/// Exit code 2: the model directory or one of its files is missing or old; 1: anything else.
+/// Exit code 2: the model directory or one of its files is missing or old, or
+/// `--backends` names one it does not have; 1: anything else.
 fn exit_code(err: &anyhow::Error) -> u8 {
-    if err.downcast_ref::<ModelsMissing>().is_some() || err.downcast_ref::<ManifestError>().is_some() {
+    if err.downcast_ref::<ModelsMissing>().is_some()
+        || err.downcast_ref::<ManifestError>().is_some()
+        || err.downcast_ref::<runlens::backend::UnknownBackend>().is_some()
+    {
         2
     } else {
         1

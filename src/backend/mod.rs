@@ -205,6 +205,12 @@ pub fn parse_list(list: &str, catalog: &[BackendSpec]) -> Result<Vec<BackendSpec
     Ok(specs)
 }
 
+/// `--backends` names a backend the model directory does not have: a usage
+/// error (exit code 2, like clap's), with the names it has.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UnknownBackend(pub String);
+
 /// Parse `--program NAME=FILE.pte`.
 pub fn parse_program(arg: &str) -> Result<(String, PathBuf), String> {
     let (name, file) = arg.split_once('=').ok_or_else(|| format!("--program {arg}: expected NAME=FILE.pte"))?;

@@ -88,7 +88,7 @@ impl Common {
     pub fn backends(&self, dir: &ModelDir) -> anyhow::Result<Vec<BackendSpec>> {
         let catalog = self.catalog(dir)?;
         if let Some(list) = &self.backends {
-            return backend::parse_list(list, &catalog).map_err(anyhow::Error::msg);
+            return backend::parse_list(list, &catalog).map_err(|e| backend::UnknownBackend(e).into());
         }
         let chosen = backend::defaults(&catalog);
         if chosen.is_empty() {

@@ -70,8 +70,10 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
     let tokenizer = dir.load_tokenizer()?;
     let ctx = common.task_context(&dir, &tokenizer)?;
     let specs = common.backends(&dir)?;
+    for spec in &specs {
+        backend::files_present(spec, &dir)?;
+    }
     let input = tokenizer.encode(&args.text.join(" "))?;
-    let reference = reference_of(&specs);
     let mut report = RunReport {
         text: input.text.clone(),
         model: dir.model_name().to_string(),
@@ -79,7 +81,7 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
         truncated: input.truncated,
         tokens: input.tokens.clone(),
         ids: input.ids.clone(),
-        reference: reference.name.clone(),
+        reference: reference_of(&specs, &[]).name.clone(),
         error: None,
         backends: Vec::new(),
     };
@@ -100,6 +102,9 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
             (spec.clone(), outcome)
         })
         .collect();
+    let ok: Vec<&BackendSpec> = results.iter().filter(|(_, r)| r.is_ok()).map(|(s, _)| s).collect();
+    let reference = reference_of(&specs, &ok);
+    report.reference = reference.name.clone();
     report.backends = build_results(&reference, results);
     let all_ok = report.backends.iter().all(|b| b.ok);
     if args.json {
@@ -110,9 +115,11 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
     Ok(all_ok)
 }
 
-/// The backend the others are compared with: eager when it runs, else the first.
-pub fn reference_of(specs: &[BackendSpec]) -> BackendSpec {
-    specs.iter().find(|s| s.is_eager()).unwrap_or(&specs[0]).clone()
+/// The backend the others are compared with: eager when it runs, else the
+/// first; among those that ran (`ok`), when any did.
+pub fn reference_of(specs: &[BackendSpec], ok: &[&BackendSpec]) -> BackendSpec {
+    let pool: Vec<&BackendSpec> = if ok.is_empty() { specs.iter().collect() } else { ok.to_vec() };
+    pool.iter().find(|s| s.is_eager()).unwrap_or(&pool[0]).to_owned().clone()
 }
 
 /// Run `repeat` times; the last output and the median latency in ms.

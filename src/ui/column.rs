@@ -274,14 +274,22 @@ impl BackendColumn<'_> {
                 let colour = if stale { DIM } else { Style::new().fg(task_parity_colour(&p)).add_modifier(Modifier::BOLD) };
                 let verdict = match p {
                     TaskParity::Embedding(e) => format!("cos {:.7}", e.cosine),
-                    TaskParity::FillMask(f) if f.same_top1 => format!("same top-1 · top-k {:.0}%", f.topk_overlap * 100.0),
-                    TaskParity::FillMask(f) => format!("TOP-1 DIFFERS · top-k {:.0}%", f.topk_overlap * 100.0),
+                    TaskParity::FillMask(f) if f.same_top1 => "same top-1".to_string(),
+                    TaskParity::FillMask(_) => "TOP-1 DIFFERS".to_string(),
                     TaskParity::Classification(c) if c.same_argmax => "same label".to_string(),
                     TaskParity::Classification(_) => "LABEL DIFFERS".to_string(),
                 };
+                let overlap = match p {
+                    TaskParity::FillMask(f) => format!(" · top-k {:.0}%", f.topk_overlap * 100.0),
+                    _ => String::new(),
+                };
                 (
                     Line::from(vec![Span::styled(format!("vs {reference} "), text_style.add_modifier(Modifier::BOLD)), Span::styled(verdict, colour)]),
-                    Line::from(vec![Span::styled("max|Δ| ", text_style), Span::styled(format!("{:.1e}", p.max_abs_diff()), colour)]),
+                    Line::from(vec![
+                        Span::styled("max|Δ| ", text_style),
+                        Span::styled(format!("{:.1e}", p.max_abs_diff()), colour),
+                        Span::styled(overlap, text_style),
+                    ]),
                 )
             }
             ParityView::Waiting => (Line::styled(format!("vs {reference}: waiting"), DIM), Line::default()),
