@@ -416,3 +416,22 @@ fn an_untied_decoder_in_the_file_is_used_and_checked() {
         "{message}"
     );
 }
+
+#[test]
+fn tensorflow_era_layer_norm_names_are_read() {
+    // Checkpoints converted from Google's originals name LayerNorm's tensors gamma / beta.
+    let (config, tensors) = tensors_of("bert-mlm");
+    let renamed: Vec<(String, Tensor)> = tensors
+        .iter()
+        .map(|(key, t)| {
+            let key = key.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta");
+            (key, t.shallow_clone())
+        })
+        .collect();
+    assert!(renamed.iter().filter(|(k, _)| k.ends_with(".gamma")).count() >= 7);
+    let tmp = checkpoint_with(&config, &renamed);
+    let ids = [101i64, 1996, 103, 2003, 102];
+    let expected = forward(load_dir(&tiny("bert-mlm"), "fill-mask").as_ref(), &ids);
+    let logits = forward(load_dir(tmp.path(), "fill-mask").as_ref(), &ids);
+    assert!(logits.allclose(&expected, 0.0, 0.0, false));
+}

@@ -229,3 +229,18 @@ impl EncoderModel for TaskModel {
         self.description.clone()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_tasks_it_has_heads_for() {
+        for name in super::super::TASKS {
+            assert_eq!(Task::parse(name).unwrap().name(), *name);
+        }
+        let err = Task::parse("text-generation").unwrap_err();
+        assert_eq!(err, Unsupported::Task { task: "text-generation".into() });
+        assert!(err.to_string().contains("feature-extraction, fill-mask, text-classification"), "{err}");
+    }
+}
