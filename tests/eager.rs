@@ -122,7 +122,7 @@ fn rejects_inputs_libtorch_cannot_take() {
     let err = eager.run(&encoded(&[101, 102], &[1])).unwrap_err();
     assert!(err.to_string().contains("attention mask"), "{err:#}");
     assert!(eager.run(&encoded(&[], &[])).is_err());
-    let too_long = vec![101; eager.config().max_position_embeddings as usize + 1];
+    let too_long = vec![101; eager.max_positions() as usize + 1];
     assert!(eager.run(&encoded(&too_long, &vec![1; too_long.len()])).is_err());
 }
 

@@ -1,61 +1,105 @@
-//! The BERT encoder with tch operations, one struct per module of
-//! transformers' `modeling_bert.py` (the eager attention path), then the
-//! sentence-transformers pooling.
+//! BERT (transformers' `modeling_bert.py`, the eager attention path): its
+//! `config.json` fields ([`BertConfig`]) and the encoder, one struct per module.
+//! MiniLM is a BERT. The heads on top are in `heads.rs`.
 //!
 //! One sentence runs at a time, so activations drop the batch dimension:
 //! `S` = tokens, `H` = hidden size, `nh` = heads, `d` = head size, `I` = intermediate size.
 //! Weight paths mirror the checkpoint keys (`encoder.layer.{i}.attention.self.query`).
 
-use tch::{Kind, TchError, Tensor};
+use std::path::Path;
 
-use super::config::{BertConfig, HiddenAct};
-use super::weights::{WeightError, WeightPath};
+use serde::Deserialize;
+use tch::Tensor;
 
-/// A forward pass: libtorch errors (bad input shapes, ids out of range).
-type Result<T> = std::result::Result<T, TchError>;
-/// Loading a module: a tensor missing or of the wrong shape.
-type LoadResult<T> = std::result::Result<T, WeightError>;
+use super::config::{self, Check, ConfigError, HiddenAct};
+use super::nn::{self, LayerNorm, Linear, LoadResult, Result};
+use super::weights::WeightPath;
 
-/// `nn.Linear`: `x @ weight.T + bias`.
-struct Linear {
-    weight: Tensor, // [out, in]
-    bias: Tensor,   // [out]
+/// The BERT hyper-parameters, straight from `config.json` (transformers' `BertConfig`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct BertConfig {
+    #[serde(default = "config::defaults::vocab_size")]
+    pub vocab_size: i64,
+    #[serde(default = "config::defaults::hidden_size")]
+    pub hidden_size: i64,
+    #[serde(default = "config::defaults::bert_layers")]
+    pub num_hidden_layers: usize,
+    #[serde(default = "config::defaults::num_heads")]
+    pub num_attention_heads: i64,
+    #[serde(default = "config::defaults::intermediate_size")]
+    pub intermediate_size: i64,
+    #[serde(default = "config::defaults::hidden_act", deserialize_with = "config::hidden_act")]
+    pub hidden_act: HiddenAct,
+    #[serde(default = "config::defaults::max_positions")]
+    pub max_position_embeddings: i64,
+    #[serde(default = "config::defaults::type_vocab_size")]
+    pub type_vocab_size: i64,
+    #[serde(default = "config::defaults::layer_norm_eps")]
+    pub layer_norm_eps: f64,
+    #[serde(default)]
+    pub position_embedding_type: PositionEmbeddingType,
 }
 
-impl Linear {
-    fn load(p: &WeightPath, in_features: i64, out_features: i64) -> LoadResult<Linear> {
-        Ok(Linear {
-            weight: p.get("weight", &[out_features, in_features])?,
-            bias: p.get("bias", &[out_features])?,
-        })
-    }
+/// `position_embedding_type`: only learned absolute positions are implemented.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum PositionEmbeddingType {
+    #[default]
+    Absolute,
+}
 
-    /// [S, in] -> [S, out]
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        x.f_linear(&self.weight, Some(&self.bias))
+impl TryFrom<String> for PositionEmbeddingType {
+    type Error = String;
+    fn try_from(name: String) -> std::result::Result<Self, Self::Error> {
+        match name.as_str() {
+            "absolute" => Ok(PositionEmbeddingType::Absolute),
+            _ => Err(format!(
+                "unsupported position_embedding_type \"{name}\" (supported: absolute)"
+            )),
+        }
     }
 }
 
-/// `nn.LayerNorm` over the last dimension.
-struct LayerNorm {
-    weight: Tensor, // [H]
-    bias: Tensor,   // [H]
-    size: i64,
-    eps: f64,
-}
-
-impl LayerNorm {
-    fn load(p: &WeightPath, size: i64, eps: f64) -> LoadResult<LayerNorm> {
-        Ok(LayerNorm {
-            weight: p.get("weight", &[size])?,
-            bias: p.get("bias", &[size])?,
-            size,
-            eps,
-        })
+impl BertConfig {
+    /// Read, parse and check a BERT `config.json` (whatever its `architectures`).
+    pub fn load(path: &Path) -> std::result::Result<BertConfig, ConfigError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: shown.clone(),
+            architecture: "BERT",
+            source,
+        })?;
+        config::parse(&shown, "BERT", &value, BertConfig::check)
     }
 
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        x.f_layer_norm([self.size], Some(&self.weight), Some(&self.bias), self.eps, false)
+    /// The size of one attention head (`hidden_size / num_attention_heads`).
+    pub fn head_size(&self) -> i64 {
+        self.hidden_size / self.num_attention_heads
+    }
+
+    pub(crate) fn check(&self) -> Check {
+        config::check_positive(&[
+            ("vocab_size", self.vocab_size),
+            ("hidden_size", self.hidden_size),
+            ("num_hidden_layers", self.num_hidden_layers as i64),
+            ("num_attention_heads", self.num_attention_heads),
+            ("intermediate_size", self.intermediate_size),
+            ("max_position_embeddings", self.max_position_embeddings),
+            ("type_vocab_size", self.type_vocab_size),
+        ])?;
+        config::check_heads(self.hidden_size, ("num_attention_heads", self.num_attention_heads))?;
+        if !(self.layer_norm_eps.is_finite() && self.layer_norm_eps > 0.0) {
+            return Err((
+                "layer_norm_eps",
+                self.layer_norm_eps.to_string(),
+                "it must be a positive number",
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -78,6 +122,11 @@ impl BertEmbeddings {
             })?,
             layer_norm: LayerNorm::load(&p.pp("LayerNorm"), h, cfg.layer_norm_eps)?,
         })
+    }
+
+    /// [vocab, H]: the masked-LM decoder reuses it (tied embeddings).
+    pub fn word_embeddings(&self) -> &Tensor {
+        &self.word_embeddings
     }
 
     /// input_ids [S] (int64) -> [S, H]
@@ -117,21 +166,13 @@ impl BertSelfAttention {
 
     /// x [S, H], additive mask [1, 1, S] or None -> context [S, H]
     pub fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
-        let (seq_len, hidden) = x.size2()?;
+        let seq_len = x.size2()?.0;
         // [S, H] -> [S, nh, d] -> [nh, S, d]
         let heads = |t: Tensor| t.f_view([seq_len, self.num_heads, self.head_size])?.f_transpose(0, 1);
         let query = heads(self.query.forward(x)?)?;
         let key = heads(self.key.forward(x)?)?;
         let value = heads(self.value.forward(x)?)?;
-        // attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling   [nh, S, S]
-        let mut scores = query.f_matmul(&key.f_transpose(1, 2)?)?;
-        let _ = scores.f_mul_scalar_(self.scale)?;
-        if let Some(mask) = mask {
-            let _ = scores.f_add_(mask)?;
-        }
-        let probs = scores.f_softmax(-1, None::<Kind>)?;
-        // [nh, S, d] -> [S, nh, d] -> [S, H]
-        probs.f_matmul(&value)?.f_transpose(0, 1)?.f_reshape([seq_len, hidden])
+        nn::attention(&query, &key, &value, self.scale, mask)
     }
 }
 
@@ -196,11 +237,7 @@ impl BertIntermediate {
     /// [S, H] -> [S, I]
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let mut x = self.dense.forward(x)?;
-        match self.act {
-            HiddenAct::Gelu => x.f_gelu_("none"),
-            HiddenAct::GeluTanh => x.f_gelu_("tanh"),
-            HiddenAct::Relu => x.f_relu_(),
-        }
+        self.act.forward_(&mut x)
     }
 }
 
@@ -287,39 +324,15 @@ impl BertModel {
         })
     }
 
+    pub fn word_embeddings(&self) -> &Tensor {
+        self.embeddings.word_embeddings()
+    }
+
     /// input_ids [S] (int64), attention_mask [S] (f32, 1 = real token) -> last hidden state [S, H].
     /// `attention_mask` None means every token is real, as for one unpadded sentence.
     pub fn forward(&self, input_ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<Tensor> {
-        // (1 - mask) * finfo.min, broadcast over heads and query positions: [1, 1, S]
-        let additive = match attention_mask {
-            Some(mask) => Some(
-                mask.f_rsub_scalar(1.0)?
-                    .f_mul_scalar(f64::from(f32::MIN))?
-                    .f_view([1, 1, -1])?,
-            ),
-            None => None,
-        };
+        let additive = attention_mask.map(nn::additive_mask).transpose()?; // [1, 1, S]
         let embeddings = self.embeddings.forward(input_ids)?;
         self.encoder.forward(&embeddings, additive.as_ref())
     }
-}
-
-/// sentence-transformers' mean pooling: hidden [S, H], attention_mask [S] (f32) -> [H].
-///
-/// `sum(hidden * mask) / clamp(sum(mask), min=1e-9)`
-pub fn mean_pooling(hidden: &Tensor, attention_mask: &Tensor) -> Result<Tensor> {
-    let mask = attention_mask.f_unsqueeze(-1)?; // [S, 1]
-    let summed = hidden
-        .f_mul(&mask)?
-        .f_sum_dim_intlist(&[0i64][..], false, None::<Kind>)?; // [H]
-    summed.f_div(
-        &mask
-            .f_sum_dim_intlist(&[0i64][..], false, None::<Kind>)?
-            .f_clamp_min(1e-9)?,
-    )
-}
-
-/// `torch.nn.functional.normalize(x, p=2)`: x / max(||x||, 1e-12), x [H].
-pub fn l2_normalize(x: &Tensor) -> Result<Tensor> {
-    x.f_div(&x.f_norm_scalaropt_dim(2.0, [-1], true)?.f_clamp_min(1e-12)?)
 }

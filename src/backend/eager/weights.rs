@@ -60,6 +60,16 @@ impl Weights {
         self.tensors.contains_key(name)
     }
 
+    /// Where the encoder's keys start: transformers saves a bare `BertModel` /
+    /// `DistilBertModel` with root keys (`embeddings.word_embeddings.weight`) and a
+    /// task model with its base model under `base_prefix` (`bert.embeddings...`,
+    /// `distilbert.embeddings...`).
+    pub fn encoder_root(&self, base_prefix: &str) -> WeightPath<'_> {
+        let probe = "embeddings.word_embeddings.weight";
+        let prefixed = !self.contains(probe) && self.contains(&format!("{base_prefix}.{probe}"));
+        self.root(if prefixed { base_prefix } else { "" })
+    }
+
     /// The keys under `prefix` (e.g. `"bert"` for `bert.embeddings...`); `""` for the root.
     pub fn root(&self, prefix: &str) -> WeightPath<'_> {
         WeightPath {
@@ -121,6 +131,18 @@ impl<'a> WeightPath<'a> {
     /// The tensor `name` under this path, as f32 with exactly `shape`.
     pub fn get(&self, name: &str, shape: &[i64]) -> Result<Tensor, WeightError> {
         self.weights.get(&self.key(name), shape)
+    }
+
+    /// Whether the checkpoint has the tensor `name` under this path.
+    pub fn contains(&self, name: &str) -> bool {
+        self.weights.contains(&self.key(name))
+    }
+
+    /// The first of `names` the checkpoint has (`["weight", "gamma"]`), checked against
+    /// `shape`; when none is there, the error names the first.
+    pub fn get_either(&self, names: &[&str], shape: &[i64]) -> Result<Tensor, WeightError> {
+        let name = names.iter().find(|name| self.contains(name)).unwrap_or(&names[0]);
+        self.get(name, shape)
     }
 
     /// The tensor `name`, then `f` of it (a slice, say); an error in `f` names the tensor.
