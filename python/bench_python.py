@@ -62,11 +62,21 @@ def timed(fn, warmup: int, iters: int, max_seconds: float) -> list[float]:
 
 
 def load_eager(model_dir: str):
-    from export import SentenceEmbedder
-    from transformers import AutoModel
+    """The model directory's task wrapper around its architecture (manifest.json),
+    as export.py built the programs; a directory without a v2 manifest is MiniLM's
+    sentence embedder."""
+    import transformers
+    from runlens_export.tasks import TASKS
 
-    bert = AutoModel.from_pretrained(model_dir, attn_implementation="eager")
-    return SentenceEmbedder(bert).eval()
+    manifest_path = os.path.join(model_dir, "manifest.json")
+    manifest = {}
+    if os.path.isfile(manifest_path):
+        with open(manifest_path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    task = TASKS[manifest.get("task", "feature-extraction")]
+    cls = getattr(transformers, manifest.get("architecture", "AutoModel"))
+    model = cls.from_pretrained(model_dir, attn_implementation="eager")
+    return task.wrap(model).eval()
 
 
 def main() -> int:
