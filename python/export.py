@@ -24,7 +24,8 @@ Writes to OUT (default models/minilm, or models/<DIR's name>):
 program written is then run by ExecuTorch's Python runtime on the reference
 sentences and must agree with transformers (`--no-check` skips that). Files are
 made in a staging directory and moved into OUT at the end, manifest.json last;
-an export that fails leaves OUT as it was. Exit codes: 0 done, 1 a program
+an export that fails leaves OUT as it was (when a program disagrees, the
+programs stay in OUT's staging folder, .<name>.export-tmp, for a look). Exit codes: 0 done, 1 a program
 disagrees with transformers, 2 bad options or a checkpoint it cannot export.
 """
 
@@ -149,6 +150,7 @@ def main(argv: list[str]) -> int:
     stage = out.parent / f".{out.name}.export-tmp"
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(parents=True)
+    keep_stage = False
     try:
         ckpt.write_eager_files(model, class_name, tokenizer, stage)
         wrapper = task.wrap(model)
@@ -167,7 +169,9 @@ def main(argv: list[str]) -> int:
             if failures:
                 for f in failures:
                     print(f"error: {f}", file=sys.stderr)
-                print(f"error: {len(failures)} program output(s) disagree with transformers; {out} left as it was", file=sys.stderr)
+                print(f"error: {len(failures)} program output(s) disagree with transformers; {out} left as it was, "
+                      f"the programs kept in {stage} for a look (--no-check writes them)", file=sys.stderr)
+                keep_stage = True
                 return 1
 
         artefacts = sorted(p.name for p in stage.iterdir() if p.is_file() and not p.name.endswith(".tmp"))
@@ -191,7 +195,8 @@ def main(argv: list[str]) -> int:
         write_atomic(stage / "manifest.json", (json.dumps(manifest, indent=2) + "\n").encode())
         written = commit(stage, out)
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        if not keep_stage:
+            shutil.rmtree(stage, ignore_errors=True)
     say(f"done: {', '.join(written)}, manifest.json in {out}")
     return 0
 
