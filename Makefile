@@ -1,6 +1,8 @@
 # runlens: the two commands are `make run` and `make test`; each sets up
 # everything it needs (venv, libclang, models, release build) and does nothing
 # that is already done.
+# `make test-models` (mk/test-models.mk, part of `make test`): tiny random-weight
+# checkpoints exported for the task tests; `make models-figures`: a DistilBERT-sized one.
 # `make test-aarch64` (mk/aarch64.mk): cross-compiles runlens for the Raspberry Pi 5
 # (aarch64) and checks that binary under qemu-user against reference.json.
 
@@ -28,7 +30,7 @@ export LIBCLANG_PATH = $(SITE)/clang/native
 run: build models
 	$(BIN)
 
-test: build models
+test: build models test-models
 	cargo test --release
 
 build: sysdeps $(VENV_STAMP)
@@ -47,7 +49,7 @@ $(VENV_STAMP): requirements.txt
 	$(VPY) -m pip install -q -r requirements.txt
 	@touch $@
 
-$(MODEL_STAMP): $(VENV_STAMP) python/export.py assets/sentences.txt
+$(MODEL_STAMP): $(VENV_STAMP) python/export.py $(wildcard python/runlens_export/*.py) assets/sentences.txt
 	$(VPY) python/export.py --out $(MODELS) --sentences assets/sentences.txt
 
 $(MODELS)/%.counts.json: $(MODEL_STAMP) python/pte_counts.py
@@ -57,3 +59,4 @@ clean-models:
 	rm -rf $(MODELS)
 
 include mk/aarch64.mk
+include mk/test-models.mk

@@ -61,18 +61,22 @@ def timed(fn, warmup: int, iters: int, max_seconds: float) -> list[float]:
     return times
 
 
-def load_eager(model_dir: str, task: str):
-    """transformers' model for the directory's task, called as (input_ids, attention_mask)."""
+def load_eager(model_dir: str):
+    """The model directory's task wrapper around its architecture (manifest.json),
+    as export.py built the programs; a directory without a v2 manifest is MiniLM's
+    sentence embedder."""
     import transformers
+    from runlens_export.tasks import TASKS
 
-    if task == "feature-extraction":
-        from export import SentenceEmbedder
-
-        bert = transformers.AutoModel.from_pretrained(model_dir, attn_implementation="eager")
-        return SentenceEmbedder(bert).eval()
-    cls = {"fill-mask": transformers.AutoModelForMaskedLM, "text-classification": transformers.AutoModelForSequenceClassification}[task]
-    model = cls.from_pretrained(model_dir, attn_implementation="eager").eval()
-    return lambda ids, mask: model(input_ids=ids, attention_mask=mask).logits
+    manifest_path = os.path.join(model_dir, "manifest.json")
+    manifest = {}
+    if os.path.isfile(manifest_path):
+        with open(manifest_path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    task = TASKS[manifest.get("task", "feature-extraction")]
+    cls = getattr(transformers, manifest.get("architecture", "AutoModel"))
+    model = cls.from_pretrained(model_dir, attn_implementation="eager")
+    return task.wrap(model).eval()
 
 
 def main() -> int:
@@ -104,7 +108,7 @@ def main() -> int:
         for backend in job["backends"]:
             t0 = time.perf_counter()
             if backend == "eager":
-                model = load_eager(job["model_dir"], job.get("task", "feature-extraction"))
+                model = load_eager(job["model_dir"])
 
                 def make(ids, mask, model=model):
                     def fn():

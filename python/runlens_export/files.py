@@ -1,0 +1,43 @@
+"""Small helpers shared by the export steps."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+
+import numpy as np
+
+T0 = time.monotonic()
+
+
+def say(msg: str) -> None:
+    """A progress line with the wall time and this process's CPU time so far
+    (the CPU figure is the one that holds on a busy machine)."""
+    print(f"[export {time.monotonic() - T0:5.1f}s, cpu {time.process_time():5.1f}s] {msg}", flush=True)
+
+
+class ExportError(Exception):
+    """Something the user can fix (a checkpoint, an option); printed as one
+    message, exit code 2, nothing written."""
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def f32_list(values) -> list[float]:
+    """float32 values as the shortest decimals that read back as the same
+    float32 (a logit row of 30522 values stays a few hundred KB of JSON)."""
+    arr = np.asarray(values, dtype=np.float32).reshape(-1)
+    return [float(str(v)) for v in arr]
