@@ -166,3 +166,83 @@ fn a_directory_without_a_manifest_or_from_an_older_runlens_names_the_file_and_th
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("older runlens") && err.contains("manifest.json") && err.contains("export.py"), "{err}");
 }
+
+// ---- --program: programs made the way other pipelines make them (models/course) ----
+
+#[derive(serde::Deserialize)]
+struct CoursePrograms {
+    programs: Vec<CourseProgram>,
+    sentences: Vec<runlens::model::ReferenceSentence>,
+}
+
+#[derive(serde::Deserialize)]
+struct CourseProgram {
+    name: String,
+    file: String,
+    drivable: bool,
+}
+
+fn course() -> (std::path::PathBuf, CoursePrograms) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/course");
+    let text = std::fs::read_to_string(root.join("programs.json")).unwrap_or_else(|e| panic!("{}: {e}; run `make test-models`", root.display()));
+    (root, serde_json::from_str(&text).unwrap())
+}
+
+/// Each drivable convention (the course's `[1, V]` wrapper with a mask input, a
+/// per-position program taking `input_ids` alone) agrees with transformers; the
+/// others are errors naming the file and what runlens expects.
+#[test]
+fn programs_of_every_convention_are_driven_or_refused_with_a_reason() {
+    let dir = model_dir("tiny-distilbert-mlm");
+    let ctx = context(&dir);
+    let (root, course) = course();
+    assert!(course.programs.iter().filter(|p| p.drivable).count() >= 2 && course.programs.iter().any(|p| !p.drivable));
+    for p in &course.programs {
+        let path = root.join(&p.file);
+        let spec = BackendSpec::program(&p.name, &path);
+        match backend::load(&spec, &dir) {
+            Ok(mut b) => {
+                assert!(p.drivable, "{}: runlens drove a program it should refuse", p.name);
+                for sentence in &course.sentences {
+                    let out = backend::run_task(b.as_mut(), &ctx, &Encoded::from_ids(&sentence.ids)).unwrap_or_else(|e| panic!("{}: {e:#}", p.name));
+                    let parity = out.parity(&sentence.output(&ctx)).unwrap_or_else(|| panic!("{}: not comparable", p.name));
+                    assert!(parity.agrees() && parity.max_abs_diff() <= 1e-3, "{} on {:?}: {parity:?}", p.name, sentence.text);
+                }
+            }
+            Err(e) => {
+                let message = format!("{e:#}");
+                assert!(!p.drivable, "{}: {message}", p.name);
+                assert!(message.contains(&p.file) && message.contains("cannot drive"), "{message}");
+                assert!(message.contains("runlens drives") || message.contains("returns"), "says what it expected: {message}");
+            }
+        }
+    }
+}
+
+#[test]
+fn run_with_program_adds_a_column_and_a_program_it_cannot_drive_leaves_the_others_running() {
+    let (root, _) = course();
+    let model = model_path("tiny-distilbert-mlm");
+    let at_mask = format!("course={}", root.join("at-mask.pte").display());
+    let bad = format!("bad={}", root.join("rank4-output.pte").display());
+    let out = runlens(&["--model", &model, "--threads", "2", "--program", &at_mask, "--program", &bad, "run", "--json", "The capital of France is [MASK]."]);
+    assert_eq!(out.status.code(), Some(1), "one backend failed: {}", String::from_utf8_lossy(&out.stderr));
+    let j = json(&out);
+    let names: Vec<&str> = j["backends"].as_array().unwrap().iter().map(|b| b["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["eager", "portable", "xnnpack", "course", "bad"]);
+    let get = |n: &str| j["backends"].as_array().unwrap().iter().find(|b| b["name"] == n).unwrap().clone();
+    let course = get("course");
+    assert_eq!(course["ok"], true, "{course}");
+    assert_eq!(course["parity"]["same_top1"], true, "{course}");
+    assert_eq!(course["masks"][0]["top"][0]["id"], get("eager")["masks"][0]["top"][0]["id"]);
+    let bad = get("bad");
+    assert_eq!(bad["ok"], false);
+    let error = bad["error"].as_str().unwrap();
+    assert!(error.contains("rank4-output.pte") && error.contains("[1, 1, 32, 30522]"), "{error}");
+    assert!(["eager", "portable", "xnnpack"].iter().all(|n| get(n)["ok"] == true));
+    // A name the manifest already has is refused.
+    let taken = format!("xnnpack={}", root.join("at-mask.pte").display());
+    let out = runlens(&["--model", &model, "--program", &taken, "run", "a [MASK]"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is taken"));
+}
