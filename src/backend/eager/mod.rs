@@ -1,7 +1,8 @@
 //! PyTorch eager: BERT-family encoders written with tch operations, each one
 //! dispatched by libtorch as it comes, as a PyTorch user runs the model.
 //!
-//! - [`config`]: `config.json` -> which architecture ([`SUPPORTED`]) and its sizes;
+//! - [`checkpoint`]: `config.json` -> which architecture ([`SUPPORTED`]) and its sizes;
+//! - [`config`]: what the architectures' configs share (activations, defaults, [`ConfigError`]);
 //! - [`weights`]: `model.safetensors`, read once, every tensor checked by name and shape;
 //! - [`nn`]: `nn.Linear`, `nn.LayerNorm`, the activations and the attention both encoders share;
 //! - [`bert`], [`distilbert`]: one file per architecture, its config fields and its modules;
@@ -12,6 +13,7 @@
 //! [`EagerBackend`] is the [`Backend`] of the sentence embedder (feature-extraction) on top.
 
 pub mod bert;
+pub mod checkpoint;
 pub mod config;
 pub mod distilbert;
 pub mod heads;
@@ -28,7 +30,8 @@ use crate::backend::{Backend, BackendKind};
 use crate::model::{Embedding, Encoded, ModelDir};
 
 pub use bert::BertConfig;
-pub use config::{ConfigError, HiddenAct, Unsupported, SUPPORTED, TASKS};
+pub use checkpoint::{Unsupported, SUPPORTED, TASKS};
+pub use config::{ConfigError, HiddenAct};
 pub use distilbert::DistilBertConfig;
 pub use model::{load_model, EncoderModel, Task};
 pub use weights::WeightError;
@@ -50,7 +53,7 @@ impl EagerBackend {
         let weights_file = dir.weights()?;
         let model = load_model(&config_file, &weights_file, "feature-extraction")?;
         // load_model has read it without error.
-        let max_positions = config::CheckpointConfig::load(&config_file)?.model.max_positions();
+        let max_positions = checkpoint::CheckpointConfig::load(&config_file)?.model.max_positions();
         Ok(EagerBackend {
             weights_file,
             max_positions,
