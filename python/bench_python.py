@@ -61,12 +61,18 @@ def timed(fn, warmup: int, iters: int, max_seconds: float) -> list[float]:
     return times
 
 
-def load_eager(model_dir: str):
-    from export import SentenceEmbedder
-    from transformers import AutoModel
+def load_eager(model_dir: str, task: str):
+    """transformers' model for the directory's task, called as (input_ids, attention_mask)."""
+    import transformers
 
-    bert = AutoModel.from_pretrained(model_dir, attn_implementation="eager")
-    return SentenceEmbedder(bert).eval()
+    if task == "feature-extraction":
+        from export import SentenceEmbedder
+
+        bert = transformers.AutoModel.from_pretrained(model_dir, attn_implementation="eager")
+        return SentenceEmbedder(bert).eval()
+    cls = {"fill-mask": transformers.AutoModelForMaskedLM, "text-classification": transformers.AutoModelForSequenceClassification}[task]
+    model = cls.from_pretrained(model_dir, attn_implementation="eager").eval()
+    return lambda ids, mask: model(input_ids=ids, attention_mask=mask).logits
 
 
 def main() -> int:
@@ -98,7 +104,7 @@ def main() -> int:
         for backend in job["backends"]:
             t0 = time.perf_counter()
             if backend == "eager":
-                model = load_eager(job["model_dir"])
+                model = load_eager(job["model_dir"], job.get("task", "feature-extraction"))
 
                 def make(ids, mask, model=model):
                     def fn():
@@ -114,12 +120,15 @@ def main() -> int:
                 module = portable_lib._load_for_executorch(job["pte"][backend])
 
                 pad_to = int(job.get("pad_to", {}).get(backend, 0))
+                ids_only = backend in job.get("ids_only", [])
 
-                def make(ids, mask, module=module, pad_to=pad_to):
+                def make(ids, mask, module=module, pad_to=pad_to, ids_only=ids_only):
                     if pad_to > ids.shape[1]:
                         extra = pad_to - ids.shape[1]
                         ids = torch.nn.functional.pad(ids, (0, extra), value=0)
                         mask = torch.nn.functional.pad(mask, (0, extra), value=0)
+                    if ids_only:
+                        return lambda: module.forward((ids,))
                     return lambda: module.forward((ids, mask))
 
             name = f"python-{backend}"

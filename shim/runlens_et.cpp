@@ -128,6 +128,7 @@ struct rl_module {
   // Inputs are copied here: from_blob needs mutable memory, and the caller's stays untouched.
   std::vector<int64_t> ids;
   std::vector<int64_t> mask;
+  std::vector<int64_t> out_shape;  // sizes of the last successful run's first output
   void *etdump = nullptr;  // from ETDumpGen::get_etdump_data(), malloc'd by flatcc
   uint64_t last_run_ns = 0;  // wall time of the last successful timed_run()
 
@@ -145,19 +146,25 @@ struct rl_module {
     return status;
   }
 
-  // Run forward once; on success *output is the first output tensor.
+  // Run forward once (input_ids, and attention_mask unless it is null); on
+  // success *output is the first output tensor.
   int32_t run(const int64_t *input_ids, const int64_t *attention_mask, int64_t seq_len,
               executorch::aten::Tensor *output) {
-    if (!input_ids || !attention_mask || seq_len <= 0 || seq_len > (1 << 20))
+    if (!input_ids || seq_len <= 0 || seq_len > (1 << 20))
       return fail(RL_ERR_ARGUMENT, "forward: null input or bad sequence length " + std::to_string(seq_len));
     ids.assign(input_ids, input_ids + seq_len);
-    mask.assign(attention_mask, attention_mask + seq_len);
     using executorch::aten::ScalarType;
     std::vector<executorch::aten::SizesType> shape{1, static_cast<executorch::aten::SizesType>(seq_len)};
     auto ids_t = executorch::extension::from_blob(ids.data(), shape, ScalarType::Long);
-    auto mask_t = executorch::extension::from_blob(mask.data(), shape, ScalarType::Long);
+    std::vector<executorch::runtime::EValue> inputs{ids_t};
+    executorch::extension::TensorPtr mask_t;
+    if (attention_mask) {
+      mask.assign(attention_mask, attention_mask + seq_len);
+      mask_t = executorch::extension::from_blob(mask.data(), shape, ScalarType::Long);
+      inputs.emplace_back(mask_t);
+    }
     SerialBlasScope serial_blas;
-    auto result = module->forward({ids_t, mask_t});
+    auto result = module->forward(inputs);
     if (!result.ok()) return fail_et(result.error(), path + ": forward failed");
     if (result->empty() || !result->at(0).isTensor())
       return fail(RL_ERR_OUTPUT, path + ": forward returned no tensor");
@@ -165,6 +172,7 @@ struct rl_module {
     if (tensor.scalar_type() != ScalarType::Float)
       return fail(RL_ERR_OUTPUT, path + ": forward returned a non-float tensor");
     *output = tensor;
+    out_shape.assign(tensor.sizes().begin(), tensor.sizes().end());
     return RL_OK;
   }
 };
@@ -268,6 +276,13 @@ int32_t rl_module_forward(rl_module *module, const int64_t *input_ids, const int
 int32_t rl_openmp_max_threads(void) { return omp_get_max_threads ? omp_get_max_threads() : 0; }
 
 uint64_t rl_module_last_run_ns(const rl_module *module) { return module ? module->last_run_ns : 0; }
+
+size_t rl_module_output_shape(const rl_module *module, int64_t *dims, size_t cap) {
+  if (!module) return 0;
+  const auto &shape = module->out_shape;
+  for (size_t i = 0; dims && i < shape.size() && i < cap; ++i) dims[i] = shape[i];
+  return shape.size();
+}
 
 int32_t rl_module_forward_loop(rl_module *module, const int64_t *input_ids, const int64_t *attention_mask,
                                int64_t seq_len, uint32_t iters, uint64_t *times_ns) {

@@ -58,9 +58,10 @@ int32_t rl_module_load(const char *path, int32_t trace, rl_module **out);
 void rl_module_destroy(rl_module *module);
 
 /**
- * Run forward(input_ids, attention_mask), both int64 of shape [1, seq_len], and copy
- * the first output (a float tensor) into out. out_len receives its element count;
- * if it exceeds out_cap, nothing is copied and RL_ERR_ARGUMENT is returned.
+ * Run forward(input_ids, attention_mask), both int64 of shape [1, seq_len], or
+ * forward(input_ids) when attention_mask is null, and copy the first output (a
+ * float tensor) into out. out_len receives its element count; if it exceeds
+ * out_cap, nothing is copied and RL_ERR_ARGUMENT is returned.
  */
 int32_t rl_module_forward(rl_module *module, const int64_t *input_ids, const int64_t *attention_mask,
                           int64_t seq_len, float *out, size_t out_cap, size_t *out_len);
@@ -80,6 +81,12 @@ int32_t rl_openmp_max_threads(void);
  * call. Never throws.
  */
 uint64_t rl_module_last_run_ns(const rl_module *module);
+
+/**
+ * The sizes of the first output of the last successful forward: writes up to cap
+ * of them into dims (may be null) and returns how many there are (0 before a run).
+ */
+size_t rl_module_output_shape(const rl_module *module, int64_t *dims, size_t cap);
 
 /**
  * The same forward, iters times in a C++ loop, for measuring the Rust wrapper's own

@@ -22,5 +22,6 @@ pub mod profile;
 pub mod pte;
 pub mod schedule;
 pub mod stats;
+pub mod task;
 pub mod tui;
 pub mod ui;

@@ -2,14 +2,29 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use runlens::cli::{Cli, Command};
-use runlens::model::ModelsMissing;
+use runlens::model::{ManifestError, ModelsMissing};
+
+/// Exit code 2: the model directory or one of its files is missing or old, or
+/// `--backends` names one it does not have; 1: anything else.
+fn exit_code(err: &anyhow::Error) -> u8 {
+    if err.downcast_ref::<ModelsMissing>().is_some()
+        || err.downcast_ref::<ManifestError>().is_some()
+        || err.downcast_ref::<runlens::backend::UnknownBackend>().is_some()
+    {
+        2
+    } else {
+        1
+    }
+}
 
 /// `runlens` with no subcommand: the live explorer.
 fn open_explorer(common: &runlens::cli::Common) -> anyhow::Result<()> {
-    let models = common.model_dir();
+    let models = common.model_dir()?;
+    let catalog = common.catalog(&models)?;
     let backends = common.backends(&models)?;
+    let ctx = common.task_context(&models, &models.load_tokenizer()?)?;
     runlens::backend::set_threads(common.thread_count())?;
-    runlens::tui::run(runlens::tui::TuiOptions { models, backends, threads: Some(common.thread_count()) })
+    runlens::tui::run(runlens::tui::TuiOptions { models, backends, catalog, ctx, threads: Some(common.thread_count()) })
 }
 
 fn main() -> ExitCode {
@@ -25,7 +40,7 @@ fn main() -> ExitCode {
                 Ok(()) => 0,
                 Err(err) => {
                     eprintln!("error: {err:#}");
-                    if err.downcast_ref::<ModelsMissing>().is_some() { 2 } else { 1 }
+                    i32::from(exit_code(&err))
                 }
             };
             runlens::ffi::exit_immediately(code)
@@ -36,11 +51,7 @@ fn main() -> ExitCode {
         Ok(false) => ExitCode::from(1),
         Err(err) => {
             eprintln!("error: {err:#}");
-            if err.downcast_ref::<ModelsMissing>().is_some() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::from(1)
-            }
+            ExitCode::from(exit_code(&err))
         }
     }
 }

@@ -23,8 +23,9 @@ use ratatui::DefaultTerminal;
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
 use crate::app::{self, Action, App, AppConfig, CoverageView, ProfileRequest, Tokenize};
-use crate::backend::{self, BackendKind};
-use crate::model::{ModelDir, SentenceTokenizer};
+use crate::backend::{self, BackendSpec};
+use crate::model::{ModelDir, TextTokenizer};
+use crate::task::TaskContext;
 use crate::profile::ProfileReport;
 use crate::schedule::{Loader, Request, Scheduler, Sink, WorkerEvent, WORKER_THREAD_PREFIX};
 use crate::ui;
@@ -43,7 +44,11 @@ pub const TRACE_ENV: &str = "RUNLENS_TUI_TRACE";
 pub struct TuiOptions {
     pub models: ModelDir,
     /// The columns, in order.
-    pub backends: Vec<BackendKind>,
+    pub backends: Vec<BackendSpec>,
+    /// Every backend of the directory and `--program` (F5 cycles a column through those of its column).
+    pub catalog: Vec<BackendSpec>,
+    /// How outputs are read (mask token, labels, top-k).
+    pub ctx: TaskContext,
     /// The thread count already applied (shown in the status bar); `None`: all cores.
     pub threads: Option<usize>,
 }
@@ -63,7 +68,7 @@ pub enum Event {
 #[derive(Debug)]
 pub enum AppEvent {
     /// The delegation coverage of a `.pte` was read.
-    Coverage(BackendKind, Result<CoverageView, String>),
+    Coverage(BackendSpec, Result<CoverageView, String>),
     /// A profile's traced run finished (request id, report or error).
     Profile(u64, Result<ProfileReport, String>),
     /// Reading the terminal failed: the explorer ends with this error.
@@ -73,12 +78,15 @@ pub enum AppEvent {
 /// Run the explorer until the user quits. Missing model files are reported
 /// (naming `make models`) before the terminal is touched.
 pub fn run(opts: TuiOptions) -> anyhow::Result<()> {
-    anyhow::ensure!(!opts.backends.is_empty(), "no backend to run: pass --backends with one of {}", BackendKind::valid_names());
-    let tokenizer_path = opts.models.tokenizer()?;
-    for &kind in &opts.backends {
+    anyhow::ensure!(
+        !opts.backends.is_empty(),
+        "no backend to run: pass --backends with one of {}",
+        opts.catalog.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+    );
+    let tokenizer = opts.models.load_tokenizer()?;
+    for kind in opts.backends.iter().filter(|k| !k.given) {
         backend::files_present(kind, &opts.models)?;
     }
-    let tokenizer = SentenceTokenizer::load(&tokenizer_path)?;
     let threads = opts.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let trace = Trace::from_env()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -112,7 +120,7 @@ fn quiet_background_panics() {
 async fn session(
     terminal: &mut DefaultTerminal,
     opts: &TuiOptions,
-    tokenizer: SentenceTokenizer,
+    tokenizer: TextTokenizer,
     threads: usize,
     mut trace: Trace,
 ) -> anyhow::Result<()> {
@@ -123,9 +131,10 @@ async fn session(
     let config = AppConfig {
         kinds: opts.backends.clone(),
         threads,
-        model: app::MODEL_NAME.to_string(),
+        model: opts.models.model_name().to_string(),
+        task: opts.ctx.task,
         corpus: app::corpus_sentences(),
-        xnnpack_variants: BackendKind::XNNPACK_VARIANTS.into_iter().filter(|&k| backend::files_present(k, &opts.models).is_ok()).collect(),
+        variants: opts.catalog.iter().filter(|k| k.given || backend::files_present(k, &opts.models).is_ok()).cloned().collect(),
     };
     let app = App::new(config, tokenize, Instant::now());
 
@@ -135,9 +144,10 @@ async fn session(
     let sink: Sink = Arc::new(move |event| {
         let _ = worker_tx.send(Event::Worker(event));
     });
-    let mut scheduler = Scheduler::start(&opts.backends, loader, sink).context("cannot start the worker threads")?;
-    spawn_coverage(&opts.backends, &opts.models, tx.clone());
-    let background = Background { dir: opts.models.clone(), tx };
+    let ctx = Arc::new(opts.ctx.clone());
+    let mut scheduler = Scheduler::start(&opts.backends, ctx, loader, sink).context("cannot start the worker threads")?;
+    spawn_coverage(&opts.backends, tx.clone());
+    let background = Background { tx };
 
     let outcome = event_loop(terminal, app, &mut scheduler, &background, rx, &mut trace).await;
     trace.flush();
@@ -162,15 +172,14 @@ async fn read_terminal(tx: UnboundedSender<Event>) {
 }
 
 /// Read each `.pte`'s delegation coverage on a background thread.
-fn spawn_coverage(kinds: &[BackendKind], dir: &ModelDir, tx: UnboundedSender<Event>) {
-    let kinds: Vec<BackendKind> = kinds.iter().copied().filter(|k| k.pte_file().is_some()).collect();
+fn spawn_coverage(kinds: &[BackendSpec], tx: UnboundedSender<Event>) {
+    let kinds: Vec<BackendSpec> = kinds.iter().filter(|k| k.pte_file().is_some()).cloned().collect();
     if kinds.is_empty() {
         return;
     }
-    let dir = dir.clone();
     let body = move || {
         for kind in kinds {
-            let coverage = std::panic::catch_unwind(|| read_coverage(kind, &dir))
+            let coverage = std::panic::catch_unwind(|| read_coverage(&kind))
                 .unwrap_or_else(|_| Err(anyhow::anyhow!("the .pte reader panicked")))
                 .map_err(|e| format!("{e:#}"));
             if tx.send(Event::App(AppEvent::Coverage(kind, coverage))).is_err() {
@@ -185,10 +194,9 @@ fn spawn_coverage(kinds: &[BackendKind], dir: &ModelDir, tx: UnboundedSender<Eve
 /// The delegation coverage of `kind`'s `.pte` as the TUI shows it, from runlens'
 /// own reader (`crate::pte`): the `forward` plan (else the first). Runs on a
 /// background thread.
-fn read_coverage(kind: BackendKind, dir: &ModelDir) -> anyhow::Result<CoverageView> {
-    let file = kind.pte_file().context("not an ExecuTorch path")?;
-    let path = dir.require(file)?;
-    let report = crate::pte::inspect_file(&path).with_context(|| format!("cannot read {}", path.display()))?;
+fn read_coverage(kind: &BackendSpec) -> anyhow::Result<CoverageView> {
+    let path = kind.pte_file().context("not an ExecuTorch path")?;
+    let report = crate::pte::inspect_file(path).with_context(|| format!("cannot read {}", path.display()))?;
     let plan = report
         .plan("forward")
         .or_else(|| report.plans.first())
@@ -206,22 +214,21 @@ fn read_coverage(kind: BackendKind, dir: &ModelDir) -> anyhow::Result<CoverageVi
 /// Work the event loop starts off the UI thread besides inference: traced
 /// profile runs and re-reading a `.pte`'s coverage; results come back as [`AppEvent`]s.
 struct Background {
-    dir: ModelDir,
     tx: UnboundedSender<Event>,
 }
 
 impl Background {
     /// The delegation coverage of `kind`'s program (after F5 switched a column to it).
-    fn read_coverage(&self, kind: BackendKind) {
-        spawn_coverage(&[kind], &self.dir, self.tx.clone());
+    fn read_coverage(&self, kind: &BackendSpec) {
+        spawn_coverage(std::slice::from_ref(kind), self.tx.clone());
     }
 
     /// Loads the programs again with ExecuTorch's tracer (memory-mapped, so
     /// quick), runs them and sends the report back as an [`AppEvent::Profile`].
     fn profile(&self, request: ProfileRequest) {
-        let (dir, tx, id) = (self.dir.clone(), self.tx.clone(), request.id);
+        let (tx, id) = (self.tx.clone(), request.id);
         let body = move || {
-            let outcome = std::panic::catch_unwind(|| crate::profile::profile_backends(&dir, &request.kinds, &request.input, PROFILE_RUNS))
+            let outcome = std::panic::catch_unwind(|| crate::profile::profile_backends(&request.kinds, &request.input, PROFILE_RUNS))
                 .unwrap_or_else(|_| Err(anyhow::anyhow!("the traced run panicked")))
                 .map_err(|e| format!("{e:#}"));
             let _ = tx.send(Event::App(AppEvent::Profile(request.id, outcome)));
@@ -331,7 +338,7 @@ async fn event_loop(
             match &request {
                 Request::Run(job) => trace.line(format_args!("run gen={} tokens={}", job.generation, job.input.len())),
                 // The column of the new variant shows that program's delegation coverage.
-                Request::Switch { to, .. } => background.read_coverage(*to),
+                Request::Switch { to, .. } => background.read_coverage(to),
                 _ => {}
             }
             scheduler.handle(request);
@@ -404,7 +411,7 @@ async fn event_loop(
                     dirty |= !started;
                 }
                 Event::App(AppEvent::Coverage(kind, coverage)) => {
-                    app.set_coverage(kind, coverage);
+                    app.set_coverage(&kind, coverage);
                     dirty = true;
                 }
                 Event::App(AppEvent::Profile(id, outcome)) => {
@@ -490,8 +497,14 @@ mod tests {
 
     #[test]
     fn keys_map_to_actions_and_letters_are_text() {
-        use crate::backend::BackendKind;
-        let config = AppConfig { kinds: vec![BackendKind::Xnnpack], threads: 1, model: "m".into(), corpus: vec![], xnnpack_variants: vec![] };
+        let config = AppConfig {
+            kinds: vec![crate::backend::named("xnnpack")],
+            threads: 1,
+            model: "m".into(),
+            task: crate::task::Task::FeatureExtraction,
+            corpus: vec![],
+            variants: vec![],
+        };
         let mut app = App::new(config, Box::new(|t: &str| anyhow::bail!("no tokenizer for {t}")), Instant::now());
         let key = |code, modifiers| KeyEvent::new(code, modifiers);
         let none = KeyModifiers::NONE;

@@ -9,14 +9,30 @@ use std::path::{Path, PathBuf};
 use runlens::backend::eager::EagerBackend;
 use runlens::backend::Backend;
 use runlens::model::{Encoded, ModelDir, ModelsMissing, Reference};
+use runlens::task::Embedding;
 
-/// `$RUNLENS_MODELS`, else `models/` of this checkout.
+/// `$RUNLENS_MODEL`, else `models/minilm` of this checkout.
 fn models() -> ModelDir {
-    let root = match std::env::var_os("RUNLENS_MODELS") {
+    let root = match std::env::var_os("RUNLENS_MODEL") {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("models"),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("models/minilm"),
     };
-    ModelDir::new(&root)
+    ModelDir::open(&root).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A model directory of its own: the manifest of a feature-extraction checkout.
+fn open_tmp(dir: &Path) -> ModelDir {
+    let manifest = r#"{"runlens_manifest": 2, "model": "test", "task": "feature-extraction", "max_seq_len": 128,
+        "eager": {"config": "config.json", "weights": "model.safetensors"}, "programs": []}"#;
+    std::fs::write(dir.join("manifest.json"), manifest).unwrap();
+    ModelDir::open(dir).unwrap()
+}
+
+/// The eager output as an embedding.
+fn embed(eager: &mut EagerBackend, input: &Encoded) -> Embedding {
+    let out = eager.run(input).unwrap();
+    assert_eq!(out.shape, [1, out.data.len()], "feature-extraction returns [1, H]");
+    Embedding(out.data)
 }
 
 /// A model file, or a failure that says how to make it.
@@ -63,7 +79,7 @@ fn matches_python_transformers_on_every_reference_sentence() {
     let mut failures = Vec::new();
     for sentence in &reference.sentences {
         let input = encoded(&sentence.ids, &vec![1; sentence.ids.len()]);
-        let embedding = eager.run(&input).unwrap();
+        let embedding = embed(&mut eager, &input);
         let parity = embedding
             .parity(&sentence.embedding())
             .expect("same dimension as the reference");
@@ -87,12 +103,12 @@ fn padding_behind_the_mask_changes_nothing() {
     let reference = Reference::load(&require(dir.reference())).unwrap();
     let mut eager = load(&dir).unwrap();
     let ids = &reference.sentences[0].ids;
-    let plain = eager.run(&encoded(ids, &vec![1; ids.len()])).unwrap();
+    let plain = embed(&mut eager, &encoded(ids, &vec![1; ids.len()]));
     let mut padded_ids = ids.clone();
     padded_ids.extend([0; 5]);
     let mut mask = vec![1; ids.len()];
     mask.extend([0; 5]);
-    let padded = eager.run(&encoded(&padded_ids, &mask)).unwrap();
+    let padded = embed(&mut eager, &encoded(&padded_ids, &mask));
     let parity = padded.parity(&plain).unwrap();
     assert!(parity.max_abs_diff <= 1e-6, "{parity:?}");
     assert!((plain.norm() - 1.0).abs() < 1e-5, "not L2-normalised: {}", plain.norm());
@@ -118,7 +134,7 @@ fn a_missing_tensor_is_an_error_naming_it() {
     tensors.retain(|(key, _)| key != name);
     assert_eq!(tensors.len(), before - 1, "the real checkpoint has {name}");
     let tmp = model_dir_with(&config, &tensors);
-    let err = load(&ModelDir::new(tmp.path()))
+    let err = load(&open_tmp(tmp.path()))
         .err()
         .expect("loading without a tensor must fail");
     let message = format!("{err:#}");
@@ -139,7 +155,7 @@ fn a_wrong_shaped_tensor_is_an_error_naming_it() {
         .expect("the real checkpoint has it");
     *tensor = tensor.narrow(0, 0, 1000).contiguous(); // [1536, 384] -> [1000, 384]
     let tmp = model_dir_with(&config, &tensors);
-    let err = load(&ModelDir::new(tmp.path()))
+    let err = load(&open_tmp(tmp.path()))
         .err()
         .expect("loading a mis-shaped tensor must fail");
     let message = format!("{err:#}");
@@ -158,7 +174,7 @@ fn an_unsupported_activation_is_an_error_naming_it() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("config.json"), config.to_string()).unwrap();
     std::os::unix::fs::symlink(require(dir.weights()), tmp.path().join("model.safetensors")).unwrap();
-    let err = load(&ModelDir::new(tmp.path()))
+    let err = load(&open_tmp(tmp.path()))
         .err()
         .expect("an unsupported activation must fail");
     let message = format!("{err:#}");

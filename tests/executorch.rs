@@ -4,11 +4,11 @@
 //! Needs the model files: `make models`.
 
 mod common;
-use common::{models, models_root};
+use common::{embedding, load, models, models_root};
 use std::process::{Command, Output};
 
-use runlens::backend::{self, Backend, BackendKind};
-use runlens::model::{Encoded, Reference, SentenceTokenizer, MAX_SEQ_LEN};
+use runlens::backend::{self, Backend};
+use runlens::model::{Encoded, Reference, MAX_SEQ_LEN};
 
 
 fn reference() -> Reference {
@@ -25,12 +25,12 @@ fn input(ids: &[i64]) -> Encoded {
 /// Every reference sentence through `backend`, within the bounds.
 fn assert_matches_reference(backend: &mut dyn Backend, reference: &Reference, min_cosine: f64, max_diff: f64) {
     for sentence in &reference.sentences {
-        let out = backend.run(&input(&sentence.ids)).unwrap_or_else(|e| panic!("{}: {e:#}", backend.kind()));
+        let out = embedding(backend.run(&input(&sentence.ids)).unwrap_or_else(|e| panic!("{}: {e:#}", backend.describe())));
         let parity = out.parity(&sentence.embedding()).expect("same dimension as the reference");
         assert!(
             parity.cosine >= min_cosine && parity.max_abs_diff <= max_diff,
             "{} on {:?}: cosine {} max|diff| {}",
-            backend.kind(),
+            backend.describe(),
             sentence.text,
             parity.cosine,
             parity.max_abs_diff
@@ -40,7 +40,7 @@ fn assert_matches_reference(backend: &mut dyn Backend, reference: &Reference, mi
 
 #[test]
 fn rust_token_ids_equal_python_ids() {
-    let tokenizer = SentenceTokenizer::load(&models().tokenizer().unwrap()).unwrap();
+    let tokenizer = models().load_tokenizer().unwrap();
     for sentence in &reference().sentences {
         let enc = tokenizer.encode(&sentence.text).unwrap();
         assert_eq!(enc.ids, sentence.ids, "ids differ for {:?}", sentence.text);
@@ -51,7 +51,7 @@ fn rust_token_ids_equal_python_ids() {
 
 #[test]
 fn long_text_is_truncated_and_says_so() {
-    let tokenizer = SentenceTokenizer::load(&models().tokenizer().unwrap()).unwrap();
+    let tokenizer = models().load_tokenizer().unwrap();
     let enc = tokenizer.encode(&"word ".repeat(500)).unwrap();
     assert!(enc.truncated);
     assert_eq!(enc.len(), MAX_SEQ_LEN);
@@ -63,8 +63,8 @@ fn long_text_is_truncated_and_says_so() {
 #[test]
 fn executorch_paths_match_python_for_every_sentence() {
     let reference = reference();
-    for kind in [BackendKind::Xnnpack, BackendKind::Portable] {
-        let mut backend = backend::load(kind, &models()).unwrap();
+    for name in ["xnnpack", "portable"] {
+        let mut backend = load(name);
         assert_matches_reference(backend.as_mut(), &reference, 0.99999, 1e-4);
     }
 }
@@ -74,10 +74,10 @@ fn executorch_paths_match_python_for_every_sentence() {
 #[test]
 fn int8_variant_stays_close_to_eager() {
     let reference = reference();
-    let mut backend = backend::load(BackendKind::XnnpackInt8, &models()).unwrap();
+    let mut backend = load("xnnpack-int8");
     let mut cosines = Vec::new();
     for sentence in &reference.sentences {
-        let out = backend.run(&input(&sentence.ids)).unwrap();
+        let out = embedding(backend.run(&input(&sentence.ids)).unwrap());
         let p = out.parity(&sentence.embedding()).unwrap();
         assert!(p.cosine >= 0.98, "xnnpack-int8 on {:?}: cosine {}", sentence.text, p.cosine);
         cosines.push(p.cosine);
@@ -93,14 +93,14 @@ fn int8_variant_stays_close_to_eager() {
 #[test]
 fn static_variant_matches_python_and_the_dynamic_program() {
     let reference = reference();
-    let mut fixed = backend::load(BackendKind::XnnpackStatic, &models()).unwrap();
+    let mut fixed = load("xnnpack-static");
     assert_matches_reference(fixed.as_mut(), &reference, 0.99999, 1e-4);
 
-    let mut dynamic = backend::load(BackendKind::Xnnpack, &models()).unwrap();
-    let tokenizer = SentenceTokenizer::load(&models().tokenizer().unwrap()).unwrap();
+    let mut dynamic = load("xnnpack");
+    let tokenizer = models().load_tokenizer().unwrap();
     let full = tokenizer.encode(&"padding must not change the meaning ".repeat(40)).unwrap();
     assert_eq!(full.len(), MAX_SEQ_LEN);
-    let p = fixed.run(&full).unwrap().parity(&dynamic.run(&full).unwrap()).unwrap();
+    let p = embedding(fixed.run(&full).unwrap()).parity(&embedding(dynamic.run(&full).unwrap())).unwrap();
     assert!(p.cosine >= 0.99999 && p.max_abs_diff <= 1e-4, "at {MAX_SEQ_LEN} tokens: {p:?}");
 
     // Longer than the program's fixed length: an error naming the file, never a cut.
@@ -114,15 +114,15 @@ fn static_variant_matches_python_and_the_dynamic_program() {
 fn all_three_backends_in_one_process() {
     let reference = reference();
     backend::set_threads(2).unwrap();
-    let mut loaded: Vec<Box<dyn Backend>> = BackendKind::ALL.iter().map(|&k| backend::load(k, &models()).unwrap()).collect();
+    let mut loaded: Vec<Box<dyn Backend>> = ["eager", "portable", "xnnpack"].into_iter().map(load).collect();
     let short: Vec<_> = reference.sentences.iter().filter(|s| s.ids.len() <= 24).take(6).collect();
     assert!(short.len() >= 3);
     for _round in 0..2 {
         for backend in loaded.iter_mut() {
             for sentence in &short {
-                let out = backend.run(&input(&sentence.ids)).unwrap();
+                let out = embedding(backend.run(&input(&sentence.ids)).unwrap());
                 let p = out.parity(&sentence.embedding()).unwrap();
-                assert!(p.cosine >= 0.99999 && p.max_abs_diff <= 1e-4, "{}: {:?} {p:?}", backend.kind(), sentence.text);
+                assert!(p.cosine >= 0.99999 && p.max_abs_diff <= 1e-4, "{}: {:?} {p:?}", backend.describe(), sentence.text);
             }
         }
     }
@@ -138,7 +138,7 @@ fn a_forward_leaves_the_callers_openmp_threads_as_they_were() {
     std::thread::spawn(|| {
         backend::set_threads(2).unwrap();
         assert_eq!(runlens::ffi::openmp_threads(), Some(2), "libtorch brings OpenMP; set_threads sets it for this thread");
-        let mut portable = backend::load(BackendKind::Portable, &models()).unwrap();
+        let mut portable = load("portable");
         portable.run(&input(&[101, 7592, 2088, 102])).unwrap();
         assert_eq!(runlens::ffi::openmp_threads(), Some(2), "the forward must restore the caller's OpenMP threads");
     })
@@ -148,12 +148,12 @@ fn a_forward_leaves_the_callers_openmp_threads_as_they_were() {
 
 #[test]
 fn wrong_input_shape_is_an_error() {
-    let mut xnnpack = backend::load(BackendKind::Xnnpack, &models()).unwrap();
+    let mut xnnpack = load("xnnpack");
     let mut bad = input(&[101, 7592, 102]);
     bad.attention_mask.pop();
     let err = xnnpack.run(&bad).unwrap_err().to_string();
     assert!(err.contains("attention_mask"), "{err}");
-    // Longer than the exported maximum: ExecuTorch refuses the shape.
+    // Longer than the exported maximum: refused before ExecuTorch sees it.
     let err = xnnpack.run(&input(&vec![1000; MAX_SEQ_LEN + 10])).unwrap_err().to_string();
     assert!(err.contains("xnnpack.pte"), "{err}");
 }
@@ -172,7 +172,7 @@ fn stderr(out: &Output) -> String {
 fn models_with_xnnpack(bytes: &[u8]) -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     let real = models();
-    for name in ["tokenizer.json", "config.json", "model.safetensors", "portable.pte"] {
+    for name in ["manifest.json", "tokenizer.json", "config.json", "model.safetensors", "portable.pte"] {
         std::os::unix::fs::symlink(real.require(name).unwrap(), tmp.path().join(name)).unwrap();
     }
     std::fs::write(tmp.path().join("xnnpack.pte"), bytes).unwrap();
@@ -207,7 +207,7 @@ fn missing_models_exit_2_naming_the_file_and_the_command() {
     let out = runlens(&["run", "--models", empty.path().to_str().unwrap(), "hello"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(err.contains("tokenizer.json") && err.contains("make models"), "{err}");
+    assert!(err.contains("manifest.json") && err.contains("make models") && err.contains("export.py"), "{err}");
 
     let partial = models_with_xnnpack(b"");
     std::fs::remove_file(partial.path().join("portable.pte")).unwrap();

@@ -19,7 +19,7 @@ use runlens::pte;
 
 
 fn pte_path(name: &str) -> PathBuf {
-    ModelDir::new(&models_root()).require(name).unwrap_or_else(|missing| panic!("{missing}"))
+    ModelDir::open(&models_root()).unwrap().require(name).unwrap_or_else(|missing| panic!("{missing}"))
 }
 
 /// "[CLS] a cat sleeps [SEP]" as the tokenizer gives it (ids need not be exact here).
@@ -114,7 +114,7 @@ fn traced_dump(file: &str) -> (EtDump, pte::PlanInstructions, Vec<u8>) {
     let mut module = EtModule::load(&path, true).unwrap();
     let _ = module.take_etdump();
     let input = input();
-    module.forward(&input.ids, &input.attention_mask).unwrap();
+    module.forward(&input.ids, Some(&input.attention_mask)).unwrap();
     let bytes = module.take_etdump().unwrap();
     (etdump::decode(&bytes).unwrap(), table.plan("forward").unwrap().clone(), bytes)
 }
@@ -199,7 +199,9 @@ fn stderr(out: &Output) -> String {
 #[test]
 fn the_binary_exits_cleanly_on_a_bad_program() {
     let tmp = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(ModelDir::new(&models_root()).tokenizer().unwrap(), tmp.path().join("tokenizer.json")).unwrap();
+    let real = ModelDir::open(&models_root()).unwrap();
+    std::os::unix::fs::symlink(real.tokenizer().unwrap(), tmp.path().join("tokenizer.json")).unwrap();
+    std::os::unix::fs::symlink(real.root().join("manifest.json"), tmp.path().join("manifest.json")).unwrap();
     for (what, bytes) in corrupted_copies() {
         std::fs::write(tmp.path().join("xnnpack.pte"), &bytes).unwrap();
         let out = runlens(&["profile", "--backends", "xnnpack", "--models", tmp.path().to_str().unwrap(), "hello"]);

@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use runlens::app::{Action, App, AppConfig, Phase, Tokenize};
-use runlens::backend::{Backend, BackendKind};
-use runlens::model::{Embedding, Encoded};
+use runlens::backend::{named as spec, Backend, BackendSpec};
+use runlens::model::Encoded;
+use runlens::task::{OutputTensor, Task, TaskContext};
 use runlens::schedule::{Job, Loader, Request, Scheduler, Sink, WorkerEvent};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -18,36 +19,33 @@ const WAIT: Duration = Duration::from_secs(20);
 /// A fake backend: sleeps, then returns an embedding made from the ids. It logs
 /// every run and how many fakes were running at once.
 struct FakeBackend {
-    kind: BackendKind,
+    kind: BackendSpec,
     delay: Duration,
     log: Arc<Log>,
 }
 
 #[derive(Default)]
 struct Log {
-    runs: Mutex<Vec<(BackendKind, String)>>,
+    runs: Mutex<Vec<(BackendSpec, String)>>,
     running: AtomicUsize,
     most_at_once: AtomicUsize,
 }
 
 impl Log {
-    fn runs_of(&self, kind: BackendKind) -> Vec<String> {
+    fn runs_of(&self, kind: BackendSpec) -> Vec<String> {
         self.runs.lock().unwrap().iter().filter(|(k, _)| *k == kind).map(|(_, t)| t.clone()).collect()
     }
 }
 
 impl Backend for FakeBackend {
-    fn kind(&self) -> BackendKind {
-        self.kind
-    }
     fn describe(&self) -> String {
         format!("fake {} sleeping {:?}", self.kind, self.delay)
     }
-    fn run(&mut self, input: &Encoded) -> anyhow::Result<Embedding> {
+    fn run(&mut self, input: &Encoded) -> anyhow::Result<OutputTensor> {
         let now = self.log.running.fetch_add(1, Ordering::SeqCst) + 1;
         self.log.most_at_once.fetch_max(now, Ordering::SeqCst);
         std::thread::sleep(self.delay);
-        self.log.runs.lock().unwrap().push((self.kind, input.text.clone()));
+        self.log.runs.lock().unwrap().push((self.kind.clone(), input.text.clone()));
         self.log.running.fetch_sub(1, Ordering::SeqCst);
         if input.text.contains("explode") {
             panic!("fake backend exploded");
@@ -55,20 +53,25 @@ impl Backend for FakeBackend {
         if input.text.contains("fail") {
             anyhow::bail!("fake failure on {:?}", input.text);
         }
-        Ok(Embedding(input.ids.iter().map(|&i| i as f32).collect()))
+        Ok(OutputTensor::new(vec![1, input.ids.len()], input.ids.iter().map(|&i| i as f32).collect()))
     }
 }
 
-fn loader(delays: &[(BackendKind, u64)], log: &Arc<Log>) -> Loader {
+fn loader(delays: &[(BackendSpec, u64)], log: &Arc<Log>) -> Loader {
     let delays = delays.to_vec();
     let log = log.clone();
     Arc::new(move |kind| {
-        let ms = delays.iter().find(|(k, _)| *k == kind).map(|(_, ms)| *ms).unwrap_or(1);
+        let ms = delays.iter().find(|(k, _)| k == kind).map(|(_, ms)| *ms).unwrap_or(1);
         if ms == u64::MAX {
             anyhow::bail!("fake load failure of {kind}");
         }
-        Ok(Box::new(FakeBackend { kind, delay: Duration::from_millis(ms), log: log.clone() }) as Box<dyn Backend>)
+        Ok(Box::new(FakeBackend { kind: kind.clone(), delay: Duration::from_millis(ms), log: log.clone() }) as Box<dyn Backend>)
     })
+}
+
+/// Sentence embeddings: the context the fakes' outputs are read with.
+fn ctx() -> Arc<TaskContext> {
+    Arc::new(TaskContext::plain(Task::FeatureExtraction))
 }
 
 fn channel_sink() -> (Sink, Receiver<WorkerEvent>) {
@@ -122,7 +125,7 @@ fn loaded(rx: &Receiver<WorkerEvent>, n: usize) {
 fn latest_input_wins_and_nothing_queues_behind_a_busy_backend() {
     let log = Arc::new(Log::default());
     let (sink, rx) = channel_sink();
-    let scheduler = Scheduler::start(&[BackendKind::Portable], loader(&[(BackendKind::Portable, 300)], &log), sink).unwrap();
+    let scheduler = Scheduler::start(&[spec("portable")], ctx(), loader(&[(spec("portable"), 300)], &log), sink).unwrap();
     loaded(&rx, 1);
     scheduler.submit(job(1, "one"));
     wait_for(&rx, "run 1 to start", |e| matches!(e, WorkerEvent::Started { generation: 1, .. }));
@@ -131,7 +134,7 @@ fn latest_input_wins_and_nothing_queues_behind_a_busy_backend() {
         scheduler.submit(job(g, t));
     }
     wait_for(&rx, "run 4 to finish", |e| matches!(e, WorkerEvent::Finished { generation: 4, .. }));
-    assert_eq!(log.runs_of(BackendKind::Portable), vec!["one", "four"]);
+    assert_eq!(log.runs_of(spec("portable")), vec!["one", "four"]);
     assert!(rx.try_recv().is_err(), "no other run happened");
     assert!(scheduler.shutdown(WAIT));
 }
@@ -140,9 +143,9 @@ fn latest_input_wins_and_nothing_queues_behind_a_busy_backend() {
 fn results_carry_their_input_and_the_app_drops_stale_ones() {
     let log = Arc::new(Log::default());
     let (sink, rx) = channel_sink();
-    let kinds = [BackendKind::Eager, BackendKind::Portable];
-    let mut scheduler = Scheduler::start(&kinds, loader(&[(BackendKind::Eager, 5), (BackendKind::Portable, 400)], &log), sink).unwrap();
-    let config = AppConfig { kinds: kinds.to_vec(), threads: 2, model: "fake".into(), corpus: vec![], xnnpack_variants: vec![] };
+    let kinds = [spec("eager"), spec("portable")];
+    let mut scheduler = Scheduler::start(&kinds, ctx(), loader(&[(spec("eager"), 5), (spec("portable"), 400)], &log), sink).unwrap();
+    let config = AppConfig { kinds: kinds.to_vec(), threads: 2, model: "fake".into(), task: Task::FeatureExtraction, corpus: vec![], variants: vec![] };
     let tokenize: Tokenize = Box::new(fake_encode);
     let t0 = Instant::now();
     let mut app = App::new(config, tokenize, t0);
@@ -154,7 +157,7 @@ fn results_carry_their_input_and_the_app_drops_stale_ones() {
     pump(&mut app, &mut scheduler);
     let first_gen = app.generation();
     // Portable is busy with "first" when the text changes.
-    let started = wait_for(&rx, "portable to start", |e| matches!(e, WorkerEvent::Started { kind: BackendKind::Portable, .. }));
+    let started = wait_for(&rx, "portable to start", |e| matches!(&e, WorkerEvent::Started { kind, .. } if kind.name == "portable"));
     app.on_worker(started);
     for c in " second".chars() {
         app.apply(Action::Insert(c));
@@ -169,18 +172,20 @@ fn results_carry_their_input_and_the_app_drops_stale_ones() {
     let deadline = Instant::now() + WAIT;
     while !portable_results.iter().any(|(g, _)| *g == app.generation()) {
         let e = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("portable to answer for the new text");
-        if let WorkerEvent::Finished { kind: BackendKind::Portable, generation, input, .. } = &e {
-            assert_eq!(input.text, if *generation == first_gen { "first" } else { "first second" }, "a result carries its own input");
-            portable_results.push((*generation, input.text.clone()));
+        if let WorkerEvent::Finished { kind, generation, input, .. } = &e {
+            if kind.name == "portable" {
+                assert_eq!(input.text, if *generation == first_gen { "first" } else { "first second" }, "a result carries its own input");
+                portable_results.push((*generation, input.text.clone()));
+            }
         }
         app.on_worker(e);
-        let column = app.column(BackendKind::Portable).unwrap();
+        let column = app.column("portable").unwrap();
         if let Some(out) = &column.output {
             assert_eq!(out.input.text, "first second", "a result for old text is never the output");
         }
     }
     assert_eq!(portable_results[0], (first_gen, "first".to_string()), "the old run finished, and was dropped");
-    let portable = app.column(BackendKind::Portable).unwrap();
+    let portable = app.column("portable").unwrap();
     assert_eq!(portable.stale_dropped, 1);
     assert_eq!(portable.stats.count(), 1, "a dropped result is not counted in the latency either");
     assert!(app.is_current(portable.output.as_ref().unwrap()));
@@ -191,9 +196,9 @@ fn results_carry_their_input_and_the_app_drops_stale_ones() {
 fn a_slow_backend_never_delays_a_fast_one() {
     let log = Arc::new(Log::default());
     let (sink, rx) = channel_sink();
-    let kinds = [BackendKind::Portable, BackendKind::Xnnpack];
+    let kinds = [spec("portable"), spec("xnnpack")];
     let scheduler =
-        Scheduler::start(&kinds, loader(&[(BackendKind::Portable, 2_000), (BackendKind::Xnnpack, 2)], &log), sink).unwrap();
+        Scheduler::start(&kinds, ctx(), loader(&[(spec("portable"), 2_000), (spec("xnnpack"), 2)], &log), sink).unwrap();
     loaded(&rx, 2);
     let mut fast_done = 0;
     for g in 1..=5 {
@@ -201,28 +206,28 @@ fn a_slow_backend_never_delays_a_fast_one() {
         // Each fast result comes back while the slow backend is still on its first input.
         let e = wait_for(&rx, "a result", |e| matches!(e, WorkerEvent::Finished { .. }));
         let WorkerEvent::Finished { kind, generation, .. } = e else { unreachable!() };
-        assert_eq!((kind, generation), (BackendKind::Xnnpack, g), "the fast backend answered first");
+        assert_eq!((kind, generation), (spec("xnnpack"), g), "the fast backend answered first");
         fast_done += 1;
     }
     assert_eq!(fast_done, 5);
-    assert!(log.runs_of(BackendKind::Portable).is_empty(), "the slow one is still on its first run");
+    assert!(log.runs_of(spec("portable")).is_empty(), "the slow one is still on its first run");
     // The slow one then runs only the latest input it was given.
-    wait_for(&rx, "the slow result", |e| matches!(e, WorkerEvent::Finished { kind: BackendKind::Portable, .. }));
+    wait_for(&rx, "the slow result", |e| matches!(&e, WorkerEvent::Finished { kind, .. } if kind.name == "portable"));
     wait_for(&rx, "the slow result for input 5", |e| {
-        matches!(e, WorkerEvent::Finished { kind: BackendKind::Portable, generation: 5, .. })
+        matches!(&e, WorkerEvent::Finished { kind, generation: 5, .. } if kind.name == "portable")
     });
-    assert_eq!(log.runs_of(BackendKind::Portable), vec!["input 1", "input 5"]);
+    assert_eq!(log.runs_of(spec("portable")), vec!["input 1", "input 5"]);
     assert!(scheduler.shutdown(WAIT));
 }
 
 #[test]
 fn serial_mode_runs_one_backend_at_a_time() {
-    let kinds = BackendKind::ALL;
-    let delays: Vec<(BackendKind, u64)> = kinds.iter().map(|&k| (k, 150)).collect();
+    let kinds = ["eager", "portable", "xnnpack"].map(spec);
+    let delays: Vec<(BackendSpec, u64)> = kinds.iter().map(|k| (k.clone(), 150)).collect();
     for serial in [false, true] {
         let log = Arc::new(Log::default());
         let (sink, rx) = channel_sink();
-        let mut scheduler = Scheduler::start(&kinds, loader(&delays, &log), sink).unwrap();
+        let mut scheduler = Scheduler::start(&kinds, ctx(), loader(&delays, &log), sink).unwrap();
         scheduler.handle(Request::SetSerial(serial));
         loaded(&rx, 3);
         scheduler.submit(job(1, "together"));
@@ -241,10 +246,10 @@ fn serial_mode_runs_one_backend_at_a_time() {
 
 #[test]
 fn serial_repeat_takes_turns() {
-    let kinds = [BackendKind::Eager, BackendKind::Xnnpack];
+    let kinds = [spec("eager"), spec("xnnpack")];
     let log = Arc::new(Log::default());
     let (sink, rx) = channel_sink();
-    let mut scheduler = Scheduler::start(&kinds, loader(&[(BackendKind::Eager, 20), (BackendKind::Xnnpack, 5)], &log), sink).unwrap();
+    let mut scheduler = Scheduler::start(&kinds, ctx(), loader(&[(spec("eager"), 20), (spec("xnnpack"), 5)], &log), sink).unwrap();
     scheduler.handle(Request::SetSerial(true));
     scheduler.handle(Request::SetRepeat(true));
     loaded(&rx, 2);
@@ -252,7 +257,7 @@ fn serial_repeat_takes_turns() {
     let mut order = Vec::new();
     for _ in 0..10 {
         let e = wait_for(&rx, "repeated runs", |e| matches!(e, WorkerEvent::Finished { .. }));
-        order.push(e.kind());
+        order.push(e.kind().clone());
     }
     scheduler.handle(Request::SetRepeat(false));
     assert_eq!(log.most_at_once.load(Ordering::SeqCst), 1);
@@ -267,7 +272,7 @@ fn serial_repeat_takes_turns() {
 fn repeat_reruns_until_a_new_input_or_until_off() {
     let log = Arc::new(Log::default());
     let (sink, rx) = channel_sink();
-    let mut scheduler = Scheduler::start(&[BackendKind::Xnnpack], loader(&[(BackendKind::Xnnpack, 5)], &log), sink).unwrap();
+    let mut scheduler = Scheduler::start(&[spec("xnnpack")], ctx(), loader(&[(spec("xnnpack"), 5)], &log), sink).unwrap();
     loaded(&rx, 1);
     scheduler.handle(Request::SetRepeat(true));
     scheduler.submit(job(1, "same"));
@@ -291,10 +296,9 @@ fn repeat_reruns_until_a_new_input_or_until_off() {
 fn a_failing_backend_reports_in_its_column_and_the_others_keep_working() {
     let log = Arc::new(Log::default());
     let (sink, rx) = channel_sink();
-    let kinds = BackendKind::ALL;
-    let mut scheduler = Scheduler::start(
-        &kinds,
-        loader(&[(BackendKind::Eager, 1), (BackendKind::Portable, u64::MAX), (BackendKind::Xnnpack, 1)], &log),
+    let kinds = ["eager", "portable", "xnnpack"].map(spec);
+    let mut scheduler = Scheduler::start(&kinds, ctx(),
+        loader(&[(spec("eager"), 1), (spec("portable"), u64::MAX), (spec("xnnpack"), 1)], &log),
         sink,
     )
     .unwrap();
@@ -302,8 +306,9 @@ fn a_failing_backend_reports_in_its_column_and_the_others_keep_working() {
         kinds: kinds.to_vec(),
         threads: 1,
         model: "fake".into(),
+        task: Task::FeatureExtraction,
         corpus: vec!["a b".into(), "c d".into()],
-        xnnpack_variants: vec![],
+        variants: vec![],
     };
     let mut app = App::new(config, Box::new(fake_encode), Instant::now());
     pump(&mut app, &mut scheduler);
@@ -314,7 +319,7 @@ fn a_failing_backend_reports_in_its_column_and_the_others_keep_working() {
         });
         app.on_worker(e);
     }
-    assert!(matches!(&app.column(BackendKind::Portable).unwrap().phase, Phase::Failed(e) if e.contains("fake load failure")));
+    assert!(matches!(&app.column("portable").unwrap().phase, Phase::Failed(e) if e.contains("fake load failure")));
     assert!(app.corpus().embeddings.len() == 2, "the corpus was embedded by xnnpack");
     for text in ["please fail", "explode now", "fine"] {
         app.apply(Action::Clear);
@@ -325,7 +330,7 @@ fn a_failing_backend_reports_in_its_column_and_the_others_keep_working() {
             let e = wait_for(&rx, "two results", |e| matches!(e, WorkerEvent::Finished { .. }));
             app.on_worker(e);
         }
-        let eager = app.column(BackendKind::Eager).unwrap();
+        let eager = app.column("eager").unwrap();
         match text {
             "please fail" => assert!(eager.run_error.as_ref().is_some_and(|(_, m)| m.contains("fake failure"))),
             "explode now" => assert!(eager.run_error.as_ref().is_some_and(|(_, m)| m.contains("panicked: fake backend exploded"))),
@@ -335,7 +340,7 @@ fn a_failing_backend_reports_in_its_column_and_the_others_keep_working() {
             }
         }
     }
-    assert!(app.column(BackendKind::Portable).unwrap().output.is_none());
+    assert!(app.column("portable").unwrap().output.is_none());
     assert!(scheduler.shutdown(WAIT));
 }
 
@@ -343,39 +348,40 @@ fn a_failing_backend_reports_in_its_column_and_the_others_keep_working() {
 fn switching_the_variant_loads_the_new_program_and_runs_the_current_text_on_it() {
     let log = Arc::new(Log::default());
     let (sink, rx) = channel_sink();
-    let kinds = [BackendKind::Eager, BackendKind::Xnnpack];
+    let kinds = [spec("eager"), spec("xnnpack")];
     // The old program is busy with a slow run when the user presses F5.
-    let delays = [(BackendKind::Eager, 1), (BackendKind::Xnnpack, 300), (BackendKind::XnnpackInt8, 1)];
-    let mut scheduler = Scheduler::start(&kinds, loader(&delays, &log), sink).unwrap();
+    let delays = [(spec("eager"), 1), (spec("xnnpack"), 300), (spec("xnnpack-int8"), 1)];
+    let mut scheduler = Scheduler::start(&kinds, ctx(), loader(&delays, &log), sink).unwrap();
     let config = AppConfig {
         kinds: kinds.to_vec(),
         threads: 1,
         model: "fake".into(),
+        task: Task::FeatureExtraction,
         corpus: vec![],
-        xnnpack_variants: BackendKind::XNNPACK_VARIANTS.to_vec(),
+        variants: ["eager", "portable", "xnnpack", "xnnpack-int8", "xnnpack-static"].map(spec).to_vec(),
     };
     let mut app = App::new(config, Box::new(fake_encode), Instant::now());
     loaded(&rx, 2);
     app.apply(Action::Paste("a dog".into()));
     app.apply(Action::RunNow);
     pump(&mut app, &mut scheduler);
-    wait_for(&rx, "the old program to start", |e| matches!(e, WorkerEvent::Started { kind: BackendKind::Xnnpack, .. }));
+    wait_for(&rx, "the old program to start", |e| matches!(&e, WorkerEvent::Started { kind, .. } if kind.name == "xnnpack"));
 
     app.apply(Action::NextVariant);
     pump(&mut app, &mut scheduler);
     let deadline = Instant::now() + WAIT;
     let mut old_finished = false;
-    while !old_finished || app.column(BackendKind::XnnpackInt8).and_then(|c| c.output.as_ref()).is_none() {
+    while !old_finished || app.column("xnnpack-int8").and_then(|c| c.output.as_ref()).is_none() {
         let e = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the int8 program to answer");
-        old_finished |= matches!(e, WorkerEvent::Finished { kind: BackendKind::Xnnpack, .. });
+        old_finished |= matches!(&e, WorkerEvent::Finished { kind, .. } if kind.name == "xnnpack");
         app.on_worker(e);
     }
-    let column = app.column(BackendKind::XnnpackInt8).unwrap();
+    let column = app.column("xnnpack-int8").unwrap();
     assert_eq!(column.phase, Phase::Ready);
     assert_eq!(column.output.as_ref().unwrap().input.text, "a dog", "the current text ran on the new program");
     assert_eq!(column.stats.count(), 1, "only the new program's run is in its latency");
-    assert_eq!(log.runs_of(BackendKind::XnnpackInt8), vec!["a dog".to_string()]);
+    assert_eq!(log.runs_of(spec("xnnpack-int8")), vec!["a dog".to_string()]);
     assert!(scheduler.shutdown(WAIT), "the old worker is gone and the new one stops");
-    assert_eq!(log.runs_of(BackendKind::Xnnpack).len(), 1, "the old program finished its run and took no more");
-    assert!(app.column(BackendKind::Xnnpack).is_none(), "its late result did not bring the old column back");
+    assert_eq!(log.runs_of(spec("xnnpack")).len(), 1, "the old program finished its run and took no more");
+    assert!(app.column("xnnpack").is_none(), "its late result did not bring the old column back");
 }

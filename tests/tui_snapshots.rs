@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use runlens::app::{self, Action, App, AppConfig, CoverageView};
-use runlens::backend::BackendKind;
-use runlens::model::{Embedding, Encoded};
+use runlens::backend::{named as spec, BackendSpec};
+use runlens::model::Encoded;
+use runlens::task::{Embedding, Task, TaskOutput};
 use runlens::schedule::{Request, WorkerEvent};
 
 fn fake_encode(text: &str) -> anyhow::Result<Encoded> {
@@ -63,11 +64,12 @@ impl Scene {
     fn new() -> Scene {
         let t0 = Instant::now();
         let config = AppConfig {
-            kinds: BackendKind::ALL.to_vec(),
+            kinds: ["eager", "portable", "xnnpack"].map(spec).to_vec(),
             threads: 2,
-            model: app::MODEL_NAME.to_string(),
+            model: "all-MiniLM-L6-v2".to_string(),
+            task: Task::FeatureExtraction,
             corpus: app::corpus_sentences(),
-            xnnpack_variants: BackendKind::XNNPACK_VARIANTS.to_vec(),
+            variants: ["eager", "portable", "xnnpack", "xnnpack-int8", "xnnpack-static"].map(spec).to_vec(),
         };
         Scene { app: App::new(config, Box::new(fake_encode), t0), t0 }
     }
@@ -82,8 +84,8 @@ impl Scene {
         self
     }
 
-    fn load(&mut self, kind: BackendKind, ms: u64) -> &mut Self {
-        self.send(WorkerEvent::Loaded { kind, description: format!("fake {kind}"), load_time: Duration::from_millis(ms) })
+    fn load(&mut self, kind: BackendSpec, ms: u64) -> &mut Self {
+        self.send(WorkerEvent::Loaded { description: format!("fake {kind}"), kind, load_time: Duration::from_millis(ms) })
     }
 
     fn embed_corpus(&mut self) -> &mut Self {
@@ -91,11 +93,11 @@ impl Scene {
         let corpus = requests
             .iter()
             .find_map(|r| match r {
-                Request::EmbedCorpus(kind, sentences) => Some((*kind, sentences.clone())),
+                Request::EmbedCorpus(kind, sentences) => Some((kind.clone(), sentences.clone())),
                 _ => None,
             })
             .expect("the app asks for the corpus at start");
-        assert_eq!(corpus.0, BackendKind::Xnnpack, "the fastest backend embeds the corpus");
+        assert_eq!(corpus.0.name, "xnnpack", "the fastest backend embeds the corpus");
         let embeddings = corpus.1.iter().map(fake_embed).collect();
         self.send(WorkerEvent::CorpusEmbedded { kind: corpus.0, outcome: Ok(embeddings), elapsed: Duration::from_millis(240) })
     }
@@ -108,17 +110,17 @@ impl Scene {
     }
 
     /// One finished run of the current text, `ms` long.
-    fn result(&mut self, kind: BackendKind, ms: f64, nudge: f32) -> &mut Self {
+    fn result(&mut self, kind: BackendSpec, ms: f64, nudge: f32) -> &mut Self {
         let input = Arc::new(self.app.encoded().expect("text typed").clone());
         let generation = self.app.generation();
         let embedding = nudged(&fake_embed(&input), nudge);
-        self.send(WorkerEvent::Started { kind, generation, at: self.t0 })
-            .send(WorkerEvent::Finished { kind, generation, input, outcome: Ok(embedding), elapsed: Duration::from_secs_f64(ms / 1e3) })
+        self.send(WorkerEvent::Started { kind: kind.clone(), generation, at: self.t0 })
+            .send(WorkerEvent::Finished { kind, generation, input, outcome: Ok(TaskOutput::Embedding(embedding)), elapsed: Duration::from_secs_f64(ms / 1e3) })
     }
 
     fn coverage(&mut self) -> &mut Self {
         self.app.set_coverage(
-            BackendKind::Portable,
+            &spec("portable"),
             Ok(CoverageView {
                 coverage: 0.0,
                 kernel_calls: 367,
@@ -128,7 +130,7 @@ impl Scene {
             }),
         );
         self.app.set_coverage(
-            BackendKind::Xnnpack,
+            &spec("xnnpack"),
             Ok(CoverageView {
                 coverage: 0.28,
                 kernel_calls: 136,
@@ -143,16 +145,16 @@ impl Scene {
     /// Everything loaded, the corpus embedded, the sentence run a few times.
     fn with_results() -> Scene {
         let mut s = Scene::new();
-        s.at(600).load(BackendKind::Eager, 512).load(BackendKind::Portable, 205).load(BackendKind::Xnnpack, 198).embed_corpus().coverage();
+        s.at(600).load(spec("eager"), 512).load(spec("portable"), 205).load(spec("xnnpack"), 198).embed_corpus().coverage();
         s.at(2_000).type_text(SENTENCE);
         s.at(2_200);
         assert!(s.app.tick(), "the debounce is over");
         for (i, (e, p, x)) in [(31.2, 412.0, 3.1), (9.8, 398.0, 2.4), (8.7, 405.5, 2.2), (9.1, 401.0, 2.9)].into_iter().enumerate() {
-            s.result(BackendKind::Eager, e, 0.0);
+            s.result(spec("eager"), e, 0.0);
             if i < 2 {
-                s.result(BackendKind::Portable, p, 1.2e-7);
+                s.result(spec("portable"), p, 1.2e-7);
             }
-            s.result(BackendKind::Xnnpack, x, -2.4e-7);
+            s.result(spec("xnnpack"), x, -2.4e-7);
         }
         s.at(4_000);
         s
@@ -196,15 +198,15 @@ fn results_on_a_large_terminal() {
 #[test]
 fn one_backend_in_error() {
     let mut s = Scene::new();
-    s.at(600).load(BackendKind::Eager, 512).load(BackendKind::Xnnpack, 198);
+    s.at(600).load(spec("eager"), 512).load(spec("xnnpack"), 198);
     s.send(WorkerEvent::LoadFailed {
-        kind: BackendKind::Portable,
+        kind: spec("portable"),
         error: "cannot load models/minilm/portable.pte: ExecuTorch error 0x23 (InvalidProgram): the file is truncated".into(),
     });
     s.embed_corpus().coverage();
     s.at(2_000).type_text(SENTENCE).at(2_200);
     s.app.tick();
-    s.result(BackendKind::Eager, 9.4, 0.0).result(BackendKind::Xnnpack, 2.6, -2.4e-7);
+    s.result(spec("eager"), 9.4, 0.0).result(spec("xnnpack"), 2.6, -2.4e-7);
     s.at(3_000);
     check("one_backend_in_error", s.screen(80, 24));
 }
@@ -217,7 +219,7 @@ fn running_and_stale_output() {
     s.app.tick();
     let generation = s.app.generation();
     let t0 = s.t0;
-    s.send(WorkerEvent::Started { kind: BackendKind::Portable, generation, at: t0 + Duration::from_millis(4_000) });
+    s.send(WorkerEvent::Started { kind: spec("portable"), generation, at: t0 + Duration::from_millis(4_000) });
     s.at(4_420);
     check("running_and_stale", s.screen(80, 24));
 }
@@ -244,4 +246,77 @@ fn serial_and_repeat_in_the_status_bar() {
     let status = screen.lines().last().unwrap().to_string();
     assert!(status.contains("SERIAL") && status.contains("REPEAT") && status.contains("2 threads"), "{status}");
     assert!(status.contains("all-MiniLM-L6-v2") && status.contains("F1 help") && status.contains("Esc quit"), "{status}");
+}
+
+// ---- the task panels (fill-mask, text-classification) ----
+
+use runlens::task::{Classification, FillMask, MaskPrediction, TokenProb};
+
+/// A fill-mask output over a vocabulary of 8 words; `swap` makes the second
+/// word the most likely (a runtime that disagrees).
+fn fake_fill(position: usize, swap: bool) -> TaskOutput {
+    let words = ["cat", "dog", "child", "man", "bird", "woman", "fox", "baby"];
+    let mut logits: Vec<f32> = (0..8).map(|i| 4.0 - i as f32 * 0.6).collect();
+    if swap {
+        logits.swap(0, 1);
+    }
+    let probs = {
+        let e: Vec<f64> = logits.iter().map(|&l| f64::from(l).exp()).collect();
+        let s: f64 = e.iter().sum();
+        e.into_iter().map(|x| x / s).collect::<Vec<_>>()
+    };
+    let mut order: Vec<usize> = (0..8).collect();
+    order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]));
+    let top = order.iter().take(5).map(|&i| TokenProb { id: i as i64, token: words[i].to_string(), prob: probs[i] }).collect();
+    TaskOutput::FillMask(FillMask { masks: vec![MaskPrediction { position, top, logits }], uncovered: 0 })
+}
+
+fn fake_labels(logits: Vec<f32>) -> TaskOutput {
+    TaskOutput::Classification(Classification::from_logits(logits, &["negative".to_string(), "neutral".to_string(), "positive".to_string()]))
+}
+
+/// Three columns of a task model with results for `text`, from `outputs` (eager, portable, xnnpack).
+fn task_scene(task: Task, text: &str, outputs: [TaskOutput; 3]) -> Scene {
+    let t0 = Instant::now();
+    let config = AppConfig {
+        kinds: ["eager", "portable", "xnnpack"].map(spec).to_vec(),
+        threads: 2,
+        model: "tiny-distilbert-mlm".to_string(),
+        task,
+        corpus: app::corpus_sentences(),
+        variants: ["eager", "portable", "xnnpack"].map(spec).to_vec(),
+    };
+    let mut s = Scene { app: App::new(config, Box::new(fake_encode), t0), t0 };
+    assert!(s.app.drain_requests().is_empty(), "no corpus for {task}");
+    s.at(600).load(spec("eager"), 512).load(spec("portable"), 205).load(spec("xnnpack"), 198).coverage();
+    s.at(2_000).type_text(text).at(2_200);
+    s.app.tick();
+    let input = Arc::new(s.app.encoded().unwrap().clone());
+    let generation = s.app.generation();
+    for (name, output) in ["eager", "portable", "xnnpack"].into_iter().zip(outputs) {
+        s.send(WorkerEvent::Started { kind: spec(name), generation, at: s.t0 + Duration::from_millis(2_200) });
+        s.send(WorkerEvent::Finished { kind: spec(name), generation, input: input.clone(), outcome: Ok(output), elapsed: Duration::from_millis(7) });
+    }
+    s.at(3_000);
+    s
+}
+
+#[test]
+fn fill_mask_panels_mark_a_column_that_disagrees() {
+    let make = || task_scene(Task::FillMask, "the mask sat on the mat", [fake_fill(2, false), fake_fill(2, true), fake_fill(2, false)]);
+    let screen = make().screen(80, 24);
+    assert_eq!(screen.matches("cat").count(), 3, "every column lists the reference's top token: {screen}");
+    assert!(screen.contains("TOP-1 DIFFERS") && screen.contains("same top-1"), "{screen}");
+    check("fill_mask_80x24", screen);
+    check("fill_mask_120x40", make().screen(120, 40));
+}
+
+#[test]
+fn classification_panels_show_every_label() {
+    let make = || task_scene(Task::TextClassification, "what a day", [fake_labels(vec![0.2, 0.1, 1.9]), fake_labels(vec![0.2, 0.1, 1.9]), fake_labels(vec![2.5, 0.1, 1.9])]);
+    let screen = make().screen(80, 24);
+    assert_eq!(screen.matches("positive").count(), 3, "{screen}");
+    assert!(screen.contains("LABEL DIFFERS") && screen.contains("same label"), "{screen}");
+    check("classification_80x24", screen);
+    check("classification_120x40", make().screen(120, 40));
 }

@@ -181,7 +181,7 @@ fn token_strip_wraps_and_counts_what_does_not_fit() {
 fn token_strip_marks_truncated_text() {
     let e = encoded(&SOFA[..2], true);
     let buf = render(TokenStrip { encoded: Some(&e), error: None }, 60, 1);
-    assert_eq!(lines(&buf), padded(&["Tokens 4 CUT AT 128 [CLS] 101  a 1037  cat 4937  [SEP] 102"], 60));
+    assert_eq!(lines(&buf), padded(&["Tokens 4 CUT AT 4 [CLS] 101  a 1037  cat 4937  [SEP] 102"], 60));
     assert_eq!(buf[(9, 0)].bg, Color::Red);
 }
 

@@ -1,61 +1,108 @@
-//! The ExecuTorch paths: the same exported program, lowered without a
-//! delegate (`portable.pte`, run on the wheel's default CPU kernels) or with
-//! XNNPACK (`xnnpack.pte`, and the export variants `xnnpack-int8.pte` and
-//! `xnnpack-static.pte`). All run through ExecuTorch's C++ `Module` via
-//! [`crate::ffi`].
+//! The ExecuTorch paths: any `.pte` program (the directory's `portable.pte`,
+//! `xnnpack.pte` and its variants, or one given with `--program`), run through
+//! ExecuTorch's C++ `Module` via [`crate::ffi`].
 //!
-//! A program exported for a fixed sequence length (its input shape is stored
-//! as static in the file) gets its input padded ([`Encoded::padded_to`]).
+//! How to drive a program is read from the file with runlens' own reader,
+//! never guessed: its inputs (`input_ids`, or `input_ids` and
+//! `attention_mask`, int64 `[1, S]`, S dynamic up to a bound or fixed: then the
+//! input is padded and the padding masked) and its first output (float, of a
+//! shape the task can read). A program of another shape is an error that
+//! names the file, what it has and what runlens expects.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::{Backend, BackendKind};
+use super::{Backend, BackendSpec};
 use crate::ffi::EtModule;
-use crate::pte::CoverageReport;
-use crate::model::{Embedding, Encoded, ModelDir};
+use crate::model::Encoded;
+use crate::pte::{CoverageReport, InputShape, PlanCoverage};
+use crate::task::{OutputTensor, Task};
+
+/// What runlens expects of a program's inputs, for error messages.
+const EXPECTED_INPUTS: &str = "input_ids, or input_ids and attention_mask: int64 [1, S]";
+
+/// How a program takes its input, read from the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InputConvention {
+    /// It takes `attention_mask` after `input_ids`.
+    pub with_mask: bool,
+    /// `Some(n)`: exactly `n` tokens (the input is padded); `None`: any length up to `max_len`.
+    pub fixed_len: Option<usize>,
+    /// The longest input it takes.
+    pub max_len: usize,
+}
+
+impl InputConvention {
+    /// Read the convention of `forward` from runlens' report of the file; an
+    /// error saying what was found when runlens cannot drive it.
+    pub fn of(plan: &PlanCoverage, task: Task) -> Result<InputConvention, String> {
+        let describe = |shapes: &[InputShape]| {
+            shapes
+                .iter()
+                .map(|s| format!("{} [{}]", s.dtype, s.sizes.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let inputs = &plan.input_shapes;
+        let ok_input = |s: &InputShape| s.dtype == "long" && s.sizes.len() == 2 && s.sizes[0] == 1 && s.sizes[1] >= 1;
+        if !(1..=2).contains(&inputs.len()) || plan.inputs as usize != inputs.len() || !inputs.iter().all(ok_input) || inputs.iter().any(|s| s.sizes != inputs[0].sizes) {
+            return Err(format!("its method forward takes {} input(s): {}; runlens drives programs that take {EXPECTED_INPUTS}", plan.inputs, describe(inputs)));
+        }
+        let out = plan.output_shapes.first().ok_or_else(|| "its method forward returns no tensor".to_string())?;
+        let rank_ok = match task {
+            Task::FillMask => out.sizes.len() == 2 || out.sizes.len() == 3,
+            Task::FeatureExtraction | Task::TextClassification => out.sizes.len() == 2,
+        };
+        if out.dtype != "float" || !rank_ok || out.sizes.first() != Some(&1) {
+            return Err(format!(
+                "its method forward returns {}; a {task} program returns {} (float)",
+                describe(std::slice::from_ref(out)),
+                task.expected_outputs()
+            ));
+        }
+        let len = usize::try_from(inputs[0].sizes[1]).unwrap_or(0);
+        Ok(InputConvention { with_mask: inputs.len() == 2, fixed_len: (!inputs[0].dynamic).then_some(len), max_len: len })
+    }
+}
 
 pub struct ExecutorchBackend {
-    kind: BackendKind,
+    spec: BackendSpec,
     module: EtModule,
     path: PathBuf,
     load_time: Duration,
     coverage: CoverageReport,
-    /// `Some(n)`: the program takes exactly `n` tokens (read from the file).
-    fixed_len: Option<usize>,
+    convention: InputConvention,
 }
 
 impl ExecutorchBackend {
-    /// Load the `.pte` of `kind` from the models directory.
-    pub fn load(kind: BackendKind, dir: &ModelDir) -> anyhow::Result<ExecutorchBackend> {
-        let file = kind.pte_file().with_context(|| format!("{kind} is not an ExecuTorch backend"))?;
-        let path = dir.require(file)?;
-        Self::load_file(kind, &path)
-    }
-
-    /// Load a `.pte` from any path; the file is checked by runlens' own reader
-    /// first, so that bytes ExecuTorch might abort on never reach it.
-    pub fn load_file(kind: BackendKind, path: &Path) -> anyhow::Result<ExecutorchBackend> {
+    /// Load a `.pte` from any path for `task`. The file is read by runlens' own
+    /// reader first, so that bytes ExecuTorch might abort on never reach it,
+    /// and so that its inputs and output are known before it runs.
+    pub fn load_file(spec: &BackendSpec, path: &Path, task: Task) -> anyhow::Result<ExecutorchBackend> {
+        if !path.is_file() {
+            return Err(crate::model::ModelsMissing { path: path.to_path_buf() }.into());
+        }
         let coverage = crate::pte::inspect_file(path)
-            .with_context(|| format!("{}: not a readable ExecuTorch program (re-export it with `make models`)", path.display()))?;
-        let fixed_len = coverage.plan("forward").or_else(|| coverage.plans.first()).and_then(|p| p.fixed_seq_len());
+            .with_context(|| format!("{}: not a readable ExecuTorch program (re-export it)", path.display()))?;
+        let plan = coverage
+            .plan("forward")
+            .with_context(|| format!("{}: the program has no method \"forward\"; runlens runs forward", path.display()))?;
+        let convention = InputConvention::of(plan, task).map_err(|why| anyhow::anyhow!("{}: runlens cannot drive this program: {why}", path.display()))?;
         let start = Instant::now();
         let module = EtModule::load(path, false)?;
-        Ok(ExecutorchBackend {
-            kind,
-            module,
-            path: path.to_path_buf(),
-            load_time: start.elapsed(),
-            coverage,
-            fixed_len,
-        })
+        Ok(ExecutorchBackend { spec: spec.clone(), module, path: path.to_path_buf(), load_time: start.elapsed(), coverage, convention })
+    }
+
+    /// How the program takes its input.
+    pub fn convention(&self) -> InputConvention {
+        self.convention
     }
 
     /// The sequence length a fixed-shape program needs; `None` when it takes any length.
     pub fn fixed_len(&self) -> Option<usize> {
-        self.fixed_len
+        self.convention.fixed_len
     }
 
     pub fn load_time(&self) -> Duration {
@@ -71,6 +118,38 @@ impl ExecutorchBackend {
         &self.path
     }
 
+    /// The input as this program takes it: padded to a fixed length, checked against its bound.
+    pub fn prepare(&self, input: &Encoded) -> anyhow::Result<Encoded> {
+        let name = || self.path.display().to_string();
+        match self.convention.fixed_len {
+            Some(len) => input.padded_to(len).with_context(name),
+            None => {
+                anyhow::ensure!(
+                    input.len() <= self.convention.max_len,
+                    "{}: the program takes at most {} tokens and this input has {}",
+                    name(),
+                    self.convention.max_len,
+                    input.len()
+                );
+                Ok(input.clone())
+            }
+        }
+    }
+
+    /// Run a prepared input ([`prepare`](Self::prepare)) and keep only the real
+    /// positions of a per-position output.
+    pub fn run_prepared(&mut self, prepared: &Encoded, real_len: usize) -> anyhow::Result<OutputTensor> {
+        let mask = self.convention.with_mask.then_some(prepared.attention_mask.as_slice());
+        let values = self.module.forward(&prepared.ids, mask)?.to_vec();
+        let mut shape = self.module.output_shape();
+        let mut data = values;
+        if shape.len() == 3 && shape[1] > real_len && shape.iter().product::<usize>() == data.len() {
+            data.truncate(real_len * shape[2]);
+            shape[1] = real_len;
+        }
+        Ok(OutputTensor::new(shape, data))
+    }
+
     /// The ExecuTorch module, for the bench's in-shim loop.
     pub fn module_mut(&mut self) -> &mut EtModule {
         &mut self.module
@@ -78,33 +157,17 @@ impl ExecutorchBackend {
 }
 
 impl Backend for ExecutorchBackend {
-    fn kind(&self) -> BackendKind {
-        self.kind
-    }
-
     fn describe(&self) -> String {
-        let what = match self.kind {
-            BackendKind::Portable => "the program without a delegate, on the wheel's default CPU kernels",
-            BackendKind::XnnpackInt8 => "XNNPACK delegate with int8 dynamically quantized linear layers, the rest on the default kernels",
-            _ => "XNNPACK delegate for the subgraphs it supports, the rest on the default kernels",
-        };
-        let shape = match self.fixed_len {
+        let shape = match self.convention.fixed_len {
             Some(n) => format!(", fixed length {n} (input padded)"),
             None => String::new(),
         };
-        format!("ExecuTorch {} ({what}), {}{shape}, {} pool threads", self.kind, self.path.display(), crate::ffi::threads())
+        let inputs = if self.convention.with_mask { "" } else { ", input_ids only" };
+        format!("{}: {}, {}{shape}{inputs}, {} pool threads", self.spec.title, self.spec.about, self.path.display(), crate::ffi::threads())
     }
 
-    fn run(&mut self, input: &Encoded) -> anyhow::Result<Embedding> {
-        let padded;
-        let input = match self.fixed_len {
-            Some(len) => {
-                padded = input.padded_to(len).with_context(|| self.path.display().to_string())?;
-                &padded
-            }
-            None => input,
-        };
-        let values = self.module.forward(&input.ids, &input.attention_mask)?;
-        Ok(Embedding(values.to_vec()))
+    fn run(&mut self, input: &Encoded) -> anyhow::Result<OutputTensor> {
+        let prepared = self.prepare(input)?;
+        self.run_prepared(&prepared, input.len())
     }
 }

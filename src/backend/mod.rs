@@ -1,131 +1,239 @@
-//! The inference paths runlens compares. Every path implements [`Backend`];
-//! [`BackendKind`] names them on the command line, in JSON and in the TUI.
+//! The inference paths runlens compares, tensor in and tensor out. Which paths
+//! exist is data: [`catalog`] reads them from the model directory's manifest
+//! (and `--program NAME=FILE.pte`); the only variant the code matches on is
+//! [`Source`]: runlens' own eager model, or an ExecuTorch program file.
 
 pub mod eager;
 pub mod executorch;
 
 use std::fmt;
-use std::str::FromStr;
+use std::path::{Path, PathBuf};
 
-use crate::model::{Embedding, Encoded, ModelDir};
+use crate::model::{Encoded, ModelDir};
+use crate::task::{OutputTensor, TaskContext, TaskOutput};
 
 /// One CPU inference path with its model loaded, ready to run.
 ///
 /// A backend is owned by one thread at a time (`Send`, not `Sync`): the TUI
 /// gives each its own worker thread, `run` and `bench` call it directly.
 pub trait Backend: Send {
-    /// Which path this is.
-    fn kind(&self) -> BackendKind;
     /// One line for humans: what runs, from which file, with how many threads.
     fn describe(&self) -> String;
-    /// Run the sentence embedder on one tokenized input.
-    fn run(&mut self, input: &Encoded) -> anyhow::Result<Embedding>;
+    /// Run the model on one tokenized input; the first output tensor.
+    fn run(&mut self, input: &Encoded) -> anyhow::Result<OutputTensor>;
 }
 
-/// The names of the inference paths, as the user types them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum BackendKind {
-    /// PyTorch eager: libtorch through tch, one operator at a time.
+/// Run `backend` on `input` and read its output as the task does.
+pub fn run_task(backend: &mut dyn Backend, ctx: &TaskContext, input: &Encoded) -> anyhow::Result<TaskOutput> {
+    ctx.check_input(input)?;
+    let out = backend.run(input)?;
+    ctx.interpret(input, out)
+}
+
+/// Where a backend's model comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// runlens' own model on libtorch (tch), one operator at a time.
     Eager,
-    /// ExecuTorch, the program lowered with no delegate, on the wheel's default CPU kernels.
-    Portable,
-    /// ExecuTorch with the XNNPACK delegate for the subgraphs it supports.
-    Xnnpack,
-    /// The XNNPACK program with its linear layers dynamically quantized to int8.
-    XnnpackInt8,
-    /// The XNNPACK program exported for a fixed sequence length (input padded and masked).
-    XnnpackStatic,
+    /// An ExecuTorch program.
+    Program(PathBuf),
 }
 
-impl BackendKind {
-    /// The three paths runlens compares: the default columns and backends.
-    pub const ALL: [BackendKind; 3] = [BackendKind::Eager, BackendKind::Portable, BackendKind::Xnnpack];
-    /// Every kind, the export variants included (named with `--backends`).
-    pub const EVERY: [BackendKind; 5] =
-        [BackendKind::Eager, BackendKind::Portable, BackendKind::Xnnpack, BackendKind::XnnpackInt8, BackendKind::XnnpackStatic];
-    /// The XNNPACK programs, in the order the explorer's F5 cycles through them.
-    pub const XNNPACK_VARIANTS: [BackendKind; 3] = [BackendKind::Xnnpack, BackendKind::XnnpackInt8, BackendKind::XnnpackStatic];
+/// One inference path the user can pick, by name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BackendSpec {
+    /// On the command line and in JSON: `eager`, `portable`, `xnnpack-int8`, a `--program` name.
+    pub name: String,
+    /// The column title.
+    pub title: String,
+    /// What it is, in a sentence (the manifest's `about`).
+    pub about: String,
+    /// Specs with the same column share one column of the explorer; F5 cycles them.
+    pub column: String,
+    pub source: Source,
+    /// Named on the command line (`--program`): shown even when its file is
+    /// missing, so that the column says so.
+    pub given: bool,
+}
 
-    /// The name used on the command line and in JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendKind::Eager => "eager",
-            BackendKind::Portable => "portable",
-            BackendKind::Xnnpack => "xnnpack",
-            BackendKind::XnnpackInt8 => "xnnpack-int8",
-            BackendKind::XnnpackStatic => "xnnpack-static",
+/// The name of the built-in eager path.
+pub const EAGER: &str = "eager";
+
+impl BackendSpec {
+    pub fn eager() -> BackendSpec {
+        BackendSpec {
+            name: EAGER.to_string(),
+            title: "PyTorch eager".to_string(),
+            about: "libtorch through tch: every operator dispatched one by one, as a PyTorch user runs the model".to_string(),
+            column: EAGER.to_string(),
+            source: Source::Eager,
+            given: false,
         }
     }
 
-    /// The column title in the TUI.
-    pub fn title(self) -> &'static str {
-        match self {
-            BackendKind::Eager => "PyTorch eager",
-            BackendKind::Portable => "ExecuTorch portable",
-            BackendKind::Xnnpack => "ExecuTorch XNNPACK",
-            BackendKind::XnnpackInt8 => "ExecuTorch XNNPACK int8",
-            BackendKind::XnnpackStatic => "ExecuTorch XNNPACK static",
+    /// A program given with `--program NAME=FILE.pte`: a column of its own.
+    pub fn program(name: &str, file: &Path) -> BackendSpec {
+        BackendSpec {
+            name: name.to_string(),
+            title: name.to_string(),
+            about: format!("{} (given with --program)", file.display()),
+            column: name.to_string(),
+            source: Source::Program(file.to_path_buf()),
+            given: true,
         }
     }
 
-    /// The `.pte` file of an ExecuTorch path, relative to the model directory.
-    pub fn pte_file(self) -> Option<&'static str> {
-        match self {
-            BackendKind::Eager => None,
-            BackendKind::Portable => Some("portable.pte"),
-            BackendKind::Xnnpack => Some("xnnpack.pte"),
-            BackendKind::XnnpackInt8 => Some("xnnpack-int8.pte"),
-            BackendKind::XnnpackStatic => Some("xnnpack-static.pte"),
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn is_eager(&self) -> bool {
+        self.source == Source::Eager
+    }
+
+    /// The `.pte` of an ExecuTorch path.
+    pub fn pte_file(&self) -> Option<&Path> {
+        match &self.source {
+            Source::Program(p) => Some(p),
+            Source::Eager => None,
         }
-    }
-
-    /// One of the XNNPACK programs (the plain one or an export variant).
-    pub fn is_xnnpack(self) -> bool {
-        Self::XNNPACK_VARIANTS.contains(&self)
-    }
-
-    /// The XNNPACK variant after this one (F5 in the explorer); other kinds stay.
-    pub fn next_xnnpack_variant(self) -> BackendKind {
-        match Self::XNNPACK_VARIANTS.iter().position(|&k| k == self) {
-            Some(i) => Self::XNNPACK_VARIANTS[(i + 1) % Self::XNNPACK_VARIANTS.len()],
-            None => self,
-        }
-    }
-
-    pub fn valid_names() -> String {
-        Self::EVERY.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
     }
 }
 
-impl fmt::Display for BackendKind {
+impl fmt::Display for BackendSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        f.write_str(&self.name)
     }
 }
 
-impl FromStr for BackendKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::EVERY
-            .into_iter()
-            .find(|k| k.name() == s.trim())
-            .ok_or_else(|| format!("unknown backend '{s}'; valid names: {}", Self::valid_names()))
+/// A spec named like MiniLM's paths (`eager`, `portable`, `xnnpack`,
+/// `xnnpack-int8`, `xnnpack-static`; the XNNPACK ones share a column), with
+/// their titles, for tests of scheduling and drawing: the file need not exist.
+pub fn named(name: &str) -> BackendSpec {
+    if name == EAGER {
+        return BackendSpec::eager();
+    }
+    let title = match name {
+        "portable" => "ExecuTorch portable".to_string(),
+        "xnnpack" => "ExecuTorch XNNPACK".to_string(),
+        n if n.starts_with("xnnpack-") => format!("ExecuTorch XNNPACK {}", &n["xnnpack-".len()..]),
+        n => n.to_string(),
+    };
+    let column = if name.starts_with("xnnpack") { "xnnpack" } else { name };
+    BackendSpec {
+        name: name.to_string(),
+        title,
+        about: String::new(),
+        column: column.to_string(),
+        source: Source::Program(PathBuf::from(format!("{name}.pte"))),
+        given: false,
     }
 }
 
-/// Load one backend from the models directory (slow: hundreds of ms).
-pub fn load(kind: BackendKind, dir: &ModelDir) -> anyhow::Result<Box<dyn Backend>> {
-    Ok(match kind {
-        BackendKind::Eager => Box::new(eager::EagerBackend::load(dir)?),
-        _ => Box::new(executorch::ExecutorchBackend::load(kind, dir)?),
+/// Every path the model directory offers, in column order: eager (when the
+/// manifest lists the checkpoint's files), the manifest's programs, then the
+/// `--program` ones. An error when a `--program` name is taken or malformed.
+pub fn catalog(dir: &ModelDir, extra: &[(String, PathBuf)]) -> anyhow::Result<Vec<BackendSpec>> {
+    let mut specs = Vec::new();
+    if dir.manifest().eager.is_some() {
+        specs.push(BackendSpec::eager());
+    }
+    for p in &dir.manifest().programs {
+        specs.push(BackendSpec {
+            name: p.name.clone(),
+            title: p.title.clone(),
+            about: p.about.clone(),
+            column: p.column.clone().unwrap_or_else(|| p.name.clone()),
+            source: Source::Program(dir.root().join(&p.file)),
+            given: false,
+        });
+    }
+    for (name, file) in extra {
+        anyhow::ensure!(
+            !name.is_empty() && !name.contains(',') && name.chars().all(|c| !c.is_control()),
+            "--program {name}={}: the name must be non-empty, without commas",
+            file.display()
+        );
+        anyhow::ensure!(
+            !specs.iter().any(|s| s.name == *name),
+            "--program {name}={}: the name {name:?} is taken (the model directory has it); choose another",
+            file.display()
+        );
+        specs.push(BackendSpec::program(name, file));
+    }
+    Ok(specs)
+}
+
+/// The backends shown when none are named: eager, the first program of each
+/// column whose file is present, and every `--program`.
+pub fn defaults(catalog: &[BackendSpec]) -> Vec<BackendSpec> {
+    let mut columns: Vec<&str> = Vec::new();
+    let mut chosen = Vec::new();
+    for spec in catalog {
+        let present = spec.given || spec.pte_file().is_none_or(Path::is_file);
+        if present && !columns.contains(&spec.column.as_str()) {
+            columns.push(&spec.column);
+            chosen.push(spec.clone());
+        }
+    }
+    chosen
+}
+
+/// The specs of `catalog` that share `spec`'s column and whose file is present,
+/// in catalog order (F5 cycles them).
+pub fn variants(catalog: &[BackendSpec], spec: &BackendSpec) -> Vec<BackendSpec> {
+    catalog.iter().filter(|s| s.column == spec.column && s.pte_file().is_none_or(Path::is_file)).cloned().collect()
+}
+
+/// Parse a comma list such as `eager,xnnpack` against the catalog; duplicates
+/// are dropped, order kept.
+pub fn parse_list(list: &str, catalog: &[BackendSpec]) -> Result<Vec<BackendSpec>, String> {
+    let valid = || catalog.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ");
+    let mut specs: Vec<BackendSpec> = Vec::new();
+    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let spec = catalog
+            .iter()
+            .find(|s| s.name == part)
+            .ok_or_else(|| format!("unknown backend '{part}'; this model directory has: {}", valid()))?;
+        if !specs.contains(spec) {
+            specs.push(spec.clone());
+        }
+    }
+    if specs.is_empty() {
+        return Err(format!("no backend named; this model directory has: {}", valid()));
+    }
+    Ok(specs)
+}
+
+/// `--backends` names a backend the model directory does not have: a usage
+/// error (exit code 2, like clap's), with the names it has.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UnknownBackend(pub String);
+
+/// Parse `--program NAME=FILE.pte`.
+pub fn parse_program(arg: &str) -> Result<(String, PathBuf), String> {
+    let (name, file) = arg.split_once('=').ok_or_else(|| format!("--program {arg}: expected NAME=FILE.pte"))?;
+    if name.trim().is_empty() || file.trim().is_empty() {
+        return Err(format!("--program {arg}: expected NAME=FILE.pte, both non-empty"));
+    }
+    Ok((name.trim().to_string(), PathBuf::from(file)))
+}
+
+/// Load one backend (slow: hundreds of ms).
+pub fn load(spec: &BackendSpec, dir: &ModelDir) -> anyhow::Result<Box<dyn Backend>> {
+    Ok(match &spec.source {
+        Source::Eager => Box::new(eager::EagerBackend::load(dir)?),
+        Source::Program(path) => Box::new(executorch::ExecutorchBackend::load_file(spec, path, dir.task())?),
     })
 }
 
-/// The files `kind` needs, or [`crate::model::ModelsMissing`] naming the first one absent.
-pub fn files_present(kind: BackendKind, dir: &ModelDir) -> Result<(), crate::model::ModelsMissing> {
-    match kind.pte_file() {
-        Some(file) => dir.require(file).map(drop),
-        None => dir.config().and_then(|_| dir.weights()).map(drop),
+/// The files `spec` needs, or [`crate::model::ModelsMissing`] naming the first one absent.
+pub fn files_present(spec: &BackendSpec, dir: &ModelDir) -> Result<(), crate::model::ModelsMissing> {
+    match &spec.source {
+        Source::Program(file) if file.is_file() => Ok(()),
+        Source::Program(file) => Err(crate::model::ModelsMissing { path: file.clone() }),
+        Source::Eager => dir.config().and_then(|_| dir.weights()).map(drop),
     }
 }
 
@@ -143,44 +251,43 @@ pub fn threads() -> (usize, usize) {
     (tch::get_num_threads().max(0) as usize, crate::ffi::threads() as usize)
 }
 
-/// Parse a comma list such as `eager,xnnpack`; duplicates are dropped, order kept.
-pub fn parse_list(list: &str) -> Result<Vec<BackendKind>, String> {
-    let mut kinds = Vec::new();
-    for part in list.split(',').filter(|p| !p.trim().is_empty()) {
-        let kind: BackendKind = part.parse()?;
-        if !kinds.contains(&kind) {
-            kinds.push(kind);
-        }
-    }
-    if kinds.is_empty() {
-        return Err(format!("no backend named; valid names: {}", BackendKind::valid_names()));
-    }
-    Ok(kinds)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn parses_lists_and_rejects_unknown_names() {
-        assert_eq!(parse_list("xnnpack, eager,xnnpack").unwrap(), vec![BackendKind::Xnnpack, BackendKind::Eager]);
-        let err = parse_list("eager,tflite").unwrap_err();
-        assert!(err.contains("tflite") && err.contains("portable"), "{err}");
-        assert!(parse_list(" , ").is_err());
-        assert_eq!(parse_list("xnnpack-int8,xnnpack-static").unwrap(), vec![BackendKind::XnnpackInt8, BackendKind::XnnpackStatic]);
+    fn catalog() -> Vec<BackendSpec> {
+        let prog = |name: &str, column: &str| BackendSpec {
+            name: name.into(),
+            title: name.into(),
+            about: String::new(),
+            column: column.into(),
+            source: Source::Program(PathBuf::from(format!("/nonexistent/{name}.pte"))),
+            given: false,
+        };
+        vec![BackendSpec::eager(), prog("portable", "portable"), prog("xnnpack", "xnnpack"), prog("xnnpack-int8", "xnnpack")]
     }
 
     #[test]
-    fn f5_cycles_through_the_xnnpack_variants_only() {
-        let mut kind = BackendKind::Xnnpack;
-        let mut seen = Vec::new();
-        for _ in 0..3 {
-            kind = kind.next_xnnpack_variant();
-            seen.push(kind);
-        }
-        assert_eq!(seen, vec![BackendKind::XnnpackInt8, BackendKind::XnnpackStatic, BackendKind::Xnnpack]);
-        assert_eq!(BackendKind::Portable.next_xnnpack_variant(), BackendKind::Portable);
-        assert!(BackendKind::EVERY.iter().all(|k| k.name().parse::<BackendKind>() == Ok(*k)));
+    fn parses_lists_against_the_catalog_and_rejects_unknown_names() {
+        let c = catalog();
+        let names = |v: Vec<BackendSpec>| v.into_iter().map(|s| s.name).collect::<Vec<_>>();
+        assert_eq!(names(parse_list("xnnpack, eager,xnnpack", &c).unwrap()), ["xnnpack", "eager"]);
+        let err = parse_list("eager,tflite", &c).unwrap_err();
+        assert!(err.contains("tflite") && err.contains("portable") && err.contains("xnnpack-int8"), "{err}");
+        assert!(parse_list(" , ", &c).is_err());
+        assert_eq!(parse_program("mine=/tmp/a.pte").unwrap(), ("mine".to_string(), PathBuf::from("/tmp/a.pte")));
+        assert!(parse_program("nofile").unwrap_err().contains("NAME=FILE.pte"));
+        assert!(parse_program("=a.pte").is_err());
+    }
+
+    #[test]
+    fn defaults_take_the_first_present_program_of_each_column() {
+        let c = catalog();
+        // No file exists: eager only.
+        assert_eq!(defaults(&c).iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["eager"]);
+        let given = BackendSpec::program("mine", Path::new("/nonexistent/mine.pte"));
+        let mut c2 = c.clone();
+        c2.push(given);
+        assert_eq!(defaults(&c2).iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["eager", "mine"]);
     }
 }

@@ -10,7 +10,7 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
 use super::{Budget, LoadRow};
-use crate::backend::BackendKind;
+use crate::backend::BackendSpec;
 use crate::model::{Encoded, ModelDir};
 
 /// The venv: `$VIRTUAL_ENV`, else `./.venv`, else the one next to the sources.
@@ -39,8 +39,12 @@ pub fn script() -> anyhow::Result<PathBuf> {
 #[derive(Serialize)]
 struct Job<'a> {
     model_dir: PathBuf,
-    pte: BTreeMap<&'static str, PathBuf>,
-    backends: Vec<&'static str>,
+    /// The directory's task: which transformers class the eager row loads.
+    task: &'static str,
+    pte: BTreeMap<&'a str, PathBuf>,
+    /// Programs that take input_ids alone.
+    ids_only: Vec<&'a str>,
+    backends: Vec<&'a str>,
     threads: usize,
     warmup: u32,
     iters: u32,
@@ -48,7 +52,7 @@ struct Job<'a> {
     inputs: Vec<JobInput<'a>>,
     /// Programs exported for a fixed length: the script pads their input to it,
     /// as [`crate::backend::executorch::ExecutorchBackend`] does.
-    pad_to: BTreeMap<&'static str, usize>,
+    pad_to: BTreeMap<&'a str, usize>,
 }
 
 #[derive(Serialize)]
@@ -77,28 +81,33 @@ pub struct PythonCell {
 }
 
 /// Run the Python flow for `kinds` on `inputs`; its stderr (progress) passes through.
-pub fn run(dir: &ModelDir, kinds: &[BackendKind], inputs: &[Encoded], threads: usize, budget: Budget) -> anyhow::Result<PythonOutput> {
+pub fn run(dir: &ModelDir, specs: &[BackendSpec], inputs: &[Encoded], threads: usize, budget: Budget) -> anyhow::Result<PythonOutput> {
     let venv = venv().context("no Python venv found ($VIRTUAL_ENV or ./.venv); `make build` creates it")?;
     let python = venv.join("bin/python");
     let script = script()?;
-    let config = dir.config()?;
-    let model_dir = config.parent().map(Path::to_path_buf).unwrap_or_default();
+    let model_dir = dir.root().to_path_buf();
     let mut pte = BTreeMap::new();
     let mut pad_to = BTreeMap::new();
-    for kind in kinds {
-        if let Some(file) = kind.pte_file() {
-            let path = dir.require(file)?;
-            let report = crate::pte::inspect_file(&path).with_context(|| format!("cannot read {}", path.display()))?;
-            if let Some(len) = report.plan("forward").and_then(|p| p.fixed_seq_len()) {
-                pad_to.insert(kind.name(), len);
+    let mut ids_only = Vec::new();
+    for spec in specs {
+        if let Some(path) = spec.pte_file() {
+            let report = crate::pte::inspect_file(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let plan = report.plan("forward");
+            if let Some(len) = plan.and_then(|p| p.fixed_seq_len()) {
+                pad_to.insert(spec.name.as_str(), len);
             }
-            pte.insert(kind.name(), path);
+            if plan.is_some_and(|p| p.inputs == 1) {
+                ids_only.push(spec.name.as_str());
+            }
+            pte.insert(spec.name.as_str(), path.to_path_buf());
         }
     }
     let job = Job {
         model_dir,
+        task: dir.task().name(),
         pte,
-        backends: kinds.iter().map(|k| k.name()).collect(),
+        ids_only,
+        backends: specs.iter().map(|s| s.name.as_str()).collect(),
         threads,
         warmup: budget.warmup,
         iters: budget.iters,

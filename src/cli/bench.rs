@@ -13,14 +13,14 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::Common;
 use crate::backend::eager::BertConfig;
 use crate::backend::executorch::ExecutorchBackend;
-use crate::backend::{self, BackendKind};
+use crate::backend::{self, BackendSpec};
 use crate::bench::{self, machine::Machine, report, BenchReport, Budget, LoadRow, Row, Samples, WrapperOverhead, SHIM_LOOP};
-use crate::model::{Encoded, SentenceTokenizer, MAX_SEQ_LEN};
+use crate::model::Encoded;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Comma list of sequence lengths (tokens, 2..=128).
-    #[arg(long, value_delimiter = ',', default_value = "8,32,128", value_name = "LIST", value_parser = clap::value_parser!(u32).range(2..=MAX_SEQ_LEN as i64))]
+    /// Comma list of sequence lengths (tokens, 2 up to the model's maximum).
+    #[arg(long, value_delimiter = ',', default_value = "8,32,128", value_name = "LIST", value_parser = clap::value_parser!(u32).range(2..=4096))]
     pub seq_lens: Vec<u32>,
     /// Timed runs per cell at most.
     #[arg(long, default_value_t = 50, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
@@ -47,15 +47,19 @@ pub struct BenchArgs {
 
 pub fn run(common: &Common, args: &BenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.max_seconds > 0.0 && args.max_seconds.is_finite(), "--max-seconds must be positive");
-    let dir = common.model_dir();
-    let tokenizer = SentenceTokenizer::load(&dir.tokenizer()?)?;
-    let config = BertConfig::load(&dir.config()?).context("reading config.json for the FLOP count")?;
+    let dir = common.model_dir()?;
+    let tokenizer = dir.load_tokenizer()?;
+    // FLOPs are counted for BERT-shaped configs; other architectures get none.
+    let config = dir.config().ok().and_then(|c| BertConfig::load(&c).ok());
     let kinds = common.backends(&dir)?;
-    for &kind in &kinds {
-        backend::files_present(kind, &dir)?;
+    for spec in &kinds {
+        backend::files_present(spec, &dir)?;
     }
     let mut lens: Vec<usize> = args.seq_lens.iter().map(|&l| l as usize).collect();
     lens.dedup();
+    if let Some(&l) = lens.iter().find(|&&l| l > dir.max_seq_len()) {
+        anyhow::bail!("--seq-lens {l}: the model takes at most {} tokens", dir.max_seq_len());
+    }
     let inputs: Vec<Encoded> = lens.iter().map(|&l| Encoded::synthetic(&tokenizer, l)).collect::<anyhow::Result<_>>()?;
     let threads = common.thread_count();
     backend::set_threads(threads)?;
@@ -68,17 +72,17 @@ pub fn run(common: &Common, args: &BenchArgs) -> anyhow::Result<()> {
         let _ = ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst));
     }
 
-    let cells = kinds.len() * lens.len() + if kinds.contains(&BackendKind::Xnnpack) { lens.len() } else { 0 };
+    let cells = kinds.len() * lens.len() + if kinds.iter().any(|s| s.name == PAIRED) { lens.len() } else { 0 };
     let bar = ProgressBar::new(cells as u64);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} cells  {elapsed_precise}  {msg}").expect("static template"));
 
     let mut out = Measured::default();
-    for &kind in &kinds {
+    for kind in &kinds {
         if stop.load(Ordering::Relaxed) {
             break;
         }
         bar.set_message(format!("loading {kind}"));
-        bench_backend(kind, &dir, &inputs, &config, budget, &stop, &bar, &mut out)?;
+        bench_backend(kind, &dir, &inputs, config.as_ref(), budget, &stop, &bar, &mut out)?;
     }
     let Measured { mut rows, mut loads, wrapper_overhead } = out;
     bar.finish_and_clear();
@@ -93,7 +97,7 @@ pub fn run(common: &Common, args: &BenchArgs) -> anyhow::Result<()> {
         for cell in out.results {
             let mut samples = Samples::new();
             cell.times_ms.iter().for_each(|&ms| samples.record_ms(ms));
-            rows.extend(samples.row(&cell.backend, cell.seq_len, bench::forward_flops(&config, cell.seq_len)));
+            rows.extend(samples.row(&cell.backend, cell.seq_len, flops(config.as_ref(), cell.seq_len)));
         }
         interrupted |= out.interrupted || stop.load(Ordering::Relaxed);
     }
@@ -125,6 +129,14 @@ pub fn run(common: &Common, args: &BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The program whose calls are paired with the shim's own C++ loop.
+const PAIRED: &str = "xnnpack";
+
+/// The forward pass's FLOPs at `seq_len`, 0 when the config is not BERT's.
+fn flops(config: Option<&BertConfig>, seq_len: usize) -> f64 {
+    config.map_or(0.0, |c| bench::forward_flops(c, seq_len))
+}
+
 /// What the Rust side measured.
 #[derive(Default)]
 struct Measured {
@@ -138,10 +150,10 @@ struct Measured {
 /// row), which gives the wrapper's cost per call.
 #[allow(clippy::too_many_arguments)]
 fn bench_backend(
-    kind: BackendKind,
+    kind: &BackendSpec,
     dir: &crate::model::ModelDir,
     inputs: &[Encoded],
-    config: &BertConfig,
+    config: Option<&BertConfig>,
     budget: Budget,
     stop: &AtomicBool,
     bar: &ProgressBar,
@@ -150,16 +162,16 @@ fn bench_backend(
     let start = Instant::now();
     let mut et: Option<ExecutorchBackend> = None;
     let mut eager: Option<Box<dyn backend::Backend>> = None;
-    match kind {
-        BackendKind::Eager => eager = Some(backend::load(kind, dir)?),
-        _ => et = Some(ExecutorchBackend::load(kind, dir)?),
+    match kind.pte_file() {
+        None => eager = Some(backend::load(kind, dir)?),
+        Some(path) => et = Some(ExecutorchBackend::load_file(kind, path, dir.task())?),
     }
     let load_ms = et.as_ref().map(|b| b.load_time()).unwrap_or_else(|| start.elapsed()).as_secs_f64() * 1e3;
     out.loads.push(LoadRow { backend: kind.name().to_string(), load_ms, rss_mb: bench::rss_mb() });
 
     for input in inputs {
-        let flops = bench::forward_flops(config, input.len());
-        if let (BackendKind::Xnnpack, Some(et)) = (kind, et.as_mut()) {
+        let flops = flops(config, input.len());
+        if let (PAIRED, Some(et)) = (kind.name(), et.as_mut()) {
             bar.set_message(format!("{kind} and {SHIM_LOOP} at {} tokens", input.len()));
             let (paired, nested_ns) = paired_with_shim_loop(et, input, budget, stop)?;
             out.rows.extend(paired.a.row(kind.name(), input.len(), flops));
@@ -210,7 +222,7 @@ fn paired_with_shim_loop(
     let et = std::cell::RefCell::new(et);
     let nested = std::cell::RefCell::new(Vec::new());
     let paired = budget.measure_pair(
-        BackendKind::Xnnpack.name(),
+        PAIRED,
         stop,
         || {
             let mut b = et.borrow_mut();
@@ -221,7 +233,10 @@ fn paired_with_shim_loop(
             Ok(ns)
         },
         || {
-            let times = et.borrow_mut().module_mut().forward_loop(&input.ids, &input.attention_mask, 1)?;
+            let mut b = et.borrow_mut();
+            let prepared = b.prepare(input)?;
+            let mask = b.convention().with_mask.then_some(prepared.attention_mask.as_slice());
+            let times = b.module_mut().forward_loop(&prepared.ids, mask, 1)?;
             times.first().copied().context("the shim's loop returned no time")
         },
     )?;

@@ -10,8 +10,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::backend::{self, BackendKind};
-use crate::model::ModelDir;
+use crate::backend::{self, BackendSpec};
+use crate::model::{ManifestError, ModelDir, TextTokenizer};
+use crate::task::TaskContext;
 
 #[derive(Debug, Parser)]
 #[command(name = "runlens", version, about = "One model, three CPU runtimes side by side: PyTorch eager, ExecuTorch portable, ExecuTorch XNNPACK.", long_about = None)]
@@ -26,23 +27,21 @@ pub struct Cli {
 /// Options every subcommand and the TUI share.
 #[derive(Debug, Args, Clone)]
 pub struct Common {
-    /// Models directory (holding minilm/ or its files) [default: $RUNLENS_MODELS, else ./models]
-    #[arg(long, global = true, value_name = "DIR")]
-    pub models: Option<PathBuf>,
-    /// Comma list of backends: eager, portable, xnnpack [default: all available]
-    #[arg(long, global = true, value_name = "LIST", value_parser = parse_backends)]
-    pub backends: Option<BackendList>,
+    /// Model directory, as python/export.py writes it (manifest.json, programs, tokenizer) [default: $RUNLENS_MODEL, else models/minilm]
+    #[arg(long, global = true, value_name = "DIR", visible_alias = "models")]
+    pub model: Option<PathBuf>,
+    /// Comma list of backends by name: eager and the programs of the model directory (see `runlens inspect`) [default: eager and the first program of each column]
+    #[arg(long, global = true, value_name = "LIST")]
+    pub backends: Option<String>,
+    /// Add a .pte file as one more ExecuTorch backend and column (repeatable), e.g. --program course=distilbert_xnnpack.pte
+    #[arg(long = "program", global = true, value_name = "NAME=FILE.pte", value_parser = backend::parse_program)]
+    pub programs: Vec<(String, PathBuf)>,
     /// Threads for libtorch (intra-op) and ExecuTorch's pool (XNNPACK) [default: all cores]
     #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub threads: Option<u32>,
-}
-
-/// The value of `--backends` (a newtype, so clap takes the list as one value).
-#[derive(Debug, Clone)]
-pub struct BackendList(pub Vec<BackendKind>);
-
-fn parse_backends(list: &str) -> Result<BackendList, String> {
-    backend::parse_list(list).map(BackendList)
+    /// fill-mask: how many tokens to show per mask
+    #[arg(long, global = true, value_name = "K", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub top_k: u32,
 }
 
 #[derive(Debug, Subcommand)]
@@ -67,8 +66,9 @@ pub struct InspectArgs {
 }
 
 impl Common {
-    pub fn model_dir(&self) -> ModelDir {
-        ModelDir::from_option(self.models.as_deref())
+    /// The model directory with its manifest read (exit 2 when it is missing or old).
+    pub fn model_dir(&self) -> Result<ModelDir, ManifestError> {
+        ModelDir::from_option(self.model.as_deref())
     }
 
     /// The thread count to use: `--threads`, else every core the process may use.
@@ -78,16 +78,30 @@ impl Common {
             .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
     }
 
-    /// The backends named, or those whose files are present; an error naming the
-    /// first missing file when none is.
-    pub fn backends(&self, dir: &ModelDir) -> anyhow::Result<Vec<BackendKind>> {
+    /// Every backend the directory and `--program` offer.
+    pub fn catalog(&self, dir: &ModelDir) -> anyhow::Result<Vec<BackendSpec>> {
+        backend::catalog(dir, &self.programs)
+    }
+
+    /// The backends named with `--backends`, else the defaults; an error naming
+    /// the first missing file when there are none.
+    pub fn backends(&self, dir: &ModelDir) -> anyhow::Result<Vec<BackendSpec>> {
+        let catalog = self.catalog(dir)?;
         if let Some(list) = &self.backends {
-            return Ok(list.0.clone());
+            return backend::parse_list(list, &catalog).map_err(|e| backend::UnknownBackend(e).into());
         }
-        let available: Vec<BackendKind> = BackendKind::ALL.into_iter().filter(|k| backend::files_present(*k, dir).is_ok()).collect();
-        if available.is_empty() {
-            backend::files_present(BackendKind::Xnnpack, dir)?;
+        let chosen = backend::defaults(&catalog);
+        if chosen.is_empty() {
+            match catalog.first() {
+                Some(spec) => backend::files_present(spec, dir)?,
+                None => anyhow::bail!("{}: the manifest lists no programs and no eager checkpoint; re-export the directory", dir.root().display()),
+            }
         }
-        Ok(available)
+        Ok(chosen)
+    }
+
+    /// The task context of the directory (mask token, labels, top-k).
+    pub fn task_context(&self, dir: &ModelDir, tokenizer: &TextTokenizer) -> anyhow::Result<TaskContext> {
+        TaskContext::for_model(dir, tokenizer, self.top_k as usize)
     }
 }

@@ -5,8 +5,7 @@ use anyhow::Context;
 use clap::Args;
 
 use super::Common;
-use crate::backend::{self, BackendKind};
-use crate::model::SentenceTokenizer;
+use crate::backend::{self, BackendSpec};
 use crate::profile::{self, DEFAULT_RUNS};
 
 #[derive(Debug, Args)]
@@ -22,33 +21,33 @@ pub struct ProfileArgs {
     pub text: Vec<String>,
 }
 
-/// The ExecuTorch paths to profile: those named with `--backends` (each must
-/// have a `.pte`), else every ExecuTorch path whose file is present.
-fn kinds(common: &Common, dir: &crate::model::ModelDir) -> anyhow::Result<Vec<BackendKind>> {
-    if let Some(list) = &common.backends {
-        if let Some(k) = list.0.iter().find(|k| k.pte_file().is_none()) {
-            anyhow::bail!("{k} has no ExecuTorch program to profile; --backends takes {}", profile::executorch_kinds());
+/// The ExecuTorch backends to profile: those named with `--backends` (each must
+/// have a `.pte`), else every program of the directory whose file is present.
+fn specs(common: &Common, dir: &crate::model::ModelDir) -> anyhow::Result<Vec<BackendSpec>> {
+    let catalog = common.catalog(dir)?;
+    if common.backends.is_some() {
+        let chosen = common.backends(dir)?;
+        if let Some(s) = chosen.iter().find(|s| s.pte_file().is_none()) {
+            let programs: Vec<&str> = catalog.iter().filter(|s| s.pte_file().is_some()).map(|s| s.name.as_str()).collect();
+            anyhow::bail!("{s} has no ExecuTorch program to profile; --backends takes {}", programs.join(", "));
         }
-        return Ok(list.0.clone());
+        return Ok(chosen);
     }
-    let present: Vec<BackendKind> =
-        BackendKind::ALL.into_iter().filter(|k| k.pte_file().is_some() && backend::files_present(*k, dir).is_ok()).collect();
-    if present.is_empty() {
-        backend::files_present(BackendKind::Xnnpack, dir)?;
-    }
+    let present: Vec<BackendSpec> = catalog.into_iter().filter(|s| s.pte_file().is_some_and(|p| p.is_file() || s.given)).collect();
+    anyhow::ensure!(!present.is_empty(), "{}: no ExecuTorch program is present; re-export the directory", dir.root().display());
     Ok(present)
 }
 
 pub fn run(common: &Common, args: &ProfileArgs) -> anyhow::Result<()> {
-    let dir = common.model_dir();
-    let kinds = kinds(common, &dir)?;
-    for &kind in &kinds {
-        backend::files_present(kind, &dir)?;
+    let dir = common.model_dir()?;
+    let specs = specs(common, &dir)?;
+    for spec in &specs {
+        backend::files_present(spec, &dir)?;
     }
-    let tokenizer = SentenceTokenizer::load(&dir.tokenizer()?)?;
+    let tokenizer = dir.load_tokenizer()?;
     let input = tokenizer.encode(&args.text.join(" "))?;
     backend::set_threads(common.thread_count())?;
-    let report = profile::profile_backends(&dir, &kinds, &input, args.runs).context("cannot profile")?;
+    let report = profile::profile_backends(&specs, &input, args.runs).context("cannot profile")?;
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {

@@ -1,4 +1,5 @@
-//! `runlens run`: one input through each chosen backend, with latency and parity.
+//! `runlens run`: one input through each chosen backend, with the task's
+//! output, latency and parity against the reference backend.
 
 use std::time::Instant;
 
@@ -6,8 +7,9 @@ use clap::Args;
 use serde::Serialize;
 
 use super::Common;
-use crate::backend::{self, BackendKind};
-use crate::model::{Embedding, Encoded, SentenceTokenizer};
+use crate::backend::{self, BackendSpec};
+use crate::model::Encoded;
+use crate::task::{Classification, FillMask, LabelProb, MaskPrediction, TaskContext, TaskOutput, TaskParity};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -17,7 +19,7 @@ pub struct RunArgs {
     /// Run each backend N times and report the median latency (the first run included).
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000))]
     pub repeat: u32,
-    /// The text to embed (several words are joined with spaces).
+    /// The text (several words are joined with spaces); for fill-mask, with [MASK] where a word should be predicted.
     #[arg(required = true, num_args = 1.., value_name = "TEXT")]
     pub text: Vec<String>,
 }
@@ -26,11 +28,16 @@ pub struct RunArgs {
 #[derive(Debug, Serialize)]
 pub struct RunReport {
     pub text: String,
+    pub model: String,
+    pub task: String,
     pub truncated: bool,
     pub tokens: Vec<String>,
     pub ids: Vec<i64>,
     /// The backend compared against: eager when run, else the first.
     pub reference: String,
+    /// Why the text cannot be run for this task (no mask in a fill-mask text); then no backend ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     pub backends: Vec<BackendResult>,
 }
 
@@ -39,101 +46,149 @@ pub struct BackendResult {
     pub name: String,
     pub ok: bool,
     pub error: Option<String>,
-    pub embedding: Vec<f32>,
     pub latency_ms: f64,
-    pub cosine_vs_reference: Option<f64>,
+    /// feature-extraction
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedding: Option<Vec<f32>>,
+    /// fill-mask
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub masks: Option<Vec<MaskPrediction>>,
+    /// text-classification, in label-id order
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Vec<LabelProb>>,
+    /// Against the reference backend: the task's parity (null for the reference itself).
+    pub parity: Option<TaskParity>,
     pub max_abs_diff_vs_reference: Option<f64>,
+    /// feature-extraction only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cosine_vs_reference: Option<f64>,
 }
 
 /// Run the command; `Ok(false)` when a backend failed (exit code 1, output still printed).
 pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
-    let dir = common.model_dir();
-    let tokenizer = SentenceTokenizer::load(&dir.tokenizer()?)?;
-    let kinds = common.backends(&dir)?;
-    for &kind in &kinds {
-        backend::files_present(kind, &dir)?;
+    let dir = common.model_dir()?;
+    let tokenizer = dir.load_tokenizer()?;
+    let ctx = common.task_context(&dir, &tokenizer)?;
+    let specs = common.backends(&dir)?;
+    for spec in &specs {
+        backend::files_present(spec, &dir)?;
     }
     let input = tokenizer.encode(&args.text.join(" "))?;
+    let mut report = RunReport {
+        text: input.text.clone(),
+        model: dir.model_name().to_string(),
+        task: ctx.task.to_string(),
+        truncated: input.truncated,
+        tokens: input.tokens.clone(),
+        ids: input.ids.clone(),
+        reference: reference_of(&specs, &[]).name.clone(),
+        error: None,
+        backends: Vec::new(),
+    };
+    if let Err(e) = ctx.check_input(&input) {
+        report.error = Some(format!("{e:#}"));
+        if args.json {
+            println!("{}", serde_json::to_string(&report)?);
+            return Ok(false);
+        }
+        return Err(e);
+    }
     backend::set_threads(common.thread_count())?;
 
-    let mut results: Vec<(BackendKind, anyhow::Result<(Embedding, f64)>)> = Vec::new();
-    for &kind in &kinds {
-        let outcome = backend::load(kind, &dir).and_then(|mut b| timed_runs(b.as_mut(), &input, args.repeat));
-        results.push((kind, outcome));
-    }
-    let report = build_report(&input, &kinds, results);
+    let results: Vec<(BackendSpec, anyhow::Result<(TaskOutput, f64)>)> = specs
+        .iter()
+        .map(|spec| {
+            let outcome = backend::load(spec, &dir).and_then(|mut b| timed_runs(b.as_mut(), &ctx, &input, args.repeat));
+            (spec.clone(), outcome)
+        })
+        .collect();
+    let ok: Vec<&BackendSpec> = results.iter().filter(|(_, r)| r.is_ok()).map(|(s, _)| s).collect();
+    let reference = reference_of(&specs, &ok);
+    report.reference = reference.name.clone();
+    report.backends = build_results(&reference, results);
     let all_ok = report.backends.iter().all(|b| b.ok);
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
-        print_human(&report, &input, common.thread_count());
+        print_human(&report, &input, &ctx, common.thread_count());
     }
     Ok(all_ok)
 }
 
-/// Run `repeat` times; the last embedding and the median latency in ms.
-fn timed_runs(backend: &mut dyn backend::Backend, input: &Encoded, repeat: u32) -> anyhow::Result<(Embedding, f64)> {
+/// The backend the others are compared with: eager when it runs, else the
+/// first; among those that ran (`ok`), when any did.
+pub fn reference_of(specs: &[BackendSpec], ok: &[&BackendSpec]) -> BackendSpec {
+    let pool: Vec<&BackendSpec> = if ok.is_empty() { specs.iter().collect() } else { ok.to_vec() };
+    pool.iter().find(|s| s.is_eager()).unwrap_or(&pool[0]).to_owned().clone()
+}
+
+/// Run `repeat` times; the last output and the median latency in ms.
+fn timed_runs(backend: &mut dyn backend::Backend, ctx: &TaskContext, input: &Encoded, repeat: u32) -> anyhow::Result<(TaskOutput, f64)> {
     let mut times = Vec::with_capacity(repeat as usize);
     let mut last = None;
     for _ in 0..repeat {
         let start = Instant::now();
-        let embedding = backend.run(input)?;
+        let out = backend.run(input)?;
         times.push(start.elapsed().as_secs_f64() * 1e3);
-        last = Some(embedding);
+        last = Some(out);
     }
     times.sort_by(f64::total_cmp);
-    let embedding = last.expect("repeat >= 1 (clap range)");
-    Ok((embedding, times[times.len() / 2]))
+    let out = last.expect("repeat >= 1 (clap range)");
+    Ok((ctx.interpret(input, out)?, times[times.len() / 2]))
 }
 
-fn build_report(input: &Encoded, kinds: &[BackendKind], results: Vec<(BackendKind, anyhow::Result<(Embedding, f64)>)>) -> RunReport {
-    let reference_kind = if kinds.contains(&BackendKind::Eager) { BackendKind::Eager } else { kinds[0] };
-    let reference: Option<Embedding> = results
-        .iter()
-        .find(|(k, _)| *k == reference_kind)
-        .and_then(|(_, r)| r.as_ref().ok().map(|(e, _)| e.clone()));
-    let backends = results
+fn build_results(reference: &BackendSpec, results: Vec<(BackendSpec, anyhow::Result<(TaskOutput, f64)>)>) -> Vec<BackendResult> {
+    let reference_out: Option<TaskOutput> =
+        results.iter().find(|(s, _)| s == reference).and_then(|(_, r)| r.as_ref().ok().map(|(o, _)| o.clone()));
+    results
         .into_iter()
-        .map(|(kind, outcome)| match outcome {
-            Ok((embedding, latency_ms)) => {
-                let parity = match &reference {
-                    Some(r) if kind != reference_kind => embedding.parity(r),
+        .map(|(spec, outcome)| match outcome {
+            Ok((output, latency_ms)) => {
+                let parity = match &reference_out {
+                    Some(r) if spec != *reference => output.parity(r),
                     _ => None,
                 };
-                BackendResult {
-                    name: kind.name().to_string(),
+                let mut result = BackendResult {
+                    name: spec.name.clone(),
                     ok: true,
                     error: None,
-                    embedding: embedding.0,
                     latency_ms,
-                    cosine_vs_reference: parity.map(|p| p.cosine),
-                    max_abs_diff_vs_reference: parity.map(|p| p.max_abs_diff),
+                    embedding: None,
+                    masks: None,
+                    labels: None,
+                    parity,
+                    max_abs_diff_vs_reference: parity.map(|p| p.max_abs_diff()),
+                    cosine_vs_reference: match parity {
+                        Some(TaskParity::Embedding(p)) => Some(p.cosine),
+                        _ => None,
+                    },
+                };
+                match output {
+                    TaskOutput::Embedding(e) => result.embedding = Some(e.0),
+                    TaskOutput::FillMask(FillMask { masks, .. }) => result.masks = Some(masks),
+                    TaskOutput::Classification(Classification { labels, .. }) => result.labels = Some(labels),
                 }
+                result
             }
             Err(e) => BackendResult {
-                name: kind.name().to_string(),
+                name: spec.name.clone(),
                 ok: false,
                 error: Some(format!("{e:#}")),
-                embedding: Vec::new(),
                 latency_ms: 0.0,
-                cosine_vs_reference: None,
+                embedding: None,
+                masks: None,
+                labels: None,
+                parity: None,
                 max_abs_diff_vs_reference: None,
+                cosine_vs_reference: None,
             },
         })
-        .collect();
-    RunReport {
-        text: input.text.clone(),
-        truncated: input.truncated,
-        tokens: input.tokens.clone(),
-        ids: input.ids.clone(),
-        reference: reference_kind.name().to_string(),
-        backends,
-    }
+        .collect()
 }
 
-fn print_human(report: &RunReport, input: &Encoded, threads: usize) {
-    let cut = if input.truncated { format!(", TRUNCATED to the first {} (the model's maximum)", crate::model::MAX_SEQ_LEN) } else { String::new() };
-    println!("{} tokens{cut}, {threads} threads", input.len());
+fn print_human(report: &RunReport, input: &Encoded, ctx: &TaskContext, threads: usize) {
+    let cut = if input.truncated { format!(", TRUNCATED to the first {} (the model's maximum)", input.len()) } else { String::new() };
+    println!("{} · {} · {} tokens{cut}, {threads} threads", report.model, report.task, input.len());
     println!("tokens: {}", input.tokens.join(" "));
     let width = report.backends.iter().map(|b| b.name.len()).max().unwrap_or(0);
     for b in &report.backends {
@@ -141,20 +196,38 @@ fn print_human(report: &RunReport, input: &Encoded, threads: usize) {
             println!("{:<width$} error: {}", b.name, b.error.as_deref().unwrap_or("?"));
             continue;
         }
-        let e = Embedding(b.embedding.clone());
-        let head: Vec<String> = b.embedding.iter().take(4).map(|v| format!("{v:+.4}")).collect();
-        let parity = match (b.cosine_vs_reference, b.max_abs_diff_vs_reference) {
-            (Some(c), Some(d)) => format!("vs {}: cosine {c:.7}, max|diff| {d:.1e}", report.reference),
-            _ if b.name == report.reference => "(reference)".to_string(),
-            _ => "(no reference)".to_string(),
+        let parity = match &b.parity {
+            Some(TaskParity::Embedding(p)) => format!("vs {}: cosine {:.7}, max|diff| {:.1e}", report.reference, p.cosine, p.max_abs_diff),
+            Some(TaskParity::FillMask(p)) => format!(
+                "vs {}: top-1 {}, top-{} overlap {:.0}%, max|diff| {:.1e}",
+                report.reference,
+                if p.same_top1 { "same" } else { "DIFFERS" },
+                ctx.top_k,
+                p.topk_overlap * 100.0,
+                p.max_abs_diff
+            ),
+            Some(TaskParity::Classification(p)) => format!(
+                "vs {}: label {}, max|diff| {:.1e}",
+                report.reference,
+                if p.same_argmax { "same" } else { "DIFFERS" },
+                p.max_abs_diff
+            ),
+            None if b.name == report.reference => "(reference)".to_string(),
+            None => "(no reference)".to_string(),
         };
-        println!(
-            "{:<width$} {}-d [{}, ...] norm {:.4}  {:>9.2} ms  {parity}",
-            b.name,
-            e.dim(),
-            head.join(", "),
-            e.norm(),
-            b.latency_ms
-        );
+        println!("{:<width$} {:>9.2} ms  {parity}", b.name, b.latency_ms);
+        if let Some(e) = &b.embedding {
+            let emb = crate::task::Embedding(e.clone());
+            let head: Vec<String> = e.iter().take(4).map(|v| format!("{v:+.4}")).collect();
+            println!("{:<width$}   {}-d [{}, ...] norm {:.4}", "", emb.dim(), head.join(", "), emb.norm());
+        }
+        for m in b.masks.iter().flatten() {
+            let top: Vec<String> = m.top.iter().map(|t| format!("{} {:.3}", t.token, t.prob)).collect();
+            println!("{:<width$}   mask @{}: {}", "", m.position, top.join(" · "));
+        }
+        if let Some(labels) = &b.labels {
+            let all: Vec<String> = labels.iter().map(|l| format!("{} {:.3}", l.label, l.prob)).collect();
+            println!("{:<width$}   {}", "", all.join(" · "));
+        }
     }
 }

@@ -126,30 +126,37 @@ impl EtModule {
         &self.path
     }
 
-    fn check_inputs(&self, ids: &[i64], mask: &[i64]) -> Result<(), EtError> {
-        if ids.is_empty() || ids.len() != mask.len() {
+    fn check_inputs(&self, ids: &[i64], mask: Option<&[i64]>) -> Result<(), EtError> {
+        if ids.is_empty() || mask.is_some_and(|m| m.len() != ids.len()) {
             return Err(EtError {
                 code: -2,
                 name: error_name(-2),
-                message: format!("{}: input_ids has {} values and attention_mask {}; they must be equal and non-zero", self.path.display(), ids.len(), mask.len()),
+                message: format!(
+                    "{}: input_ids has {} values and attention_mask {}; they must be equal and non-zero",
+                    self.path.display(),
+                    ids.len(),
+                    mask.map_or(0, <[i64]>::len)
+                ),
             });
         }
         Ok(())
     }
 
-    /// Run `forward(input_ids, attention_mask)` (each `[1, len]`); returns the first output.
-    pub fn forward(&mut self, ids: &[i64], mask: &[i64]) -> Result<&[f32], EtError> {
+    /// Run `forward(input_ids, attention_mask)` (each `[1, len]`), or
+    /// `forward(input_ids)` when `mask` is `None`; returns the first output.
+    pub fn forward(&mut self, ids: &[i64], mask: Option<&[i64]>) -> Result<&[f32], EtError> {
         self.check_inputs(ids, mask)?;
+        let mask_ptr = mask.map_or(std::ptr::null(), <[i64]>::as_ptr);
         loop {
             let mut len = 0usize;
             let cap = self.output.capacity();
-            // SAFETY: ids and mask hold ids.len() values each (checked above); output has
-            // room for `cap` floats and the shim writes at most that many; len is an out-pointer.
+            // SAFETY: ids and mask (when not null) hold ids.len() values each (checked above);
+            // output has room for `cap` floats and the shim writes at most that many; len is an out-pointer.
             let status = unsafe {
                 sys::rl_module_forward(
                     self.handle.as_ptr(),
                     ids.as_ptr(),
-                    mask.as_ptr(),
+                    mask_ptr,
                     ids.len() as i64,
                     self.output.as_mut_ptr(),
                     cap,
@@ -175,13 +182,23 @@ impl EtModule {
         unsafe { sys::rl_module_last_run_ns(self.handle.as_ptr()) }
     }
 
+    /// The sizes of the first output of the last successful forward (empty before one).
+    pub fn output_shape(&self) -> Vec<usize> {
+        let mut dims = [0i64; 8];
+        // SAFETY: the handle is a live module owned by self; dims has room for 8 values and
+        // the shim writes at most that many.
+        let rank = unsafe { sys::rl_module_output_shape(self.handle.as_ptr(), dims.as_mut_ptr(), dims.len()) };
+        dims[..rank.min(dims.len())].iter().map(|&d| usize::try_from(d).unwrap_or(0)).collect()
+    }
+
     /// `forward` `iters` times in the shim's own C++ loop; nanoseconds of each run.
-    pub fn forward_loop(&mut self, ids: &[i64], mask: &[i64], iters: u32) -> Result<Vec<u64>, EtError> {
+    pub fn forward_loop(&mut self, ids: &[i64], mask: Option<&[i64]>, iters: u32) -> Result<Vec<u64>, EtError> {
         self.check_inputs(ids, mask)?;
         let mut times = vec![0u64; iters as usize];
+        let mask_ptr = mask.map_or(std::ptr::null(), <[i64]>::as_ptr);
         // SAFETY: inputs as in forward; times has room for exactly `iters` values.
         check(unsafe {
-            sys::rl_module_forward_loop(self.handle.as_ptr(), ids.as_ptr(), mask.as_ptr(), ids.len() as i64, iters, times.as_mut_ptr())
+            sys::rl_module_forward_loop(self.handle.as_ptr(), ids.as_ptr(), mask_ptr, ids.len() as i64, iters, times.as_mut_ptr())
         })?;
         Ok(times)
     }

@@ -1,49 +1,76 @@
-//! The models directory (`models/` or `--models`): which files a backend needs
-//! and a clear message, naming the command that makes them, when one is missing.
+//! A model directory (`--model DIR`, default `models/minilm`): its manifest,
+//! the files a backend needs, and a clear message, naming the command that
+//! makes them, when one is missing.
 
 use std::path::{Path, PathBuf};
 
-/// The longest input the exported programs accept (`Dim("seq", max=128)` in
-/// `python/export.py`); the tokenizer truncates to it.
+use super::manifest::{Manifest, ManifestError, EXPORT_HINT};
+use super::TextTokenizer;
+use crate::task::Task;
+
+/// MiniLM's maximum input length (`Dim("seq", max=128)` in `python/export.py`);
+/// other directories say theirs in the manifest.
 pub const MAX_SEQ_LEN: usize = 128;
 
-/// The model this build exports; its files live in `<models>/minilm/`.
-pub const MODEL_SUBDIR: &str = "minilm";
+/// The default model directory, relative to the working directory.
+pub const DEFAULT_MODEL_DIR: &str = "models/minilm";
 
-/// A models directory on disk, e.g. `models/` (with `minilm/` inside) or `models/minilm/` itself.
+/// A model directory on disk with its manifest read.
 #[derive(Clone, Debug)]
 pub struct ModelDir {
     root: PathBuf,
+    manifest: Manifest,
 }
 
 /// A required model file is not there. Exit code 2 at the CLI.
 #[derive(Debug, thiserror::Error)]
-#[error("missing model file {path}: run `make models` in the runlens checkout (or pass --models DIR / set RUNLENS_MODELS to a directory that holds it)")]
+#[error("missing model file {path}: {EXPORT_HINT}")]
 pub struct ModelsMissing {
     pub path: PathBuf,
 }
 
 impl ModelDir {
-    /// `models` is the directory the user named; `minilm/` inside it is used when present.
-    pub fn new(models: &Path) -> ModelDir {
-        let nested = models.join(MODEL_SUBDIR);
-        let root = if nested.is_dir() { nested } else { models.to_path_buf() };
-        ModelDir { root }
+    /// Open `dir` and read its manifest. A folder that holds `minilm/` (the
+    /// `models/` of a checkout, as older runlens took it) opens `minilm/`.
+    pub fn open(dir: &Path) -> Result<ModelDir, ManifestError> {
+        let nested = dir.join("minilm");
+        let root = if !dir.join("manifest.json").exists() && nested.join("manifest.json").is_file() { nested } else { dir.to_path_buf() };
+        let manifest = Manifest::load(&root)?;
+        Ok(ModelDir { root, manifest })
     }
 
-    /// `--models`, else `$RUNLENS_MODELS`, else `models/` in the current directory.
-    pub fn from_option(models: Option<&Path>) -> ModelDir {
-        match models {
-            Some(p) => ModelDir::new(p),
-            None => match std::env::var_os("RUNLENS_MODELS") {
-                Some(p) if !p.is_empty() => ModelDir::new(Path::new(&p)),
-                _ => ModelDir::new(Path::new("models")),
-            },
+    /// `--model`, else `$RUNLENS_MODEL` (or the older `$RUNLENS_MODELS`), else `models/minilm`.
+    pub fn from_option(model: Option<&Path>) -> Result<ModelDir, ManifestError> {
+        if let Some(p) = model {
+            return ModelDir::open(p);
         }
+        for var in ["RUNLENS_MODEL", "RUNLENS_MODELS"] {
+            if let Some(p) = std::env::var_os(var).filter(|p| !p.is_empty()) {
+                return ModelDir::open(Path::new(&p));
+            }
+        }
+        ModelDir::open(Path::new(DEFAULT_MODEL_DIR))
     }
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    pub fn task(&self) -> Task {
+        self.manifest.task
+    }
+
+    /// The model's name for people (`all-MiniLM-L6-v2`).
+    pub fn model_name(&self) -> &str {
+        &self.manifest.model
+    }
+
+    pub fn max_seq_len(&self) -> usize {
+        self.manifest.max_seq_len
     }
 
     /// The path of a file in the directory, or [`ModelsMissing`] naming it.
@@ -57,15 +84,23 @@ impl ModelDir {
     }
 
     pub fn tokenizer(&self) -> Result<PathBuf, ModelsMissing> {
-        self.require("tokenizer.json")
+        self.require(&self.manifest.tokenizer)
     }
+
+    /// The tokenizer, truncating at the model's maximum length.
+    pub fn load_tokenizer(&self) -> anyhow::Result<TextTokenizer> {
+        TextTokenizer::load(&self.tokenizer()?, self.max_seq_len())
+    }
+
     pub fn config(&self) -> Result<PathBuf, ModelsMissing> {
-        self.require("config.json")
+        self.require(self.manifest.eager.as_ref().map_or("config.json", |e| e.config.as_str()))
     }
+
     pub fn weights(&self) -> Result<PathBuf, ModelsMissing> {
-        self.require("model.safetensors")
+        self.require(self.manifest.eager.as_ref().map_or("model.safetensors", |e| e.weights.as_str()))
     }
+
     pub fn reference(&self) -> Result<PathBuf, ModelsMissing> {
-        self.require("reference.json")
+        self.require(self.manifest.reference.as_deref().unwrap_or("reference.json"))
     }
 }

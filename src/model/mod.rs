@@ -1,12 +1,13 @@
-//! The model files and the data that flows through the program:
-//! text -> [`Encoded`] (tokenizer) -> a backend -> [`Embedding`].
+//! The model directory and the data that flows in: its manifest, its files,
+//! the tokenizer (text -> [`Encoded`]) and the Python reference outputs.
+//! What the outputs mean is the [`crate::task`] layer's.
 
-mod embedding;
 mod files;
+pub mod manifest;
 mod reference;
 mod tokenizer;
 
-pub use embedding::{Embedding, Parity};
-pub use files::{ModelDir, ModelsMissing, MAX_SEQ_LEN};
+pub use files::{ModelDir, ModelsMissing, DEFAULT_MODEL_DIR, MAX_SEQ_LEN};
+pub use manifest::{Manifest, ManifestError, ProgramEntry};
 pub use reference::{Reference, ReferenceSentence};
-pub use tokenizer::{Encoded, SentenceTokenizer};
+pub use tokenizer::{Encoded, TextTokenizer};

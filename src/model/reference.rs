@@ -1,13 +1,13 @@
-//! `reference.json`, written by `python/export.py`: for every sentence of
-//! `assets/sentences.txt`, the Python tokenizer's ids and the Python
-//! (transformers, eager) embedding. Tests compare every backend with it.
+//! `reference.json`, written by `python/export.py`: for every sentence of the
+//! export, the Python tokenizer's ids and Python transformers' output for the
+//! directory's task (`docs/model-directory.md`). Tests compare every backend with it.
 
 use std::path::Path;
 
 use anyhow::Context;
 use serde::Deserialize;
 
-use super::Embedding;
+use crate::task::{Classification, Embedding, FillMask, MaskPrediction, TaskContext, TaskOutput, TokenProb};
 
 #[derive(Debug, Deserialize)]
 pub struct Reference {
@@ -20,7 +20,23 @@ pub struct Reference {
 pub struct ReferenceSentence {
     pub text: String,
     pub ids: Vec<i64>,
+    /// feature-extraction
+    #[serde(default)]
     pub embedding: Vec<f32>,
+    /// fill-mask
+    #[serde(default)]
+    pub masks: Vec<ReferenceMask>,
+    /// text-classification
+    #[serde(default)]
+    pub logits: Vec<f32>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ReferenceMask {
+    pub position: usize,
+    pub logits: Vec<f32>,
+    #[serde(default)]
+    pub top: Vec<TokenProb>,
 }
 
 impl Reference {
@@ -33,5 +49,22 @@ impl Reference {
 impl ReferenceSentence {
     pub fn embedding(&self) -> Embedding {
         Embedding(self.embedding.clone())
+    }
+
+    /// Python's output as a [`TaskOutput`], read the way runlens reads a backend's
+    /// (the top tokens from Python's logits, the labels named by `ctx`).
+    pub fn output(&self, ctx: &TaskContext) -> TaskOutput {
+        match ctx.task {
+            crate::task::Task::FeatureExtraction => TaskOutput::Embedding(self.embedding()),
+            crate::task::Task::FillMask => TaskOutput::FillMask(FillMask {
+                masks: self
+                    .masks
+                    .iter()
+                    .map(|m| MaskPrediction { position: m.position, top: crate::task::fill_mask::top_k(ctx, &m.logits), logits: m.logits.clone() })
+                    .collect(),
+                uncovered: 0,
+            }),
+            crate::task::Task::TextClassification => TaskOutput::Classification(Classification::from_logits(self.logits.clone(), &ctx.labels)),
+        }
     }
 }

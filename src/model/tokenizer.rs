@@ -6,7 +6,6 @@ use std::path::Path;
 use anyhow::{anyhow, bail, Context};
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
-use super::MAX_SEQ_LEN;
 
 /// One tokenized input, ready for any backend: shape `[1, len]` of int64.
 #[derive(Clone, Debug, PartialEq)]
@@ -18,11 +17,11 @@ pub struct Encoded {
     pub ids: Vec<i64>,
     /// 1 for every real token (no padding is added here).
     pub attention_mask: Vec<i64>,
-    /// The text was longer than [`MAX_SEQ_LEN`] tokens and was cut.
+    /// The text was longer than the model's maximum length and was cut.
     pub truncated: bool,
 }
 
-/// The id of `[PAD]` in the model's vocabulary.
+/// The id of `[PAD]` in BERT vocabularies (the tokenizer's own pad id is used when it has one).
 pub const PAD_ID: i64 = 0;
 
 impl Encoded {
@@ -51,10 +50,15 @@ impl Encoded {
         self.ids.is_empty()
     }
 
+    /// An input of these ids, every one real (tests, and programs fed by id).
+    pub fn from_ids(ids: &[i64]) -> Encoded {
+        Encoded { text: String::new(), tokens: Vec::new(), ids: ids.to_vec(), attention_mask: vec![1; ids.len()], truncated: false }
+    }
+
     /// An input of exactly `len` tokens (`[CLS]`, repeated word pieces, `[SEP]`)
-    /// for benchmarks at a chosen sequence length. `len` is clamped to 2..=MAX_SEQ_LEN.
-    pub fn synthetic(tokenizer: &SentenceTokenizer, len: usize) -> anyhow::Result<Encoded> {
-        let len = len.clamp(2, MAX_SEQ_LEN);
+    /// for benchmarks at a chosen sequence length. `len` is clamped to 2..=the model's maximum.
+    pub fn synthetic(tokenizer: &TextTokenizer, len: usize) -> anyhow::Result<Encoded> {
+        let len = len.clamp(2, tokenizer.max_len());
         let words = "the quick brown fox jumps over the lazy dog ".repeat(len);
         let mut enc = tokenizer.encode(&words)?;
         let sep = enc.ids[enc.ids.len() - 1];
@@ -70,34 +74,72 @@ impl Encoded {
     }
 }
 
-/// The model's tokenizer, truncating at [`MAX_SEQ_LEN`] tokens.
-pub struct SentenceTokenizer {
+/// The model's tokenizer, truncating at the model's maximum length.
+pub struct TextTokenizer {
     inner: Tokenizer,
+    max_len: usize,
+    /// The mask token and its id, when the vocabulary has one (fill-mask).
+    mask: Option<(String, i64)>,
 }
 
-impl SentenceTokenizer {
-    pub fn load(path: &Path) -> anyhow::Result<SentenceTokenizer> {
+impl TextTokenizer {
+    /// Read `tokenizer.json`; inputs longer than `max_len` tokens are cut (and say so).
+    pub fn load(path: &Path, max_len: usize) -> anyhow::Result<TextTokenizer> {
         let mut inner = Tokenizer::from_file(path)
             .map_err(|e| anyhow!("{e}"))
             .with_context(|| format!("cannot read tokenizer {}", path.display()))?;
         inner
             .with_truncation(Some(TruncationParams {
-                max_length: MAX_SEQ_LEN,
+                max_length: max_len,
                 strategy: TruncationStrategy::LongestFirst,
                 stride: 0,
                 direction: TruncationDirection::Right,
             }))
             .map_err(|e| anyhow!("cannot set truncation on {}: {e}", path.display()))?;
         inner.with_padding(None);
-        Ok(SentenceTokenizer { inner })
+        let mask = ["[MASK]", "<mask>"]
+            .iter()
+            .find_map(|t| inner.token_to_id(t).map(|id| (t.to_string(), i64::from(id))));
+        Ok(TextTokenizer { inner, max_len, mask })
     }
 
-    /// Tokenize `text`. Empty (or all-whitespace) text is an error: there is nothing to embed.
+    /// The longest input, in tokens.
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
+    /// The mask token (`[MASK]`, `<mask>`) and its id.
+    pub fn mask_token(&self) -> Option<(String, i64)> {
+        self.mask.clone()
+    }
+
+    /// Every token string, indexed by id (ids the vocabulary skips are empty).
+    pub fn vocab(&self) -> Vec<String> {
+        let map = self.inner.get_vocab(true);
+        let size = map.values().map(|&id| id as usize + 1).max().unwrap_or(0);
+        let mut vocab = vec![String::new(); size];
+        for (token, id) in map {
+            vocab[id as usize] = token;
+        }
+        vocab
+    }
+
+    /// Tokenize `text`. Empty (or all-whitespace) text is an error: there is
+    /// nothing to run. `[MASK]` typed for a model whose mask token is another
+    /// (`<mask>`) is read as that token.
     pub fn encode(&self, text: &str) -> anyhow::Result<Encoded> {
         if text.trim().is_empty() {
-            bail!("the text is empty: give a sentence to embed");
+            bail!("the text is empty: type a sentence");
         }
-        let encoding = self.inner.encode(text, true).map_err(|e| anyhow!("cannot tokenize the text: {e}"))?;
+        let model_text;
+        let input = match &self.mask {
+            Some((token, _)) if token != "[MASK]" && text.contains("[MASK]") => {
+                model_text = text.replace("[MASK]", token);
+                model_text.as_str()
+            }
+            _ => text,
+        };
+        let encoding = self.inner.encode(input, true).map_err(|e| anyhow!("cannot tokenize the text: {e}"))?;
         Ok(Encoded {
             text: text.to_string(),
             tokens: encoding.get_tokens().to_vec(),

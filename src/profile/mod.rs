@@ -19,14 +19,12 @@ pub mod generated;
 pub mod report;
 pub mod trace;
 
-use anyhow::Context;
-
 pub use aggregate::{DelegateOperatorProfile, OperatorKind, OperatorProfile};
 pub use report::{BackendProfile, ProfileReport};
 pub use trace::{profile_file, DEFAULT_RUNS};
 
-use crate::backend::BackendKind;
-use crate::model::{Encoded, ModelDir};
+use crate::backend::BackendSpec;
+use crate::model::Encoded;
 
 /// Why a profile could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -55,20 +53,18 @@ pub enum ProfileError {
     Runs { runs: u32, max: u32 },
 }
 
-/// Profiles each ExecuTorch path of `kinds` (those with a `.pte`) on `input`.
-pub fn profile_backends(dir: &ModelDir, kinds: &[BackendKind], input: &Encoded, runs: u32) -> anyhow::Result<ProfileReport> {
+/// Profiles each ExecuTorch backend of `specs` on `input`; an error for one
+/// without a `.pte` (eager).
+pub fn profile_backends(specs: &[BackendSpec], input: &Encoded, runs: u32) -> anyhow::Result<ProfileReport> {
     let mut backends = Vec::new();
-    for &kind in kinds {
-        let file = kind
-            .pte_file()
-            .with_context(|| format!("{kind} has no ExecuTorch program to profile; profile the ExecuTorch paths ({})", executorch_kinds()))?;
-        let path = dir.require(file)?;
-        backends.push(profile_file(kind.name(), &path, input, runs)?);
+    for spec in specs {
+        let Some(path) = spec.pte_file() else {
+            anyhow::bail!("{spec} has no ExecuTorch program to profile; name ExecuTorch backends with --backends");
+        };
+        if !path.is_file() {
+            return Err(crate::model::ModelsMissing { path: path.to_path_buf() }.into());
+        }
+        backends.push(profile_file(&spec.name, path, input, runs)?);
     }
     Ok(ProfileReport { text: input.text.clone(), tokens: input.len(), backends })
-}
-
-/// The backends that run a `.pte`, comma-separated.
-pub fn executorch_kinds() -> String {
-    BackendKind::EVERY.iter().filter(|k| k.pte_file().is_some()).map(|k| k.name()).collect::<Vec<_>>().join(", ")
 }

@@ -58,12 +58,17 @@ pub struct PlanCoverage {
     /// table, not in the JSON (whose fields are checked against Python's counts).
     #[serde(skip)]
     pub input_shapes: Vec<InputShape>,
+    /// The shape of each tensor output, as stored (dynamic dimensions at their
+    /// bound); like the inputs, in the table, not in the JSON.
+    #[serde(skip)]
+    pub output_shapes: Vec<InputShape>,
     /// Each entry of the plan's `delegates` table and what its blob holds.
     #[serde(skip)]
     pub blobs: Vec<DelegateBlob>,
 }
 
-/// One tensor input of a plan: its sizes and whether they may vary at run time.
+/// One tensor input (or output) of a plan: its sizes, whether they may vary
+/// at run time, and its element type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct InputShape {
     /// The stored sizes; for a dynamic input, the largest it accepts.
@@ -71,6 +76,8 @@ pub struct InputShape {
     /// `false` when the program was exported for exactly these sizes
     /// (`TensorShapeDynamism::STATIC`).
     pub dynamic: bool,
+    /// ExecuTorch's scalar type, lower case: `long`, `float`, ...
+    pub dtype: String,
 }
 
 /// The data of one `BackendDelegate`.
@@ -249,7 +256,12 @@ impl fmt::Display for CoverageReport {
             for (i, shape) in plan.input_shapes.iter().enumerate() {
                 let dims: Vec<String> = shape.sizes.iter().map(i64::to_string).collect();
                 let how = if shape.dynamic { "dynamic, at most" } else { "static, exactly" };
-                writeln!(f, "  input {i}        {how} [{}]", dims.join(", "))?;
+                writeln!(f, "  input {i}        {} {how} [{}]", shape.dtype, dims.join(", "))?;
+            }
+            for (i, shape) in plan.output_shapes.iter().enumerate() {
+                let dims: Vec<String> = shape.sizes.iter().map(i64::to_string).collect();
+                let how = if shape.dynamic { "dynamic, at most" } else { "static, exactly" };
+                writeln!(f, "  output {i}       {} {how} [{}]", shape.dtype, dims.join(", "))?;
             }
             writeln!(
                 f,

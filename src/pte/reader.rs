@@ -291,30 +291,31 @@ impl<'a> Reader<'a> {
             delegates: delegate_map,
             xnnpack_nodes,
             coverage: coverage_of(total_nodes, kernel_calls),
-            input_shapes: self.input_shapes(&plan)?,
+            input_shapes: self.tensor_shapes(&plan, false)?,
+            output_shapes: self.tensor_shapes(&plan, true)?,
             blobs,
         })
     }
 
-    /// The shape of each tensor input of a plan. An input that is not a tensor
-    /// value of the plan is left out: the shapes only describe, the counts are
-    /// what the report is for.
-    fn input_shapes(&mut self, plan: &ExecutionPlanRef<'a>) -> Result<Vec<InputShape>, PteError> {
-        let (Some(inputs), Some(values)) =
-            (plan.inputs().map_err(fb("plan inputs"))?, plan.values().map_err(fb("plan values"))?)
-        else {
+    /// The shape and element type of each tensor input (or output) of a plan.
+    /// A value that is not a tensor is left out: the shapes only describe, the
+    /// counts are what the report is for.
+    fn tensor_shapes(&mut self, plan: &ExecutionPlanRef<'a>, outputs: bool) -> Result<Vec<InputShape>, PteError> {
+        let which = if outputs { plan.outputs().map_err(fb("plan outputs"))? } else { plan.inputs().map_err(fb("plan inputs"))? };
+        let (Some(indices), Some(values)) = (which, plan.values().map_err(fb("plan values"))?) else {
             return Ok(Vec::new());
         };
-        self.limits.visit(inputs.len())?;
+        self.limits.visit(indices.len())?;
         let mut shapes = Vec::new();
-        for index in inputs.iter() {
+        for index in indices.iter() {
             let Some(value) = to_index(index).and_then(|k| values.get(k)) else { continue };
-            let value = value.map_err(fb("an input value"))?;
-            if let Some(KernelTypesRef::Tensor(tensor)) = value.val().map_err(fb("an input value"))? {
-                let sizes = tensor.sizes().map_err(fb("input sizes"))?;
+            let value = value.map_err(fb("an input or output value"))?;
+            if let Some(KernelTypesRef::Tensor(tensor)) = value.val().map_err(fb("an input or output value"))? {
+                let sizes = tensor.sizes().map_err(fb("tensor sizes"))?;
                 let sizes: Vec<i64> = sizes.map_or_else(Vec::new, |v| v.iter().map(i64::from).collect());
-                let dynamic = tensor.shape_dynamism().map_err(fb("input shape dynamism"))? != TensorShapeDynamism::Static;
-                shapes.push(InputShape { sizes, dynamic });
+                let dynamic = tensor.shape_dynamism().map_err(fb("tensor shape dynamism"))? != TensorShapeDynamism::Static;
+                let dtype = format!("{:?}", tensor.scalar_type().map_err(fb("tensor scalar type"))?).to_lowercase();
+                shapes.push(InputShape { sizes, dynamic, dtype });
             }
         }
         Ok(shapes)

@@ -17,14 +17,15 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::backend::{Backend, BackendKind};
-use crate::model::{Embedding, Encoded};
+use crate::backend::{Backend, BackendSpec};
+use crate::model::Encoded;
+use crate::task::{Embedding, TaskContext, TaskOutput};
 
 /// Worker threads are named `runlens-worker-<backend>`.
 pub const WORKER_THREAD_PREFIX: &str = "runlens-worker-";
 
 /// How a worker gets its backend (real: [`crate::backend::load`]; tests: fakes).
-pub type Loader = Arc<dyn Fn(BackendKind) -> anyhow::Result<Box<dyn Backend>> + Send + Sync>;
+pub type Loader = Arc<dyn Fn(&BackendSpec) -> anyhow::Result<Box<dyn Backend>> + Send + Sync>;
 /// Where workers report; called on the worker thread, so it must not block.
 pub type Sink = Arc<dyn Fn(WorkerEvent) + Send + Sync>;
 
@@ -38,24 +39,24 @@ pub struct Job {
 /// What a worker reports.
 #[derive(Debug)]
 pub enum WorkerEvent {
-    Loaded { kind: BackendKind, description: String, load_time: Duration },
-    LoadFailed { kind: BackendKind, error: String },
+    Loaded { kind: BackendSpec, description: String, load_time: Duration },
+    LoadFailed { kind: BackendSpec, error: String },
     /// A run began (it may have waited in serial mode).
-    Started { kind: BackendKind, generation: u64, at: Instant },
-    /// A run ended; `elapsed` is the time inside `Backend::run` only.
-    Finished { kind: BackendKind, generation: u64, input: Arc<Encoded>, outcome: Result<Embedding, String>, elapsed: Duration },
+    Started { kind: BackendSpec, generation: u64, at: Instant },
+    /// A run ended; `elapsed` is the time inside `Backend::run` and the task's reading of its output.
+    Finished { kind: BackendSpec, generation: u64, input: Arc<Encoded>, outcome: Result<TaskOutput, String>, elapsed: Duration },
     /// The corpus sentences, embedded in order.
-    CorpusEmbedded { kind: BackendKind, outcome: Result<Vec<Embedding>, String>, elapsed: Duration },
+    CorpusEmbedded { kind: BackendSpec, outcome: Result<Vec<Embedding>, String>, elapsed: Duration },
 }
 
 impl WorkerEvent {
-    pub fn kind(&self) -> BackendKind {
+    pub fn kind(&self) -> &BackendSpec {
         match self {
             WorkerEvent::Loaded { kind, .. }
             | WorkerEvent::LoadFailed { kind, .. }
             | WorkerEvent::Started { kind, .. }
             | WorkerEvent::Finished { kind, .. }
-            | WorkerEvent::CorpusEmbedded { kind, .. } => *kind,
+            | WorkerEvent::CorpusEmbedded { kind, .. } => kind,
         }
     }
 }
@@ -68,14 +69,14 @@ pub enum Request {
     /// Drop every input still waiting (runs in progress finish and are then stale).
     Cancel,
     /// Embed the corpus on this backend before its next input.
-    EmbedCorpus(BackendKind, Arc<Vec<Encoded>>),
+    EmbedCorpus(BackendSpec, Arc<Vec<Encoded>>),
     /// One backend at a time (true) or all at once.
     SetSerial(bool),
     /// Keep re-running the current input.
     SetRepeat(bool),
     /// Replace the backend of one column (the XNNPACK variant, F5), and give the
     /// new one the current input once it has loaded.
-    Switch { from: BackendKind, to: BackendKind, job: Option<Job> },
+    Switch { from: BackendSpec, to: BackendSpec, job: Option<Job> },
 }
 
 /// State the workers share: the serial-mode gate and the repeat flag.
@@ -85,7 +86,7 @@ pub(crate) struct Shared {
 }
 
 struct WorkerHandle {
-    kind: BackendKind,
+    kind: BackendSpec,
     inbox: Arc<inbox::Inbox>,
     thread: Option<JoinHandle<()>>,
 }
@@ -96,32 +97,34 @@ pub struct Scheduler {
     shared: Arc<Shared>,
     loader: Loader,
     sink: Sink,
+    ctx: Arc<TaskContext>,
 }
 
 impl Scheduler {
     /// Start one worker per kind; each loads its backend with `loader` at once
-    /// (in parallel) and reports to `sink`.
-    pub fn start(kinds: &[BackendKind], loader: Loader, sink: Sink) -> std::io::Result<Scheduler> {
+    /// (in parallel), reads its outputs with `ctx` and reports to `sink`.
+    pub fn start(kinds: &[BackendSpec], ctx: Arc<TaskContext>, loader: Loader, sink: Sink) -> std::io::Result<Scheduler> {
         let shared = Arc::new(Shared { gate: gate::Gate::default(), repeat: AtomicBool::new(false) });
-        let mut scheduler = Scheduler { workers: Vec::with_capacity(kinds.len()), shared, loader, sink };
-        for (index, &kind) in kinds.iter().enumerate() {
+        let mut scheduler = Scheduler { workers: Vec::with_capacity(kinds.len()), shared, loader, sink, ctx };
+        for (index, kind) in kinds.iter().enumerate() {
             // On error, dropping `scheduler` closes the workers started so far.
-            let worker = scheduler.spawn(index, kind)?;
+            let worker = scheduler.spawn(index, kind.clone())?;
             scheduler.workers.push(worker);
         }
         Ok(scheduler)
     }
 
     /// Start the worker of column `index`, which loads `kind` at once.
-    fn spawn(&self, index: usize, kind: BackendKind) -> std::io::Result<WorkerHandle> {
+    fn spawn(&self, index: usize, kind: BackendSpec) -> std::io::Result<WorkerHandle> {
         let inbox = Arc::new(inbox::Inbox::default());
         let body = worker::Worker {
             index,
-            kind,
+            kind: kind.clone(),
             inbox: inbox.clone(),
             shared: self.shared.clone(),
             loader: self.loader.clone(),
             sink: self.sink.clone(),
+            ctx: self.ctx.clone(),
         };
         let thread = std::thread::Builder::new()
             .name(format!("{WORKER_THREAD_PREFIX}{}", kind.name()))
@@ -133,7 +136,7 @@ impl Scheduler {
     /// explorer). The old worker ends after the run it is in, unwaited for; its
     /// late reports carry `from` and are ignored by the app. `job`, if any, waits
     /// in the new worker's inbox until its backend has loaded.
-    pub fn switch(&mut self, from: BackendKind, to: BackendKind, job: Option<Job>) -> std::io::Result<()> {
+    pub fn switch(&mut self, from: BackendSpec, to: BackendSpec, job: Option<Job>) -> std::io::Result<()> {
         let Some(index) = self.workers.iter().position(|w| w.kind == from) else { return Ok(()) };
         let fresh = self.spawn(index, to)?;
         let old = std::mem::replace(&mut self.workers[index], fresh);
@@ -157,7 +160,7 @@ impl Scheduler {
             Request::SetSerial(serial) => self.shared.gate.set_serial(serial),
             Request::SetRepeat(repeat) => self.shared.repeat.store(repeat, Ordering::Relaxed),
             Request::Switch { from, to, job } => {
-                if let Err(e) = self.switch(from, to, job) {
+                if let Err(e) = self.switch(from, to.clone(), job) {
                     (self.sink)(WorkerEvent::LoadFailed { kind: to, error: format!("cannot start a worker thread: {e}") });
                 }
             }
@@ -168,18 +171,14 @@ impl Scheduler {
     /// path is woken first, so that its result is not the one kept waiting for a core.
     pub fn submit(&self, job: Job) {
         let mut order: Vec<&WorkerHandle> = self.workers.iter().collect();
-        order.sort_by_key(|w| match w.kind {
-            k if k.is_xnnpack() => 0,
-            BackendKind::Portable => 2,
-            _ => 1,
-        });
+        order.sort_by_key(|w| start_order(&w.kind));
         for w in order {
             w.inbox.put(job.clone());
         }
     }
 
-    pub fn submit_to(&self, kind: BackendKind, job: Job) {
-        if let Some(w) = self.workers.iter().find(|w| w.kind == kind) {
+    pub fn submit_to(&self, kind: &BackendSpec, job: Job) {
+        if let Some(w) = self.workers.iter().find(|w| w.kind == *kind) {
             w.inbox.put(job);
         }
     }
@@ -221,6 +220,16 @@ impl Scheduler {
             let _ = thread.join();
         }
         true
+    }
+}
+
+/// Who is woken first: delegated programs (fast), then eager, then programs
+/// without a delegate (the portable path, slow).
+fn start_order(spec: &BackendSpec) -> u8 {
+    match spec.pte_file() {
+        None => 1,
+        Some(_) if spec.name.contains("portable") => 2,
+        Some(_) => 0,
     }
 }
 

@@ -10,16 +10,17 @@ use std::time::Instant;
 
 use super::inbox::{Inbox, Work};
 use super::{Loader, Shared, Sink, WorkerEvent};
-use crate::backend::{Backend, BackendKind};
-use crate::model::Embedding;
+use crate::backend::{Backend, BackendSpec};
+use crate::task::{Embedding, TaskContext, TaskOutput};
 
 pub(super) struct Worker {
     pub index: usize,
-    pub kind: BackendKind,
+    pub kind: BackendSpec,
     pub inbox: Arc<Inbox>,
     pub shared: Arc<Shared>,
     pub loader: Loader,
     pub sink: Sink,
+    pub ctx: Arc<TaskContext>,
 }
 
 fn panic_message(payload: Box<dyn Any + Send>) -> String {
@@ -33,13 +34,13 @@ fn panic_message(payload: Box<dyn Any + Send>) -> String {
 
 impl Worker {
     pub fn main(self) {
-        let kind = self.kind;
+        let kind = self.kind.clone();
         let start = Instant::now();
-        let loaded = catch_unwind(AssertUnwindSafe(|| (self.loader)(kind)));
+        let loaded = catch_unwind(AssertUnwindSafe(|| (self.loader)(&kind)));
         let load_time = start.elapsed();
         let mut backend = match loaded {
             Ok(Ok(backend)) => {
-                (self.sink)(WorkerEvent::Loaded { kind, description: backend.describe(), load_time });
+                (self.sink)(WorkerEvent::Loaded { kind: kind.clone(), description: backend.describe(), load_time });
                 backend
             }
             Ok(Err(e)) => return (self.sink)(WorkerEvent::LoadFailed { kind, error: format!("{e:#}") }),
@@ -51,20 +52,25 @@ impl Worker {
                 None => continue,
                 Some(Work::Corpus(sentences)) => {
                     let start = Instant::now();
-                    let outcome: Result<Vec<Embedding>, String> =
-                        sentences.iter().map(|s| run_caught(backend.as_mut(), s)).collect();
+                    let outcome: Result<Vec<Embedding>, String> = sentences
+                        .iter()
+                        .map(|s| match run_caught(backend.as_mut(), &self.ctx, s)? {
+                            TaskOutput::Embedding(e) => Ok(e),
+                            _ => Err("the corpus is embedded by feature-extraction models only".to_string()),
+                        })
+                        .collect();
                     drop(turn);
-                    (self.sink)(WorkerEvent::CorpusEmbedded { kind, outcome, elapsed: start.elapsed() });
+                    (self.sink)(WorkerEvent::CorpusEmbedded { kind: kind.clone(), outcome, elapsed: start.elapsed() });
                 }
                 Some(Work::Run(job)) => {
                     let at = Instant::now();
-                    (self.sink)(WorkerEvent::Started { kind, generation: job.generation, at });
-                    let outcome = run_caught(backend.as_mut(), &job.input);
+                    (self.sink)(WorkerEvent::Started { kind: kind.clone(), generation: job.generation, at });
+                    let outcome = run_caught(backend.as_mut(), &self.ctx, &job.input);
                     let elapsed = at.elapsed();
                     drop(turn);
                     let ok = outcome.is_ok();
                     (self.sink)(WorkerEvent::Finished {
-                        kind,
+                        kind: kind.clone(),
                         generation: job.generation,
                         input: job.input.clone(),
                         outcome,
@@ -80,9 +86,9 @@ impl Worker {
     }
 }
 
-fn run_caught(backend: &mut dyn Backend, input: &crate::model::Encoded) -> Result<Embedding, String> {
-    match catch_unwind(AssertUnwindSafe(|| backend.run(input))) {
-        Ok(Ok(embedding)) => Ok(embedding),
+fn run_caught(backend: &mut dyn Backend, ctx: &TaskContext, input: &crate::model::Encoded) -> Result<TaskOutput, String> {
+    match catch_unwind(AssertUnwindSafe(|| crate::backend::run_task(backend, ctx, input))) {
+        Ok(Ok(output)) => Ok(output),
         Ok(Err(e)) => Err(format!("{e:#}")),
         Err(payload) => Err(panic_message(payload)),
     }

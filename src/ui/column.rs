@@ -13,9 +13,9 @@ use super::coverage::{self, CoveragePanel};
 use super::embedding::EmbeddingStrip;
 use super::format;
 use super::latency::{self, LatencyPanel};
-use crate::app::{App, ColumnState, CorpusState, ParityView, Phase};
-use crate::backend::BackendKind;
-use crate::model::Parity;
+use super::task::{FillMaskPanel, LabelBars};
+use crate::app::{App, ColumnState, CorpusState, Output, ParityView, Phase};
+use crate::task::{Parity, TaskOutput, TaskParity};
 
 /// Rows inside the border a column needs at the least.
 pub const MIN_INNER_ROWS: u16 = 17;
@@ -79,6 +79,11 @@ impl Sections {
     fn output_area(&self) -> Rect {
         Rect { height: self.parity.bottom().saturating_sub(self.header.y), ..self.header }
     }
+
+    /// From the header to the end of the nearest sentence: where a task's panel goes.
+    fn task_area(&self) -> Rect {
+        Rect { height: self.nearest.bottom().saturating_sub(self.header.y), ..self.header }
+    }
 }
 
 pub struct BackendColumn<'a> {
@@ -106,6 +111,17 @@ fn split_line<'a>(left: Vec<Span<'a>>, right: Span<'a>, width: u16) -> Line<'a> 
     Line::from(spans)
 }
 
+/// Green when the outputs agree to float precision, yellow when a person would
+/// read the same answer, red when they differ.
+pub fn task_parity_colour(p: &TaskParity) -> Color {
+    match p {
+        TaskParity::Embedding(e) => parity_colour(e),
+        _ if !p.agrees() => Color::Red,
+        _ if p.max_abs_diff() <= 1e-3 => Color::Green,
+        _ => Color::Yellow,
+    }
+}
+
 pub fn parity_colour(p: &Parity) -> Color {
     if p.cosine >= 0.99999 && p.max_abs_diff <= 1e-4 {
         Color::Green
@@ -117,13 +133,13 @@ pub fn parity_colour(p: &Parity) -> Color {
 }
 
 impl BackendColumn<'_> {
-    /// The path's name; the XNNPACK column names the key that switches its variant.
+    /// The path's name; a column with other programs names the key that switches them.
     fn title(&self) -> String {
-        let kind = self.app.columns()[self.index].kind;
-        if kind.is_xnnpack() && self.app.can_switch_variant() {
-            format!(" {} · F5 ", kind.title())
+        let kind = &self.app.columns()[self.index].kind;
+        if self.app.has_variants(self.index) {
+            format!(" {} · F5 ", kind.title)
         } else {
-            format!(" {} ", kind.title())
+            format!(" {} ", kind.title)
         }
     }
 
@@ -178,22 +194,48 @@ impl BackendColumn<'_> {
         };
         let stale = !app.is_current(output);
         let text_style = if stale { DIM } else { Style::new() };
+        let reference = app.reference().and_then(|r| app.columns()[r].output.as_ref()).filter(|r| r.generation == output.generation);
+        match &output.output {
+            TaskOutput::Embedding(_) => self.render_embedding(s, buf, output, stale),
+            TaskOutput::FillMask(fill) => {
+                let reference = reference.and_then(|r| match &r.output {
+                    TaskOutput::FillMask(f) => Some(f),
+                    _ => None,
+                });
+                FillMaskPanel { output: fill, reference, stale }.render(s.task_area(), buf);
+            }
+            TaskOutput::Classification(c) => {
+                let reference = reference.and_then(|r| match &r.output {
+                    TaskOutput::Classification(c) => Some(c),
+                    _ => None,
+                });
+                LabelBars { output: c, reference, stale }.render(s.task_area(), buf);
+            }
+        }
+        self.render_parity(s, buf, text_style, stale);
+    }
+
+    /// An embedding: its dimension and norm, the strip, the nearest corpus sentence.
+    fn render_embedding(&self, s: &Sections, buf: &mut Buffer, output: &Output, stale: bool) {
+        let app = self.app;
+        let text_style = if stale { DIM } else { Style::new() };
+        let Some(embedding) = output.embedding() else { return };
 
         // Header and strip.
-        let shown = EmbeddingStrip::shown(output.embedding.dim(), s.strip);
+        let shown = EmbeddingStrip::shown(embedding.dim(), s.strip);
         let what = if stale {
             // An output for earlier text: say so in words, not only in grey.
             Span::styled("old text", Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD))
         } else {
-            Span::styled(format!("{}-d", output.embedding.dim()), Style::new().add_modifier(Modifier::BOLD))
+            Span::styled(format!("{}-d", embedding.dim()), Style::new().add_modifier(Modifier::BOLD))
         };
         let header = split_line(
-            vec![what, Span::styled(format!(" · norm {:.4}", output.norm), text_style)],
+            vec![what, Span::styled(format!(" · norm {:.4}", embedding.norm()), text_style)],
             Span::styled(format!("dims 0–{}", shown.saturating_sub(1)), DIM),
             s.header.width,
         );
         line_at(buf, s.header, 0, &header);
-        EmbeddingStrip { embedding: &output.embedding, dim: stale }.render(s.strip, buf);
+        EmbeddingStrip { embedding, dim: stale }.render(s.strip, buf);
 
         // Nearest sentence.
         let corpus = app.corpus();
@@ -217,8 +259,11 @@ impl BackendColumn<'_> {
             }
             _ => line_at(buf, s.nearest, 0, &Line::styled("nearest: –", DIM)),
         }
+    }
 
-        // Parity against the reference column.
+    /// Parity against the reference column, in the task's terms.
+    fn render_parity(&self, s: &Sections, buf: &mut Buffer, text_style: Style, stale: bool) {
+        let app = self.app;
         let reference = app.reference().map(|r| app.columns()[r].kind.name()).unwrap_or("-");
         let (first, second) = match app.parity(self.index) {
             ParityView::Reference => (
@@ -226,13 +271,25 @@ impl BackendColumn<'_> {
                 Line::styled("the others compare to it", DIM),
             ),
             ParityView::Value(p) => {
-                let colour = if stale { DIM } else { Style::new().fg(parity_colour(&p)).add_modifier(Modifier::BOLD) };
+                let colour = if stale { DIM } else { Style::new().fg(task_parity_colour(&p)).add_modifier(Modifier::BOLD) };
+                let verdict = match p {
+                    TaskParity::Embedding(e) => format!("cos {:.7}", e.cosine),
+                    TaskParity::FillMask(f) if f.same_top1 => "same top-1".to_string(),
+                    TaskParity::FillMask(_) => "TOP-1 DIFFERS".to_string(),
+                    TaskParity::Classification(c) if c.same_argmax => "same label".to_string(),
+                    TaskParity::Classification(_) => "LABEL DIFFERS".to_string(),
+                };
+                let overlap = match p {
+                    TaskParity::FillMask(f) => format!(" · top-k {:.0}%", f.topk_overlap * 100.0),
+                    _ => String::new(),
+                };
                 (
+                    Line::from(vec![Span::styled(format!("vs {reference} "), text_style.add_modifier(Modifier::BOLD)), Span::styled(verdict, colour)]),
                     Line::from(vec![
-                        Span::styled(format!("vs {reference} "), text_style.add_modifier(Modifier::BOLD)),
-                        Span::styled(format!("cos {:.7}", p.cosine), colour),
+                        Span::styled("max|Δ| ", text_style),
+                        Span::styled(format!("{:.1e}", p.max_abs_diff()), colour),
+                        Span::styled(overlap, text_style),
                     ]),
-                    Line::from(vec![Span::styled("max|Δ| ", text_style), Span::styled(format!("{:.1e}", p.max_abs_diff), colour)]),
                 )
             }
             ParityView::Waiting => (Line::styled(format!("vs {reference}: waiting"), DIM), Line::default()),
@@ -262,9 +319,9 @@ impl Widget for BackendColumn<'_> {
         let column = &self.app.columns()[self.index];
         let failed = matches!(column.phase, Phase::Failed(_));
         let border = if failed { Style::new().fg(Color::Red) } else { Style::new().fg(Color::DarkGray) };
-        let title_style = match column.kind {
-            BackendKind::Eager => Style::new().fg(Color::LightMagenta),
-            BackendKind::Portable => Style::new().fg(Color::LightBlue),
+        let title_style = match &column.kind {
+            k if k.is_eager() => Style::new().fg(Color::LightMagenta),
+            k if k.name.contains("portable") => Style::new().fg(Color::LightBlue),
             _ => Style::new().fg(Color::LightGreen),
         };
         let block = Block::bordered()
@@ -273,7 +330,7 @@ impl Widget for BackendColumn<'_> {
             .title(Span::styled(self.title(), title_style.add_modifier(Modifier::BOLD)));
         let inner = block.inner(area);
         block.render(area, buf);
-        let dims = column.output.as_ref().map_or(384, |o| o.embedding.dim());
+        let dims = column.output.as_ref().and_then(Output::embedding).map_or(384, |e| e.dim());
         let s = Sections::new(inner, dims);
         line_at(buf, s.state, 0, &self.state_line(s.state.width));
         self.render_output(&s, buf);

@@ -7,7 +7,7 @@ use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};
 use ratatui::widgets::Widget;
 
-use crate::model::Embedding;
+use crate::task::Embedding;
 
 /// |value| drawn as a full cell. A unit-norm 384-d vector has an RMS of about 0.05.
 pub const FULL_SCALE: f32 = 0.15;

@@ -16,7 +16,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("← → Home End", "move   Backspace Delete: erase   Ctrl-U: clear"),
     ("Ctrl-S or F2", "parallel / serial (one backend at a time)"),
     ("Ctrl-R or F3", "repeat on/off (re-run to fill the percentiles)"),
-    ("F4", "operator profile (traced run)   F5: next XNNPACK variant"),
+    ("F4", "operator profile (traced run)   F5: next program of a column"),
     ("F1, ? on empty", "this help (any key closes it)"),
     ("Esc, Ctrl-C", "quit (also q when the text is empty)"),
 ];
@@ -34,7 +34,7 @@ pub const PATHS: [(&str, &str); 4] = [
     ),
     (
         "Numbers",
-        "latency: the backend's run on its own thread; p50/p90/p99 over this session. Parity: cosine and max |diff| vs eager.",
+        "latency: each run on its own thread; p50/p90/p99 this session. Parity vs eager: cosine, same top-1 token or label, max |diff|.",
     ),
 ];
 

@@ -12,6 +12,7 @@ pub mod help;
 pub mod latency;
 pub mod profile;
 pub mod status;
+pub mod task;
 pub mod tokens;
 
 use ratatui::buffer::Buffer;

@@ -13,7 +13,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
 use super::format;
-use crate::model::{Encoded, MAX_SEQ_LEN};
+use crate::model::Encoded;
 
 pub struct TokenStrip<'a> {
     pub encoded: Option<&'a Encoded>,
@@ -27,7 +27,7 @@ impl TokenStrip<'_> {
         match self.encoded {
             Some(e) if e.truncated => vec![
                 Span::styled(format!("Tokens {} ", e.len()), label),
-                Span::styled(format!("CUT AT {MAX_SEQ_LEN}"), Style::new().fg(Color::White).bg(Color::Red).add_modifier(Modifier::BOLD)),
+                Span::styled(format!("CUT AT {}", e.len()), Style::new().fg(Color::White).bg(Color::Red).add_modifier(Modifier::BOLD)),
                 Span::raw(" "),
             ],
             Some(e) => vec![Span::styled(format!("Tokens {:<3} ", e.len()), label)],

@@ -5,16 +5,23 @@ use std::path::{Path, PathBuf};
 
 use runlens::model::ModelDir;
 
-/// `$RUNLENS_MODELS`, else `models/` of this checkout (`make models` fills it).
+/// `$RUNLENS_MODEL`, else `models/minilm` of this checkout (`make models` fills it).
 pub fn models_root() -> PathBuf {
-    match std::env::var_os("RUNLENS_MODELS") {
+    match std::env::var_os("RUNLENS_MODEL") {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("models"),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("models/minilm"),
     }
 }
 
+/// MiniLM's model directory.
 pub fn models() -> ModelDir {
-    ModelDir::new(&models_root())
+    ModelDir::open(&models_root()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A model directory of this checkout's `models/` (`make models` / `make test-models`).
+pub fn model_dir(name: &str) -> ModelDir {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(name);
+    ModelDir::open(&path).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Damaged versions of a real `.pte`: a third of it, 200 kB of xorshift noise, and
@@ -35,4 +42,24 @@ pub fn corrupted_copies(real: &[u8]) -> [(&'static str, Vec<u8>); 3] {
         flipped[i] ^= 0xff;
     }
     [("truncated", truncated), ("random bytes", random), ("flipped bytes", flipped)]
+}
+
+/// The backend named `name` in MiniLM's directory (`eager`, `portable`, `xnnpack`, ...).
+pub fn spec(name: &str) -> runlens::backend::BackendSpec {
+    runlens::backend::catalog(&models(), &[])
+        .unwrap()
+        .into_iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("MiniLM's manifest has no backend {name}"))
+}
+
+/// Load the backend named `name` of MiniLM's directory.
+pub fn load(name: &str) -> Box<dyn runlens::backend::Backend> {
+    runlens::backend::load(&spec(name), &models()).unwrap_or_else(|e| panic!("{name}: {e:#}"))
+}
+
+/// A feature-extraction output as an embedding ([1, H] checked).
+pub fn embedding(out: runlens::task::OutputTensor) -> runlens::task::Embedding {
+    assert_eq!(out.shape, [1, out.data.len()], "feature-extraction returns [1, H]");
+    runlens::task::Embedding(out.data)
 }

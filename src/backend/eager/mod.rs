@@ -10,7 +10,7 @@
 //! - [`model`]: [`load_model`], the one place that picks the architecture and the head,
 //!   and [`EncoderModel`], tensors in, tensors out, shaped like the task's programs.
 //!
-//! [`EagerBackend`] is the [`Backend`] of the sentence embedder (feature-extraction) on top.
+//! [`EagerBackend`] is the [`Backend`] on top, for the model directory's task.
 
 pub mod bert;
 pub mod checkpoint;
@@ -26,17 +26,18 @@ use std::path::PathBuf;
 use anyhow::Context;
 use tch::Tensor;
 
-use crate::backend::{Backend, BackendKind};
-use crate::model::{Embedding, Encoded, ModelDir};
+use crate::backend::Backend;
+use crate::model::{Encoded, ModelDir};
+use crate::task::OutputTensor;
 
 pub use bert::BertConfig;
 pub use checkpoint::{Unsupported, SUPPORTED, TASKS};
 pub use config::{ConfigError, HiddenAct};
 pub use distilbert::DistilBertConfig;
-pub use model::{load_model, EncoderModel, Task};
+pub use model::{load_model, parse_task, EncoderModel};
 pub use weights::WeightError;
 
-/// The eager path of the sentence embedder: a BERT-family checkpoint in libtorch tensors.
+/// The eager path: a BERT-family checkpoint with its task's head in libtorch tensors.
 pub struct EagerBackend {
     weights_file: PathBuf,
     max_positions: i64,
@@ -51,7 +52,7 @@ impl EagerBackend {
     pub fn load(dir: &ModelDir) -> anyhow::Result<EagerBackend> {
         let config_file = dir.config()?;
         let weights_file = dir.weights()?;
-        let model = load_model(&config_file, &weights_file, "feature-extraction")?;
+        let model = load_model(&config_file, &weights_file, dir.task().name())?;
         // load_model has read it without error.
         let max_positions = checkpoint::CheckpointConfig::load(&config_file)?.model.max_positions();
         Ok(EagerBackend {
@@ -68,10 +69,6 @@ impl EagerBackend {
 }
 
 impl Backend for EagerBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Eager
-    }
-
     fn describe(&self) -> String {
         format!(
             "PyTorch eager (libtorch via tch): {}, from {}, {} intra-op threads",
@@ -81,11 +78,12 @@ impl Backend for EagerBackend {
         )
     }
 
-    fn run(&mut self, input: &Encoded) -> anyhow::Result<Embedding> {
+    fn run(&mut self, input: &Encoded) -> anyhow::Result<OutputTensor> {
         let ids = Tensor::f_from_slice(&input.ids)?; // [S]
         let mask = Tensor::f_from_slice(&input.attention_mask)?; // [S]
-        let embedding = self.model.forward(&ids, &mask)?; // [1, H]
-        let embedding = embedding.f_view([-1]).context("the embedding")?; // [H]
-        Ok(Embedding(Vec::<f32>::try_from(&embedding)?))
+        let out = self.model.forward(&ids, &mask)?; // [1, H], [1, S, V] or [1, C]
+        let shape = out.size().iter().map(|&d| usize::try_from(d).unwrap_or(0)).collect();
+        let data = Vec::<f32>::try_from(&out.f_flatten(0, -1).context("the output")?)?;
+        Ok(OutputTensor::new(shape, data))
     }
 }

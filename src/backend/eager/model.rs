@@ -30,33 +30,11 @@ pub trait EncoderModel: Send {
     fn describe(&self) -> String;
 }
 
-/// What the manifest's `task` asks of eager.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Task {
-    FeatureExtraction,
-    FillMask,
-    TextClassification,
-}
+pub use crate::task::Task;
 
-impl Task {
-    /// `"fill-mask"` etc.; a task without a head here is [`Unsupported::Task`].
-    pub fn parse(task: &str) -> Result<Task, Unsupported> {
-        match task {
-            "feature-extraction" => Ok(Task::FeatureExtraction),
-            "fill-mask" => Ok(Task::FillMask),
-            "text-classification" => Ok(Task::TextClassification),
-            _ => Err(Unsupported::Task { task: task.to_string() }),
-        }
-    }
-
-    /// The manifest's name for it (one of [`TASKS`]).
-    pub fn name(self) -> &'static str {
-        match self {
-            Task::FeatureExtraction => "feature-extraction",
-            Task::FillMask => "fill-mask",
-            Task::TextClassification => "text-classification",
-        }
-    }
+/// The manifest's task string as a [`Task`]; a task without a head here is [`Unsupported::Task`].
+pub fn parse_task(task: &str) -> Result<Task, Unsupported> {
+    serde_json::from_value(serde_json::Value::String(task.to_string())).map_err(|_| Unsupported::Task { task: task.to_string() })
 }
 
 /// Reads config.json and the weights; picks the architecture from config.json and the head from `task`
@@ -71,7 +49,7 @@ pub fn load_model(config_file: &Path, weights_file: &Path, task: &str) -> anyhow
         Err(LoadConfigError::Unsupported(unsupported)) => return Err(unsupported.into()),
         Err(LoadConfigError::Config(error)) => return Err(error.into()),
     };
-    let task = Task::parse(task)?;
+    let task = parse_task(task)?;
     let _no_grad = tch::no_grad_guard();
     let weights = Weights::read(weights_file)?;
     let root = weights.root("");
@@ -237,9 +215,9 @@ mod tests {
     #[test]
     fn parses_the_tasks_it_has_heads_for() {
         for name in super::super::TASKS {
-            assert_eq!(Task::parse(name).unwrap().name(), *name);
+            assert_eq!(parse_task(name).unwrap().name(), *name);
         }
-        let err = Task::parse("text-generation").unwrap_err();
+        let err = parse_task("text-generation").unwrap_err();
         assert_eq!(err, Unsupported::Task { task: "text-generation".into() });
         assert!(err.to_string().contains("feature-extraction, fill-mask, text-classification"), "{err}");
     }

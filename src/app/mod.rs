@@ -1,0 +1,584 @@
+//! The explorer's state and every change to it. Knows nothing about terminals:
+//! the event loop ([`crate::tui`]) turns keys into [`Action`]s and worker
+//! reports into [`App::on_worker`]; what the app wants done in the background
+//! is queued as [`Request`]s that the loop hands to the scheduler. Drawing
+//! ([`crate::ui`]) reads an `&App` only.
+//!
+//! - [`input`]: the input line; [`column`]: one backend's column;
+//! - [`corpus`]: the nearest-sentence corpus; [`profile`]: the F4 view.
+
+mod column;
+mod corpus;
+mod input;
+mod profile;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use column::{Column, ColumnState, CoverageView, Nearest, Output, ParityView, Phase};
+pub use corpus::{Corpus, CorpusState};
+pub use input::InputLine;
+pub use profile::{ProfileRequest, ProfileState, ProfileView};
+
+use crate::backend::BackendSpec;
+use crate::model::Encoded;
+use crate::profile::ProfileReport;
+use crate::schedule::{Job, Request, WorkerEvent};
+use crate::task::{Task, TaskOutput};
+
+/// How long typing must pause before the text runs (Enter runs at once).
+pub const DEBOUNCE: Duration = Duration::from_millis(120);
+
+/// The sentences the nearest-sentence lookup picks from (`assets/corpus.txt`, one a line).
+pub const CORPUS: &str = include_str!("../../assets/corpus.txt");
+
+/// The corpus as a list: blank lines and `#` comments left out.
+pub fn corpus_sentences() -> Vec<String> {
+    CORPUS.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from).collect()
+}
+
+/// Text to model input (the real tokenizer, or a fake in tests).
+pub type Tokenize = Box<dyn Fn(&str) -> anyhow::Result<Encoded> + Send>;
+
+/// What the app is started with.
+#[derive(Clone, Debug)]
+pub struct AppConfig {
+    /// The columns, in order.
+    pub kinds: Vec<BackendSpec>,
+    /// Threads of libtorch and ExecuTorch's pool (shown only; set before start).
+    pub threads: usize,
+    pub model: String,
+    pub task: Task,
+    /// Sentences for the nearest-sentence lookup (feature-extraction only).
+    pub corpus: Vec<String>,
+    /// Every backend whose files are present, in manifest order: F5 cycles a
+    /// column through the ones that share its `column`.
+    pub variants: Vec<BackendSpec>,
+}
+
+/// Everything the user can ask for; keys map to these in [`crate::tui`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    Insert(char),
+    Paste(String),
+    Backspace,
+    Delete,
+    Left,
+    Right,
+    Home,
+    End,
+    /// Ctrl-U: clear the input line.
+    Clear,
+    /// Enter: run the current text now.
+    RunNow,
+    ToggleHelp,
+    CloseHelp,
+    ToggleSerial,
+    ToggleRepeat,
+    /// F5: show the next program of the same column (an export variant).
+    NextVariant,
+    /// F4: open (and start) or close the per-operator profile of the current text.
+    ToggleProfile,
+    CloseProfile,
+    Quit,
+}
+
+pub struct App {
+    now: Instant,
+    /// When the backends began loading.
+    started: Instant,
+    input: InputLine,
+    encoded: Option<Arc<Encoded>>,
+    encode_error: Option<String>,
+    generation: u64,
+    run_due: Option<Instant>,
+    columns: Vec<Column>,
+    corpus: Corpus,
+    serial: bool,
+    repeat: bool,
+    threads: usize,
+    model: String,
+    task: Task,
+    show_help: bool,
+    profile: Option<ProfileView>,
+    profile_requests: u64,
+    profile_request: Option<ProfileRequest>,
+    quit: bool,
+    requests: Vec<Request>,
+    tokenize: Tokenize,
+    variants: Vec<BackendSpec>,
+}
+
+impl App {
+    /// A new explorer: every column loading; the corpus is queued for the fastest backend.
+    pub fn new(config: AppConfig, tokenize: Tokenize, now: Instant) -> App {
+        let columns = config.kinds.iter().map(|kind| Column::loading(kind.clone())).collect();
+        // Corpus sentences the tokenizer rejects are left out (they would never match anyway);
+        // only sentence embeddings have a nearest sentence.
+        let corpus = if config.task == Task::FeatureExtraction { config.corpus } else { Vec::new() };
+        let (sentences, encoded): (Vec<String>, Vec<Encoded>) =
+            corpus.into_iter().filter_map(|s| tokenize(&s).ok().map(|e| (s, e))).unzip();
+        let corpus = Corpus {
+            state: if sentences.is_empty() { CorpusState::Empty } else { CorpusState::Failed(String::new()) },
+            sentences,
+            encoded: Arc::new(encoded),
+            embeddings: Vec::new(),
+            tried: Vec::new(),
+        };
+        let mut app = App {
+            now,
+            started: now,
+            input: InputLine::default(),
+            encoded: None,
+            encode_error: None,
+            generation: 0,
+            run_due: None,
+            columns,
+            corpus,
+            serial: false,
+            repeat: false,
+            threads: config.threads,
+            model: config.model,
+            task: config.task,
+            show_help: false,
+            profile: None,
+            profile_requests: 0,
+            profile_request: None,
+            quit: false,
+            requests: Vec::new(),
+            tokenize,
+            variants: config.variants,
+        };
+        if app.corpus.state != CorpusState::Empty {
+            app.assign_corpus();
+        }
+        app
+    }
+
+    // ---- reading (for drawing and for the event loop) ----
+
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+    pub fn input(&self) -> &InputLine {
+        &self.input
+    }
+    pub fn encoded(&self) -> Option<&Encoded> {
+        self.encoded.as_deref()
+    }
+    pub fn encode_error(&self) -> Option<&str> {
+        self.encode_error.as_deref()
+    }
+    /// Bumped on every change of the text; results carry the generation they were run for.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+    pub fn columns(&self) -> &[Column] {
+        &self.columns
+    }
+    /// The column of the backend named `name`.
+    pub fn column(&self, name: &str) -> Option<&Column> {
+        self.columns.iter().find(|c| c.kind.name == name)
+    }
+    pub fn corpus(&self) -> &Corpus {
+        &self.corpus
+    }
+    pub fn is_serial(&self) -> bool {
+        self.serial
+    }
+    pub fn is_repeat(&self) -> bool {
+        self.repeat
+    }
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+    pub fn task(&self) -> Task {
+        self.task
+    }
+    pub fn show_help(&self) -> bool {
+        self.show_help
+    }
+    pub fn should_quit(&self) -> bool {
+        self.quit
+    }
+    /// Can F5 switch a column to another program of its column?
+    pub fn can_switch_variant(&self) -> bool {
+        self.next_variant().is_some()
+    }
+
+    /// Does column `index` have other programs F5 can switch it to?
+    pub fn has_variants(&self, index: usize) -> bool {
+        let kind = &self.columns[index].kind;
+        self.variants.iter().filter(|v| v.column == kind.column).count() > 1
+    }
+    /// The profile view, when shown.
+    pub fn profile(&self) -> Option<&ProfileView> {
+        self.profile.as_ref()
+    }
+
+    /// The column parity is measured against: eager when shown, else the first.
+    pub fn reference(&self) -> Option<usize> {
+        self.columns.iter().position(|c| c.kind.is_eager()).or((!self.columns.is_empty()).then_some(0))
+    }
+
+    /// Is the output of `column` for the text now in the input line?
+    pub fn is_current(&self, output: &Output) -> bool {
+        output.generation == self.generation
+    }
+
+    pub fn state(&self, index: usize) -> ColumnState<'_> {
+        let c = &self.columns[index];
+        match &c.phase {
+            Phase::Loading => ColumnState::Loading(self.now.saturating_duration_since(self.started)),
+            Phase::Failed(e) => ColumnState::Failed(e),
+            Phase::Ready => match (c.running, c.pending) {
+                (Some((generation, at)), _) => ColumnState::Running {
+                    elapsed: self.now.saturating_duration_since(at),
+                    stale: generation != self.generation,
+                },
+                (None, Some(_)) => ColumnState::Queued,
+                (None, None) => ColumnState::Idle,
+            },
+        }
+    }
+
+    pub fn parity(&self, index: usize) -> ParityView {
+        let Some(reference) = self.reference() else { return ParityView::Unavailable };
+        if index == reference {
+            return ParityView::Reference;
+        }
+        match (&self.columns[index].output, &self.columns[reference].output) {
+            (Some(mine), Some(theirs)) if mine.generation == theirs.generation => {
+                mine.output.parity(&theirs.output).map_or(ParityView::Unavailable, ParityView::Value)
+            }
+            (Some(_), Some(_)) => ParityView::Waiting,
+            _ => ParityView::Unavailable,
+        }
+    }
+
+    /// Work is in flight: loading, running, queued, or the corpus being embedded.
+    pub fn is_busy(&self) -> bool {
+        matches!(self.corpus.state, CorpusState::Embedding(_))
+            || self.profile.as_ref().is_some_and(|p| matches!(p.state, ProfileState::Running { .. }))
+            || self.columns.iter().any(|c| c.phase == Phase::Loading || c.running.is_some() || c.pending.is_some())
+    }
+
+    /// When [`Self::tick`] must be called next for a debounced run.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.run_due
+    }
+
+    /// The requests queued since the last call, for the scheduler.
+    pub fn drain_requests(&mut self) -> Vec<Request> {
+        std::mem::take(&mut self.requests)
+    }
+
+    /// The traced run asked for since the last call, for the event loop to start.
+    pub fn take_profile_request(&mut self) -> Option<ProfileRequest> {
+        self.profile_request.take()
+    }
+
+    // ---- changing ----
+
+    /// Set the clock used for debounce and elapsed times.
+    pub fn set_now(&mut self, now: Instant) {
+        self.now = now;
+    }
+
+    /// Time passed: run the text if the debounce is over. `true` when something changed.
+    pub fn tick(&mut self) -> bool {
+        match self.run_due {
+            Some(due) if due <= self.now => {
+                self.submit();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub fn apply(&mut self, action: Action) {
+        let edited = match action {
+            Action::Insert(c) => {
+                self.input.insert(c);
+                true
+            }
+            Action::Paste(s) => {
+                self.input.insert_str(&s);
+                !s.is_empty()
+            }
+            Action::Backspace => self.input.backspace(),
+            Action::Delete => self.input.delete(),
+            Action::Clear => self.input.clear(),
+            Action::Left => {
+                self.input.left();
+                false
+            }
+            Action::Right => {
+                self.input.right();
+                false
+            }
+            Action::Home => {
+                self.input.home();
+                false
+            }
+            Action::End => {
+                self.input.end();
+                false
+            }
+            Action::RunNow => {
+                self.submit();
+                false
+            }
+            Action::ToggleHelp => {
+                self.show_help = !self.show_help;
+                false
+            }
+            Action::CloseHelp => {
+                self.show_help = false;
+                false
+            }
+            Action::ToggleSerial => {
+                self.serial = !self.serial;
+                self.requests.push(Request::SetSerial(self.serial));
+                false
+            }
+            Action::ToggleRepeat => {
+                self.repeat = !self.repeat;
+                self.requests.push(Request::SetRepeat(self.repeat));
+                if self.repeat && self.run_due.is_none() {
+                    self.submit();
+                }
+                false
+            }
+            Action::NextVariant => {
+                self.switch_variant();
+                false
+            }
+            Action::ToggleProfile => {
+                if self.profile.take().is_none() {
+                    self.open_profile();
+                }
+                false
+            }
+            Action::CloseProfile => {
+                self.profile = None;
+                false
+            }
+            Action::Quit => {
+                self.quit = true;
+                false
+            }
+        };
+        if edited {
+            self.text_changed();
+        }
+    }
+
+    fn text_changed(&mut self) {
+        self.generation += 1;
+        if self.columns.iter().any(|c| c.pending.is_some()) {
+            // What waits is for the old text: drop it now rather than run it.
+            self.requests.push(Request::Cancel);
+            for c in &mut self.columns {
+                c.pending = None;
+            }
+        }
+        if self.input.text().trim().is_empty() {
+            self.encoded = None;
+            self.encode_error = None;
+            self.run_due = None;
+            return;
+        }
+        match (self.tokenize)(self.input.text()) {
+            Ok(encoded) => {
+                self.encoded = Some(Arc::new(encoded));
+                self.encode_error = None;
+                self.run_due = Some(self.now + DEBOUNCE);
+            }
+            Err(e) => {
+                self.encoded = None;
+                self.encode_error = Some(format!("{e:#}"));
+                self.run_due = None;
+            }
+        }
+    }
+
+    /// Hand the current text to every backend that loaded or is loading.
+    fn submit(&mut self) {
+        self.run_due = None;
+        let Some(input) = self.encoded.clone() else { return };
+        let generation = self.generation;
+        for c in &mut self.columns {
+            if !matches!(c.phase, Phase::Failed(_)) {
+                c.pending = Some(generation);
+            }
+        }
+        self.requests.push(Request::Run(Job { generation, input }));
+    }
+
+    /// The first column with other programs of its `column`, and the program F5
+    /// would show in it: the next one present and not already shown in another column.
+    fn next_variant(&self) -> Option<(usize, BackendSpec)> {
+        self.columns.iter().enumerate().find_map(|(index, c)| {
+            let group: Vec<&BackendSpec> = self.variants.iter().filter(|v| v.column == c.kind.column).collect();
+            let at = group.iter().position(|v| **v == c.kind)?;
+            (1..group.len()).map(|step| group[(at + step) % group.len()]).find(|v| self.index_of(v).is_none()).map(|v| (index, v.clone()))
+        })
+    }
+
+    /// F5: the XNNPACK column starts over with the next variant: it loads, its
+    /// latency history starts empty (another program, other numbers), and the
+    /// current text runs on it once it has loaded.
+    fn switch_variant(&mut self) {
+        let Some((index, to)) = self.next_variant() else { return };
+        let from = self.columns[index].kind.clone();
+        self.columns[index] = Column::loading(to.clone());
+        let job = self.encoded.clone().map(|input| Job { generation: self.generation, input });
+        if let Some(job) = &job {
+            self.columns[index].pending = Some(job.generation);
+        }
+        let embedding_corpus = self.corpus.state == CorpusState::Embedding(from.clone());
+        self.requests.push(Request::Switch { from, to, job });
+        if embedding_corpus {
+            // The old worker is closed before it could finish the corpus.
+            self.assign_corpus();
+        }
+    }
+
+    fn index_of(&self, kind: &BackendSpec) -> Option<usize> {
+        self.columns.iter().position(|c| c.kind == *kind)
+    }
+
+    /// A worker reported. Results for text that is no longer current are dropped.
+    pub fn on_worker(&mut self, event: WorkerEvent) {
+        let Some(index) = self.index_of(event.kind()) else { return };
+        let current = self.generation;
+        match event {
+            WorkerEvent::Loaded { description, load_time, .. } => {
+                let c = &mut self.columns[index];
+                c.phase = Phase::Ready;
+                c.description = Some(description);
+                c.load_time = Some(load_time);
+            }
+            WorkerEvent::LoadFailed { kind, error } => {
+                let c = &mut self.columns[index];
+                c.phase = Phase::Failed(error);
+                c.pending = None;
+                if self.corpus.state == CorpusState::Embedding(kind) {
+                    self.assign_corpus();
+                }
+            }
+            WorkerEvent::Started { generation, at, .. } => {
+                let c = &mut self.columns[index];
+                c.running = Some((generation, at));
+                if c.pending.is_some_and(|p| p <= generation) {
+                    c.pending = None;
+                }
+            }
+            WorkerEvent::Finished { generation, input, outcome, elapsed, .. } => {
+                let c = &self.columns[index];
+                let embedding = outcome.as_ref().ok().and_then(TaskOutput::embedding);
+                let nearest = match (embedding, &c.output) {
+                    // Repeat mode brings the same output hundreds of times a second: reuse the lookup.
+                    (Some(e), Some(previous)) if previous.embedding() == Some(e) && previous.nearest.is_some() => previous.nearest,
+                    (Some(e), _) if generation == current => self.corpus.nearest(e),
+                    _ => None,
+                };
+                let c = &mut self.columns[index];
+                if c.running.is_some_and(|(g, _)| g == generation) {
+                    c.running = None;
+                }
+                if generation != current {
+                    c.stale_dropped += 1;
+                    return;
+                }
+                match outcome {
+                    Ok(output) => {
+                        c.stats.record(elapsed);
+                        c.run_error = None;
+                        c.output = Some(Output { generation, input, output, elapsed, nearest });
+                    }
+                    Err(message) => c.run_error = Some((generation, message)),
+                }
+            }
+            WorkerEvent::CorpusEmbedded { kind, outcome, elapsed } => match outcome {
+                Ok(embeddings) if embeddings.len() == self.corpus.sentences.len() => {
+                    self.corpus.embeddings = embeddings;
+                    self.corpus.state = CorpusState::Ready { kind, elapsed };
+                    for i in 0..self.columns.len() {
+                        if let Some(embedding) = self.columns[i].output.as_ref().and_then(Output::embedding) {
+                            let nearest = self.corpus.nearest(embedding);
+                            if let Some(o) = self.columns[i].output.as_mut() {
+                                o.nearest = nearest;
+                            }
+                        }
+                    }
+                }
+                Ok(_) | Err(_) => self.assign_corpus(),
+            },
+        }
+    }
+
+    /// Show the profile view and ask for a traced run of the current text.
+    fn open_profile(&mut self) {
+        self.profile_requests += 1;
+        let id = self.profile_requests;
+        let text = self.input.text().to_string();
+        let kinds: Vec<BackendSpec> = self
+            .columns
+            .iter()
+            .filter(|c| c.kind.pte_file().is_some() && !matches!(c.phase, Phase::Failed(_)))
+            .map(|c| c.kind.clone())
+            .collect();
+        let state = match (&self.encoded, kinds.is_empty()) {
+            (None, _) => ProfileState::Failed("type a sentence first: F4 profiles the text in the input line".to_string()),
+            (Some(_), true) => ProfileState::Failed("no ExecuTorch column to profile".to_string()),
+            (Some(input), false) => {
+                self.profile_request = Some(ProfileRequest { id, input: input.clone(), kinds });
+                ProfileState::Running { since: self.now }
+            }
+        };
+        self.profile = Some(ProfileView { id, text, state });
+    }
+
+    /// A traced run finished; dropped unless its view is still shown.
+    pub fn on_profile(&mut self, id: u64, outcome: Result<ProfileReport, String>) {
+        if let Some(view) = self.profile.as_mut().filter(|v| v.id == id) {
+            view.state = match outcome {
+                Ok(report) => ProfileState::Ready(report),
+                Err(message) => ProfileState::Failed(message),
+            };
+        }
+    }
+
+    /// The delegation coverage of a `.pte` column was read (or could not be).
+    pub fn set_coverage(&mut self, kind: &BackendSpec, coverage: Result<CoverageView, String>) {
+        if let Some(i) = self.index_of(kind) {
+            self.columns[i].coverage = Some(coverage);
+        }
+    }
+
+    /// Ask the fastest backend not tried yet (and not failed) to embed the corpus.
+    fn assign_corpus(&mut self) {
+        let next = self
+            .columns
+            .iter()
+            .filter(|c| !self.corpus.tried.contains(&c.kind) && !matches!(c.phase, Phase::Failed(_)))
+            .min_by_key(|c| corpus::corpus_preference(&c.kind))
+            .map(|c| c.kind.clone());
+        match next {
+            Some(kind) => {
+                self.corpus.tried.push(kind.clone());
+                self.corpus.state = CorpusState::Embedding(kind.clone());
+                self.requests.push(Request::EmbedCorpus(kind, self.corpus.encoded.clone()));
+            }
+            None => self.corpus.state = CorpusState::Failed("no backend could embed the corpus".to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,251 @@
+//! The app's rules, on fake inputs: editing, debounce, modes, the corpus, F5, F4, parity.
+
+use super::*;
+use crate::backend::named as spec;
+use crate::task::{Embedding, TaskParity};
+
+fn fake_encode(text: &str) -> anyhow::Result<Encoded> {
+    anyhow::ensure!(!text.trim().is_empty(), "the text is empty");
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let mut ids = vec![101];
+    ids.extend(words.iter().map(|w| w.len() as i64 + 1000));
+    ids.push(102);
+    let mut tokens = vec!["[CLS]".to_string()];
+    tokens.extend(words.iter().map(|w| w.to_string()));
+    tokens.push("[SEP]".to_string());
+    Ok(Encoded { text: text.to_string(), attention_mask: vec![1; ids.len()], tokens, ids, truncated: false })
+}
+
+fn specs(names: &[&str]) -> Vec<BackendSpec> {
+    names.iter().map(|n| spec(n)).collect()
+}
+
+fn embedding(v: Vec<f32>) -> Result<TaskOutput, String> {
+    Ok(TaskOutput::Embedding(Embedding(v)))
+}
+
+fn app(names: &[&str]) -> (App, Instant) {
+    let t0 = Instant::now();
+    let config = AppConfig {
+        kinds: specs(names),
+        threads: 2,
+        model: "m".into(),
+        task: Task::FeatureExtraction,
+        corpus: vec!["one two".into()],
+        variants: specs(&["eager", "portable", "xnnpack", "xnnpack-int8", "xnnpack-static"]),
+    };
+    (App::new(config, Box::new(fake_encode), t0), t0)
+}
+
+fn runs(requests: &[Request]) -> Vec<(u64, String)> {
+    requests
+        .iter()
+        .filter_map(|r| match r {
+            Request::Run(job) => Some((job.generation, job.input.text.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_input_line_edits_anywhere_in_unicode_text() {
+    let mut line = InputLine::default();
+    for c in "héllo".chars() {
+        line.insert(c);
+    }
+    line.home();
+    line.right();
+    line.delete();
+    assert_eq!(line.text(), "hllo");
+    line.insert('é');
+    line.end();
+    line.backspace();
+    line.left();
+    line.insert_str("\tx\ny\u{7}");
+    assert_eq!((line.text(), line.cursor()), ("hél x yl", 7));
+    line.right();
+    line.right();
+    assert_eq!(line.cursor(), 8, "the cursor stops at the end");
+    assert!(line.clear() && line.text().is_empty() && line.cursor() == 0 && !line.backspace());
+}
+
+#[test]
+fn typing_runs_after_the_debounce_and_enter_at_once() {
+    let (mut app, t0) = app(&["eager", "xnnpack"]);
+    assert!(matches!(&app.drain_requests()[..], [Request::EmbedCorpus(k, _)] if k.name == "xnnpack"));
+    for c in "a cat".chars() {
+        app.apply(Action::Insert(c));
+    }
+    assert!(runs(&app.drain_requests()).is_empty(), "nothing runs while typing");
+    assert_eq!(app.next_deadline(), Some(t0 + DEBOUNCE));
+    app.set_now(t0 + DEBOUNCE / 2);
+    assert!(!app.tick());
+    app.set_now(t0 + DEBOUNCE);
+    assert!(app.tick());
+    assert_eq!(runs(&app.drain_requests()), vec![(5, "a cat".to_string())]);
+    assert_eq!(app.next_deadline(), None);
+    assert!(app.columns().iter().all(|c| c.pending == Some(5)));
+
+    app.apply(Action::Insert('s'));
+    let requests = app.drain_requests();
+    assert!(matches!(requests[..], [Request::Cancel]), "what waited for the old text is dropped");
+    app.apply(Action::RunNow);
+    assert_eq!(runs(&app.drain_requests()), vec![(6, "a cats".to_string())]);
+
+    app.apply(Action::Clear);
+    app.apply(Action::RunNow);
+    assert!(runs(&app.drain_requests()).is_empty(), "empty text never runs");
+    assert!(app.encoded().is_none() && app.encode_error().is_none());
+}
+
+#[test]
+fn repeat_on_runs_the_current_text_and_modes_reach_the_scheduler() {
+    let (mut app, _) = app(&["eager"]);
+    app.drain_requests();
+    app.apply(Action::Paste("same text".into()));
+    app.apply(Action::RunNow);
+    app.drain_requests();
+    app.apply(Action::ToggleRepeat);
+    let requests = app.drain_requests();
+    assert!(matches!(requests[0], Request::SetRepeat(true)));
+    assert_eq!(runs(&requests), vec![(1, "same text".to_string())]);
+    app.apply(Action::ToggleSerial);
+    assert!(matches!(app.drain_requests()[..], [Request::SetSerial(true)]));
+    assert!(app.is_serial() && app.is_repeat());
+}
+
+#[test]
+fn the_corpus_moves_to_the_next_backend_when_one_fails() {
+    let (mut app, _) = app(&["eager", "portable", "xnnpack"]);
+    app.drain_requests();
+    app.on_worker(WorkerEvent::LoadFailed { kind: spec("xnnpack"), error: "broken".into() });
+    assert!(matches!(&app.drain_requests()[..], [Request::EmbedCorpus(k, _)] if k.name == "eager"));
+    app.on_worker(WorkerEvent::CorpusEmbedded { kind: spec("eager"), outcome: Err("no".into()), elapsed: Duration::ZERO });
+    assert!(matches!(&app.drain_requests()[..], [Request::EmbedCorpus(k, _)] if k.name == "portable"));
+    app.on_worker(WorkerEvent::LoadFailed { kind: spec("portable"), error: "broken".into() });
+    assert!(matches!(app.corpus().state, CorpusState::Failed(_)));
+}
+
+#[test]
+fn f5_switches_the_xnnpack_column_and_runs_the_text_on_the_new_program() {
+    let (mut app, t0) = app(&["eager", "xnnpack"]);
+    app.drain_requests();
+    app.apply(Action::Paste("a cat".into()));
+    app.apply(Action::RunNow);
+    app.drain_requests();
+    let input = app.encoded().map(|e| Arc::new(e.clone())).unwrap();
+    app.on_worker(WorkerEvent::Loaded { kind: spec("xnnpack"), description: "x".into(), load_time: Duration::ZERO });
+    app.on_worker(WorkerEvent::Finished {
+        kind: spec("xnnpack"),
+        generation: 1,
+        input: input.clone(),
+        outcome: embedding(vec![1.0, 0.0]),
+        elapsed: Duration::from_millis(2),
+    });
+    assert_eq!(app.column("xnnpack").unwrap().stats.count(), 1);
+
+    app.apply(Action::NextVariant);
+    let requests = app.drain_requests();
+    match &requests[..] {
+        [Request::Switch { from, to, job: Some(job) }, Request::EmbedCorpus(k, _)] if from.name == "xnnpack" && to.name == "xnnpack-int8" && k.name == "eager" => {
+            assert_eq!((job.generation, job.input.text.as_str()), (1, "a cat"));
+        }
+        other => panic!("the switch, and the corpus the old program was embedding goes to eager: {other:?}"),
+    }
+    let column = app.column("xnnpack-int8").expect("the column shows the int8 program");
+    assert_eq!((column.phase.clone(), column.stats.count(), column.pending), (Phase::Loading, 0, Some(1)));
+    assert!(column.output.is_none() && column.coverage.is_none());
+    assert!(app.column("xnnpack").is_none());
+    assert_eq!(app.columns()[0].kind.name, "eager", "the other columns stay");
+
+    // A late result of the old program is ignored.
+    app.on_worker(WorkerEvent::Finished {
+        kind: spec("xnnpack"),
+        generation: 1,
+        input,
+        outcome: embedding(vec![1.0, 0.0]),
+        elapsed: Duration::from_millis(2),
+    });
+    assert!(app.column("xnnpack-int8").unwrap().output.is_none());
+    let _ = t0;
+
+    app.apply(Action::NextVariant);
+    app.apply(Action::NextVariant);
+    assert_eq!(app.columns()[1].kind.name, "xnnpack", "three presses come back to the plain program");
+}
+
+#[test]
+fn f5_skips_variants_that_are_missing_or_already_shown() {
+    let t0 = Instant::now();
+    let config = AppConfig {
+        kinds: specs(&["xnnpack", "xnnpack-static"]),
+        threads: 1,
+        model: "m".into(),
+        task: Task::FeatureExtraction,
+        corpus: vec![],
+        variants: specs(&["xnnpack", "xnnpack-static"]),
+    };
+    let mut app = App::new(config, Box::new(fake_encode), t0);
+    app.drain_requests();
+    assert!(!app.can_switch_variant(), "int8 is missing and static has its own column");
+    app.apply(Action::NextVariant);
+    assert!(app.drain_requests().is_empty());
+    assert_eq!(app.columns()[0].kind.name, "xnnpack");
+}
+
+#[test]
+fn f4_asks_for_one_traced_run_of_the_current_text_and_keeps_only_its_result() {
+    let (mut app, t0) = app(&["eager", "portable", "xnnpack"]);
+    app.apply(Action::ToggleProfile);
+    assert!(matches!(app.profile().unwrap().state, ProfileState::Failed(_)), "no text yet");
+    assert!(app.take_profile_request().is_none());
+    app.apply(Action::CloseProfile);
+    assert!(app.profile().is_none());
+
+    app.on_worker(WorkerEvent::LoadFailed { kind: spec("portable"), error: "broken".into() });
+    app.apply(Action::Paste("a cat".into()));
+    app.apply(Action::ToggleProfile);
+    let request = app.take_profile_request().expect("a traced run is asked for");
+    assert_eq!(request.kinds, specs(&["xnnpack"]), "ExecuTorch columns that did not fail");
+    assert_eq!(request.input.text, "a cat");
+    assert!(app.take_profile_request().is_none(), "asked for once");
+    assert!(matches!(app.profile().unwrap().state, ProfileState::Running { since } if since == t0));
+    assert!(app.is_busy());
+
+    // Closed and opened again: the first run's result no longer counts.
+    app.apply(Action::ToggleProfile);
+    app.apply(Action::ToggleProfile);
+    let second = app.take_profile_request().unwrap();
+    assert_ne!(second.id, request.id);
+    app.on_profile(request.id, Err("old".into()));
+    assert!(matches!(app.profile().unwrap().state, ProfileState::Running { .. }));
+    app.on_profile(second.id, Err("ExecuTorch said no".into()));
+    assert!(matches!(&app.profile().unwrap().state, ProfileState::Failed(m) if m == "ExecuTorch said no"));
+    assert_eq!(app.profile().unwrap().text, "a cat");
+}
+
+#[test]
+fn parity_compares_outputs_for_the_same_input_only() {
+    let (mut app, t0) = app(&["xnnpack", "eager"]);
+    assert_eq!(app.reference(), Some(1), "eager is the reference wherever it is");
+    app.apply(Action::Paste("x".into()));
+    app.apply(Action::RunNow);
+    let input = app.encoded().map(|e| Arc::new(e.clone())).unwrap();
+    let finish = |kind, generation, v: Vec<f32>| WorkerEvent::Finished {
+        kind,
+        generation,
+        input: input.clone(),
+        outcome: embedding(v),
+        elapsed: Duration::from_millis(2),
+    };
+    app.on_worker(WorkerEvent::Started { kind: spec("xnnpack"), generation: 1, at: t0 });
+    app.on_worker(finish(spec("xnnpack"), 1, vec![0.6, 0.8]));
+    assert_eq!(app.parity(0), ParityView::Unavailable);
+    app.on_worker(finish(spec("eager"), 1, vec![0.8, 0.6]));
+    match app.parity(0) {
+        ParityView::Value(TaskParity::Embedding(p)) => assert!((p.cosine - 0.96).abs() < 1e-6),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(app.parity(1), ParityView::Reference);
+    assert_eq!(app.column("xnnpack").unwrap().stats.count(), 1);
+}

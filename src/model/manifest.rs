@@ -1,0 +1,174 @@
+//! `manifest.json`, written by `python/export.py` into every model directory:
+//! which checkpoint and task the directory holds and which programs it has
+//! (`docs/model-directory.md` is the format). Columns, `--backends` names,
+//! titles and F5's cycle all come from here, not from code.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::task::Task;
+
+/// The manifest version this runlens reads.
+pub const MANIFEST_VERSION: u32 = 2;
+
+/// The command that makes a model directory, for error messages.
+pub const EXPORT_HINT: &str = "run `make models` for MiniLM, or `.venv/bin/python python/export.py --model CHECKPOINT_DIR --task TASK --out DIR` for another checkpoint";
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct Manifest {
+    #[serde(default)]
+    pub runlens_manifest: u32,
+    /// Short name shown in the status bar, e.g. `all-MiniLM-L6-v2`.
+    pub model: String,
+    #[serde(default)]
+    pub source: Option<String>,
+    pub task: Task,
+    #[serde(default)]
+    pub architecture: Option<String>,
+    #[serde(default)]
+    pub model_type: Option<String>,
+    pub max_seq_len: usize,
+    #[serde(default = "default_tokenizer")]
+    pub tokenizer: String,
+    #[serde(default)]
+    pub reference: Option<String>,
+    #[serde(default)]
+    pub eager: Option<EagerFiles>,
+    #[serde(default)]
+    pub programs: Vec<ProgramEntry>,
+    #[serde(default)]
+    pub sha256: BTreeMap<String, String>,
+}
+
+fn default_tokenizer() -> String {
+    "tokenizer.json".to_string()
+}
+
+/// The checkpoint files the eager path reads.
+#[derive(Clone, Debug, Deserialize)]
+pub struct EagerFiles {
+    pub config: String,
+    pub weights: String,
+}
+
+/// One `.pte` program of the directory.
+#[derive(Clone, Debug, Deserialize)]
+pub struct ProgramEntry {
+    pub name: String,
+    pub file: String,
+    pub title: String,
+    #[serde(default)]
+    pub about: String,
+    /// Programs with the same column share one column of the explorer (F5 cycles them).
+    #[serde(default)]
+    pub column: Option<String>,
+    #[serde(default)]
+    pub delegate: Option<String>,
+    #[serde(default)]
+    pub quantization: Option<String>,
+    #[serde(default)]
+    pub fixed_len: Option<usize>,
+}
+
+/// Why a model directory cannot be used. Exit code 2 at the CLI, like a missing file.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("{path}: no such model directory (pass --model DIR or set RUNLENS_MODEL); {EXPORT_HINT}")]
+    NoDirectory { path: PathBuf },
+    #[error("{path} is missing: this is not a runlens model directory; {EXPORT_HINT}")]
+    Missing { path: PathBuf },
+    #[error("{path} was written by an older runlens (manifest version {found}, this runlens reads {MANIFEST_VERSION}); re-export the directory: {EXPORT_HINT}")]
+    Old { path: PathBuf, found: u32 },
+    #[error("{path} is not a readable manifest: {reason}; re-export the directory: {EXPORT_HINT}")]
+    Bad { path: PathBuf, reason: String },
+}
+
+impl Manifest {
+    /// Read `dir/manifest.json`.
+    pub fn load(dir: &Path) -> Result<Manifest, ManifestError> {
+        if !dir.is_dir() {
+            return Err(ManifestError::NoDirectory { path: dir.to_path_buf() });
+        }
+        let path = dir.join("manifest.json");
+        let bytes = std::fs::read(&path).map_err(|_| ManifestError::Missing { path: path.clone() })?;
+        Self::parse(&path, &bytes)
+    }
+
+    /// Parse manifest bytes; `path` names them in errors.
+    pub fn parse(path: &Path, bytes: &[u8]) -> Result<Manifest, ManifestError> {
+        let value: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| ManifestError::Bad { path: path.to_path_buf(), reason: e.to_string() })?;
+        let found = value.get("runlens_manifest").and_then(|v| v.as_u64()).unwrap_or(1) as u32;
+        if found < MANIFEST_VERSION {
+            return Err(ManifestError::Old { path: path.to_path_buf(), found });
+        }
+        let manifest: Manifest =
+            serde_json::from_value(value).map_err(|e| ManifestError::Bad { path: path.to_path_buf(), reason: e.to_string() })?;
+        manifest.check(path)?;
+        Ok(manifest)
+    }
+
+    fn check(&self, path: &Path) -> Result<(), ManifestError> {
+        let bad = |reason: String| ManifestError::Bad { path: path.to_path_buf(), reason };
+        if self.max_seq_len < 2 {
+            return Err(bad(format!("max_seq_len {} is below 2", self.max_seq_len)));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for p in &self.programs {
+            if p.name.trim().is_empty() || p.name.contains(',') || p.name == "eager" {
+                return Err(bad(format!("program name {:?} cannot be used (empty, has a comma, or is \"eager\")", p.name)));
+            }
+            if !seen.insert(p.name.as_str()) {
+                return Err(bad(format!("two programs are named {:?}", p.name)));
+            }
+            if Path::new(&p.file).is_absolute() || p.file.contains("..") {
+                return Err(bad(format!("program file {:?} must be a plain name inside the directory", p.file)));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Result<Manifest, ManifestError> {
+        Manifest::parse(Path::new("m/manifest.json"), json.as_bytes())
+    }
+
+    #[test]
+    fn reads_version_2_and_rejects_older_or_broken_ones() {
+        let m = parse(
+            r#"{"runlens_manifest": 2, "model": "tiny", "task": "fill-mask", "max_seq_len": 64,
+                "programs": [{"name": "portable", "file": "portable.pte", "title": "ExecuTorch portable", "column": "portable"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(m.task, Task::FillMask);
+        assert_eq!(m.programs[0].column.as_deref(), Some("portable"));
+        assert_eq!(m.tokenizer, "tokenizer.json");
+
+        let old = parse(r#"{"model": "sentence-transformers/all-MiniLM-L6-v2", "max_seq_len": 128}"#).unwrap_err();
+        assert!(matches!(old, ManifestError::Old { found: 1, .. }), "{old}");
+        assert!(old.to_string().contains("m/manifest.json") && old.to_string().contains("export.py"), "{old}");
+
+        let task = parse(r#"{"runlens_manifest": 2, "model": "x", "task": "translation", "max_seq_len": 64}"#).unwrap_err();
+        assert!(task.to_string().contains("translation"), "{task}");
+
+        let dup = parse(
+            r#"{"runlens_manifest": 2, "model": "x", "task": "fill-mask", "max_seq_len": 64,
+                "programs": [{"name": "a", "file": "a.pte", "title": "A"}, {"name": "a", "file": "b.pte", "title": "B"}]}"#,
+        )
+        .unwrap_err();
+        assert!(dup.to_string().contains("two programs"), "{dup}");
+        let escape = parse(
+            r#"{"runlens_manifest": 2, "model": "x", "task": "fill-mask", "max_seq_len": 64,
+                "programs": [{"name": "a", "file": "../a.pte", "title": "A"}]}"#,
+        )
+        .unwrap_err();
+        assert!(escape.to_string().contains("plain name"), "{escape}");
+        assert!(matches!(parse("{not json").unwrap_err(), ManifestError::Bad { .. }));
+    }
+}

@@ -1,0 +1,263 @@
+//! The task layer: what a model's output tensor means to a person, and how two
+//! outputs are compared. Between the backends (tensor in, tensor out) and the
+//! explorer / `run` (what people read), one file per task:
+//!
+//! - [`embedding`]: feature-extraction, a sentence embedding `[1, H]`;
+//! - [`fill_mask`]: fill-mask, the likeliest tokens at every `[MASK]`;
+//! - [`classification`]: text-classification, a probability per label.
+//!
+//! [`TaskContext`] holds what interpreting an output needs from the model
+//! directory (the mask token, the label names, the vocabulary) and turns a
+//! backend's [`OutputTensor`] into a [`TaskOutput`].
+
+pub mod classification;
+pub mod embedding;
+pub mod fill_mask;
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+pub use classification::{Classification, ClassificationParity, LabelProb};
+pub use embedding::{Embedding, Parity};
+pub use fill_mask::{FillMask, FillMaskParity, MaskPrediction, TokenProb};
+
+use crate::model::Encoded;
+
+/// What a model directory was exported for (`task` in its manifest).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Task {
+    /// A sentence embedding (mean-pooled, L2-normalised), e.g. MiniLM.
+    FeatureExtraction,
+    /// Masked-LM: the likeliest tokens for every mask in the text.
+    FillMask,
+    /// A probability per class label.
+    TextClassification,
+}
+
+impl Task {
+    pub fn name(self) -> &'static str {
+        match self {
+            Task::FeatureExtraction => "feature-extraction",
+            Task::FillMask => "fill-mask",
+            Task::TextClassification => "text-classification",
+        }
+    }
+
+    /// The output shapes a program of this task may have, for error messages.
+    pub fn expected_outputs(self) -> &'static str {
+        match self {
+            Task::FeatureExtraction => "an embedding [1, H]",
+            Task::FillMask => "logits per position [1, S, V] or at the one mask [1, V]",
+            Task::TextClassification => "class logits [1, C]",
+        }
+    }
+}
+
+impl fmt::Display for Task {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A backend's raw output: the first output tensor of the program (or of the
+/// eager model), float32, row-major.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutputTensor {
+    pub shape: Vec<usize>,
+    pub data: Vec<f32>,
+}
+
+impl OutputTensor {
+    pub fn new(shape: Vec<usize>, data: Vec<f32>) -> OutputTensor {
+        OutputTensor { shape, data }
+    }
+
+    fn describe_shape(&self) -> String {
+        let dims: Vec<String> = self.shape.iter().map(ToString::to_string).collect();
+        format!("[{}]", dims.join(", "))
+    }
+}
+
+/// One backend's output, as the task reads it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TaskOutput {
+    Embedding(Embedding),
+    FillMask(FillMask),
+    Classification(Classification),
+}
+
+/// How one output compares with the reference column's, per task.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum TaskParity {
+    Embedding(Parity),
+    FillMask(FillMaskParity),
+    Classification(ClassificationParity),
+}
+
+impl TaskParity {
+    /// The outputs agree on what a person reads (the same top token at every
+    /// mask, the same label, an embedding within cosine 0.9999).
+    pub fn agrees(&self) -> bool {
+        match self {
+            TaskParity::Embedding(p) => p.cosine >= 0.9999,
+            TaskParity::FillMask(p) => p.same_top1,
+            TaskParity::Classification(p) => p.same_argmax,
+        }
+    }
+
+    /// The largest element-wise difference of the compared values.
+    pub fn max_abs_diff(&self) -> f64 {
+        match self {
+            TaskParity::Embedding(p) => p.max_abs_diff,
+            TaskParity::FillMask(p) => p.max_abs_diff,
+            TaskParity::Classification(p) => p.max_abs_diff,
+        }
+    }
+}
+
+impl TaskOutput {
+    pub fn embedding(&self) -> Option<&Embedding> {
+        match self {
+            TaskOutput::Embedding(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Compare with the reference column's output for the same input; `None`
+    /// when the two are not comparable (other task, other shape).
+    pub fn parity(&self, reference: &TaskOutput) -> Option<TaskParity> {
+        match (self, reference) {
+            (TaskOutput::Embedding(a), TaskOutput::Embedding(b)) => a.parity(b).map(TaskParity::Embedding),
+            (TaskOutput::FillMask(a), TaskOutput::FillMask(b)) => a.parity(b).map(TaskParity::FillMask),
+            (TaskOutput::Classification(a), TaskOutput::Classification(b)) => a.parity(b).map(TaskParity::Classification),
+            _ => None,
+        }
+    }
+}
+
+/// What interpreting an output needs from the model directory.
+#[derive(Clone, Debug)]
+pub struct TaskContext {
+    pub task: Task,
+    /// The tokenizer's mask token and its id (fill-mask).
+    pub mask: Option<(String, i64)>,
+    /// Label names in label-id order (text-classification), from config.json's `id2label`.
+    pub labels: Vec<String>,
+    /// Token strings by id, to name predicted tokens (fill-mask).
+    pub vocab: std::sync::Arc<Vec<String>>,
+    /// How many tokens to show per mask.
+    pub top_k: usize,
+}
+
+impl TaskContext {
+    /// A context for tasks that need nothing from the directory (feature-extraction).
+    pub fn plain(task: Task) -> TaskContext {
+        TaskContext { task, mask: None, labels: Vec::new(), vocab: Default::default(), top_k: 5 }
+    }
+
+    /// The context of a model directory: the tokenizer's mask token and
+    /// vocabulary (fill-mask), config.json's label names (text-classification).
+    pub fn for_model(dir: &crate::model::ModelDir, tokenizer: &crate::model::TextTokenizer, top_k: usize) -> anyhow::Result<TaskContext> {
+        let task = dir.task();
+        let mut ctx = TaskContext { top_k: top_k.max(1), ..TaskContext::plain(task) };
+        match task {
+            Task::FeatureExtraction => {}
+            Task::FillMask => {
+                ctx.mask = tokenizer.mask_token();
+                ctx.vocab = std::sync::Arc::new(tokenizer.vocab());
+            }
+            Task::TextClassification => ctx.labels = label_names(&dir.config()?)?,
+        }
+        Ok(ctx)
+    }
+
+    /// Check an input before it is run: fill-mask needs a mask in the text.
+    pub fn check_input(&self, input: &Encoded) -> anyhow::Result<()> {
+        if self.task == Task::FillMask {
+            fill_mask::check_input(self, input)?;
+        }
+        Ok(())
+    }
+
+    /// Interpret `out`, the output of a backend for `input`.
+    pub fn interpret(&self, input: &Encoded, out: OutputTensor) -> anyhow::Result<TaskOutput> {
+        let shape = out.describe_shape();
+        let wrong = || anyhow::anyhow!("the program returned {shape}; a {} program returns {}", self.task, self.task.expected_outputs());
+        match self.task {
+            Task::FeatureExtraction => {
+                let dims: Vec<usize> = out.shape.iter().copied().filter(|&d| d != 1).collect();
+                anyhow::ensure!(dims.len() <= 1 && !out.data.is_empty(), wrong());
+                Ok(TaskOutput::Embedding(Embedding(out.data)))
+            }
+            Task::FillMask => fill_mask::interpret(self, input, out).map(TaskOutput::FillMask).map_err(|e| match e {
+                fill_mask::FillMaskError::Shape => wrong(),
+                other => other.into(),
+            }),
+            Task::TextClassification => {
+                anyhow::ensure!(out.shape.len() == 2 && out.shape[0] == 1 && out.shape[1] >= 1, wrong());
+                Ok(TaskOutput::Classification(Classification::from_logits(out.data, &self.labels)))
+            }
+        }
+    }
+}
+
+/// `id2label` of a config.json, in label-id order (`LABEL_i` for gaps).
+fn label_names(config: &std::path::Path) -> anyhow::Result<Vec<String>> {
+    use anyhow::Context;
+    let text = std::fs::read_to_string(config).with_context(|| format!("cannot read {}", config.display()))?;
+    let value: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", config.display()))?;
+    let Some(map) = value.get("id2label").and_then(|m| m.as_object()) else { return Ok(Vec::new()) };
+    let mut labels: Vec<(usize, String)> = Vec::new();
+    for (id, name) in map {
+        let id: usize = id.parse().with_context(|| format!("{}: id2label key {id:?} is not a number", config.display()))?;
+        labels.push((id, name.as_str().unwrap_or_default().to_string()));
+    }
+    let size = labels.iter().map(|(i, _)| i + 1).max().unwrap_or(0);
+    anyhow::ensure!(size <= 100_000, "{}: id2label has an id of {}", config.display(), size - 1);
+    let mut names: Vec<String> = (0..size).map(|i| format!("LABEL_{i}")).collect();
+    for (i, name) in labels {
+        names[i] = name;
+    }
+    Ok(names)
+}
+
+/// Numerically stable softmax in f64.
+pub(crate) fn softmax(logits: &[f32]) -> Vec<f64> {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let exp: Vec<f64> = logits.iter().map(|&v| (v as f64 - max).exp()).collect();
+    let sum: f64 = exp.iter().sum();
+    exp.into_iter().map(|e| if sum > 0.0 { e / sum } else { 0.0 }).collect()
+}
+
+/// Largest element-wise difference of two equal-length slices; `None` when their lengths differ.
+pub(crate) fn max_abs_diff(a: &[f32], b: &[f32]) -> Option<f64> {
+    (a.len() == b.len()).then(|| a.iter().zip(b).map(|(&x, &y)| (f64::from(x) - f64::from(y)).abs()).fold(0.0, f64::max))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn softmax_sums_to_one_and_keeps_order() {
+        let p = softmax(&[1.0, 3.0, 2.0]);
+        assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+        assert!(p[1] > p[2] && p[2] > p[0]);
+        assert_eq!(max_abs_diff(&[1.0, 2.0], &[1.5, 2.0]), Some(0.5));
+        assert_eq!(max_abs_diff(&[1.0], &[1.0, 2.0]), None);
+    }
+
+    #[test]
+    fn an_output_of_the_wrong_shape_names_what_was_expected() {
+        let ctx = TaskContext::plain(Task::TextClassification);
+        let input = Encoded::from_ids(&[101, 102]);
+        let err = ctx.interpret(&input, OutputTensor::new(vec![1, 2, 3], vec![0.0; 6])).unwrap_err();
+        assert!(err.to_string().contains("[1, 2, 3]") && err.to_string().contains("[1, C]"), "{err}");
+        let ctx = TaskContext::plain(Task::FeatureExtraction);
+        let err = ctx.interpret(&input, OutputTensor::new(vec![1, 2, 3], vec![0.0; 6])).unwrap_err();
+        assert!(err.to_string().contains("[1, H]"), "{err}");
+    }
+}
