@@ -12,8 +12,6 @@
 //! probabilities within 1e-6; the top-1 token at every mask, the ten best tokens in
 //! Python's order and the label order by probability exactly equal.
 
-mod common;
-
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
@@ -52,7 +50,7 @@ struct Top {
     prob: f32,
 }
 
-/// `models/tiny-NAME/`, or a failure that says how to make it.
+/// `models/tiny-NAME/` of this checkout, or a failure that says how to make it.
 fn tiny(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(format!("tiny-{name}"));
     for file in ["config.json", "model.safetensors", "reference.json"] {

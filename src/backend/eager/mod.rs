@@ -1,7 +1,8 @@
 //! PyTorch eager: BERT-family encoders written with tch operations, each one
 //! dispatched by libtorch as it comes, as a PyTorch user runs the model.
 //!
-//! - [`config`]: `config.json` -> which architecture ([`SUPPORTED`]) and its sizes;
+//! - [`checkpoint`]: `config.json` -> which architecture ([`SUPPORTED`]) and its sizes;
+//! - [`config`]: what the architectures' configs share (activations, defaults, [`ConfigError`]);
 //! - [`weights`]: `model.safetensors`, read once, every tensor checked by name and shape;
 //! - [`nn`]: `nn.Linear`, `nn.LayerNorm`, the activations and the attention both encoders share;
 //! - [`bert`], [`distilbert`]: one file per architecture, its config fields and its modules;
@@ -12,6 +13,7 @@
 //! [`EagerBackend`] is the [`Backend`] on top, for the model directory's task.
 
 pub mod bert;
+pub mod checkpoint;
 pub mod config;
 pub mod distilbert;
 pub mod heads;
@@ -29,7 +31,8 @@ use crate::model::{Encoded, ModelDir};
 use crate::task::OutputTensor;
 
 pub use bert::BertConfig;
-pub use config::{ConfigError, HiddenAct, Unsupported, SUPPORTED, TASKS};
+pub use checkpoint::{Unsupported, SUPPORTED, TASKS};
+pub use config::{ConfigError, HiddenAct};
 pub use distilbert::DistilBertConfig;
 pub use model::{load_model, parse_task, EncoderModel};
 pub use weights::WeightError;
@@ -51,7 +54,7 @@ impl EagerBackend {
         let weights_file = dir.weights()?;
         let model = load_model(&config_file, &weights_file, dir.task().name())?;
         // load_model has read it without error.
-        let max_positions = config::CheckpointConfig::load(&config_file)?.model.max_positions();
+        let max_positions = checkpoint::CheckpointConfig::load(&config_file)?.model.max_positions();
         Ok(EagerBackend {
             weights_file,
             max_positions,

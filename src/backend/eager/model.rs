@@ -8,9 +8,9 @@ use anyhow::Context;
 use tch::{Kind, Tensor};
 
 use super::bert::BertModel;
-use super::config::{CheckpointConfig, LoadConfigError, ModelConfig, Unsupported};
+use super::checkpoint::{CheckpointConfig, LoadConfigError, ModelConfig, Unsupported};
 #[cfg(doc)]
-use super::config::TASKS;
+use super::checkpoint::TASKS;
 use super::distilbert::DistilBertModel;
 use super::heads::{
     BertClassificationHead, BertMaskedLmHead, DistilBertClassificationHead, DistilBertMaskedLmHead, SentenceEmbedding,

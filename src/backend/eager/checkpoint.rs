@@ -1,0 +1,287 @@
+//! What a checkpoint is, from its `config.json`: [`CheckpointConfig`] reads the
+//! file once; `architectures[0]` (or `model_type` when the file names no class)
+//! picks the architecture, then that architecture's own field names are parsed
+//! ([`BertConfig`]: `hidden_size`, `num_hidden_layers`, ...; [`DistilBertConfig`]:
+//! `dim`, `n_layers`, ...). Fields the encoder does not need (dropout, token ids, ...)
+//! are ignored; a field left out takes transformers' default, as `from_pretrained`
+//! does. A class eager does not implement is [`Unsupported`].
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::bert::BertConfig;
+use super::config::{self, ConfigError};
+use super::distilbert::DistilBertConfig;
+
+/// The checkpoint classes eager implements (`config.json`'s `architectures[0]`).
+pub const SUPPORTED: &[&str] = &[
+    "BertModel",
+    "BertForMaskedLM",
+    "BertForSequenceClassification",
+    "DistilBertModel",
+    "DistilBertForMaskedLM",
+    "DistilBertForSequenceClassification",
+];
+
+/// An encoder family eager has a file for; the head comes from the task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Architecture {
+    /// `model_type` "bert": BERT, MiniLM and other BERT-shaped checkpoints.
+    Bert,
+    /// `model_type` "distilbert".
+    DistilBert,
+}
+
+/// The checkpoint is of a kind eager does not implement. The ExecuTorch programs of the
+/// same model directory do not depend on this: the caller shows it in the eager column.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unsupported {
+    #[error("eager does not implement {architecture} (model_type \"{model_type}\", {path}); it implements {}", SUPPORTED.join(", "))]
+    Architecture {
+        path: String,
+        architecture: String,
+        model_type: String,
+    },
+    #[error("eager has no head for the task \"{task}\"; it runs {}", TASKS.join(", "))]
+    Task { task: String },
+}
+
+/// The tasks eager has heads for (the manifest's `task`).
+pub const TASKS: &[&str] = &["feature-extraction", "fill-mask", "text-classification"];
+
+/// `config.json` read once: what the checkpoint is and its sizes.
+#[derive(Clone, Debug)]
+pub struct CheckpointConfig {
+    pub path: PathBuf,
+    /// `architectures[0]`, or the bare model class when the file names none (`BertModel`).
+    pub architecture: String,
+    pub model_type: String,
+    /// The number of classes a sequence-classification head has: `id2label`'s
+    /// length, else `num_labels`, else 2 (transformers' rule).
+    pub num_labels: i64,
+    pub model: ModelConfig,
+}
+
+/// The sizes of the encoder, in the architecture's own terms.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ModelConfig {
+    Bert(BertConfig),
+    DistilBert(DistilBertConfig),
+}
+
+/// The fields every architecture's config.json may carry that say what it is.
+#[derive(Deserialize)]
+struct Header {
+    #[serde(default)]
+    model_type: Option<String>,
+    #[serde(default)]
+    architectures: Option<Vec<String>>,
+    #[serde(default)]
+    id2label: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default)]
+    num_labels: Option<i64>,
+}
+
+/// Why [`CheckpointConfig::load`] failed: a file it cannot use, or a checkpoint eager does not implement.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadConfigError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Unsupported(#[from] Unsupported),
+}
+
+impl CheckpointConfig {
+    /// Read `config.json`, pick the architecture, parse its fields.
+    pub fn load(path: &Path) -> Result<CheckpointConfig, LoadConfigError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        let parse_error = |source| ConfigError::Parse {
+            path: shown.clone(),
+            architecture: "BERT-family",
+            source,
+        };
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(parse_error)?;
+        let header = Header::deserialize(&value).map_err(parse_error)?;
+        let model_type = header.model_type.clone().unwrap_or_default();
+        let (architecture, family) = Self::architecture(&header).ok_or_else(|| Unsupported::Architecture {
+            path: shown.clone(),
+            architecture: header
+                .architectures
+                .as_ref()
+                .and_then(|a| a.first().cloned())
+                .unwrap_or_else(|| "a model without `architectures`".into()),
+            model_type: model_type.clone(),
+        })?;
+        let model = match family {
+            Architecture::Bert => ModelConfig::Bert(config::parse(&shown, "BERT", &value, BertConfig::check)?),
+            Architecture::DistilBert => {
+                ModelConfig::DistilBert(config::parse(&shown, "DistilBERT", &value, DistilBertConfig::check)?)
+            }
+        };
+        let num_labels = match (&header.id2label, header.num_labels) {
+            (Some(labels), _) if !labels.is_empty() => labels.len() as i64,
+            (_, Some(n)) => n,
+            _ => 2,
+        };
+        if num_labels < 1 {
+            return Err(ConfigError::Invalid {
+                path: shown,
+                field: "num_labels",
+                value: num_labels.to_string(),
+                reason: "a classifier needs at least one label",
+            }
+            .into());
+        }
+        Ok(CheckpointConfig {
+            path: path.to_path_buf(),
+            architecture,
+            model_type,
+            num_labels,
+            model,
+        })
+    }
+
+    /// `architectures[0]` when the file names it (it must be in [`SUPPORTED`]);
+    /// else the bare model of `model_type`.
+    fn architecture(header: &Header) -> Option<(String, Architecture)> {
+        let name = match header.architectures.as_deref() {
+            Some([first, ..]) => first.clone(),
+            _ => match header.model_type.as_deref()? {
+                "bert" => "BertModel".to_string(),
+                "distilbert" => "DistilBertModel".to_string(),
+                _ => return None,
+            },
+        };
+        if !SUPPORTED.contains(&name.as_str()) {
+            return None;
+        }
+        let family = if name.starts_with("DistilBert") {
+            Architecture::DistilBert
+        } else {
+            Architecture::Bert
+        };
+        Some((name, family))
+    }
+}
+
+impl ModelConfig {
+    pub fn vocab_size(&self) -> i64 {
+        match self {
+            ModelConfig::Bert(c) => c.vocab_size,
+            ModelConfig::DistilBert(c) => c.vocab_size,
+        }
+    }
+
+    pub fn hidden_size(&self) -> i64 {
+        match self {
+            ModelConfig::Bert(c) => c.hidden_size,
+            ModelConfig::DistilBert(c) => c.dim,
+        }
+    }
+
+    /// The longest input the position embeddings cover.
+    pub fn max_positions(&self) -> i64 {
+        match self {
+            ModelConfig::Bert(c) => c.max_position_embeddings,
+            ModelConfig::DistilBert(c) => c.max_position_embeddings,
+        }
+    }
+
+    /// "BERT 6 layers, hidden 384, 12 heads"
+    pub fn describe(&self) -> String {
+        match self {
+            ModelConfig::Bert(c) => format!(
+                "BERT {} layers, hidden {}, {} heads",
+                c.num_hidden_layers, c.hidden_size, c.num_attention_heads
+            ),
+            ModelConfig::DistilBert(c) => format!("DistilBERT {} layers, dim {}, {} heads", c.n_layers, c.dim, c.n_heads),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::eager::HiddenAct;
+
+    const MINILM: &str = r#"{"architectures": ["BertModel"], "model_type": "bert",
+        "hidden_act": "gelu", "hidden_size": 384, "intermediate_size": 1536,
+        "layer_norm_eps": 1e-12, "max_position_embeddings": 512, "num_attention_heads": 12,
+        "num_hidden_layers": 6, "position_embedding_type": "absolute", "type_vocab_size": 2,
+        "vocab_size": 30522, "hidden_dropout_prob": 0.1}"#;
+
+    const DISTILBERT: &str = r#"{"architectures": ["DistilBertForSequenceClassification"],
+        "model_type": "distilbert", "activation": "gelu", "dim": 48, "n_layers": 3, "n_heads": 4,
+        "hidden_dim": 96, "max_position_embeddings": 512, "vocab_size": 30522, "dropout": 0.1,
+        "id2label": {"0": "negative", "1": "neutral", "2": "positive"}}"#;
+
+    fn load(json: &str) -> Result<CheckpointConfig, LoadConfigError> {
+        let tmp = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(tmp.path(), json).unwrap();
+        CheckpointConfig::load(tmp.path())
+    }
+
+    #[test]
+    fn parses_minilm_and_ignores_other_fields() {
+        let config: BertConfig = serde_json::from_str(MINILM).unwrap();
+        assert_eq!(config.hidden_act, HiddenAct::Gelu);
+        assert_eq!((config.num_hidden_layers, config.head_size()), (6, 32));
+        assert!(config.check().is_ok());
+        let checkpoint = load(MINILM).unwrap();
+        assert_eq!(checkpoint.architecture, "BertModel");
+        assert_eq!(checkpoint.model, ModelConfig::Bert(config));
+        assert_eq!(checkpoint.num_labels, 2);
+    }
+
+    #[test]
+    fn reads_distilbert_under_its_own_field_names() {
+        let checkpoint = load(DISTILBERT).unwrap();
+        assert_eq!(checkpoint.architecture, "DistilBertForSequenceClassification");
+        assert_eq!(checkpoint.num_labels, 3);
+        let ModelConfig::DistilBert(c) = &checkpoint.model else {
+            panic!("{checkpoint:?}")
+        };
+        assert_eq!((c.dim, c.n_layers, c.n_heads, c.hidden_dim, c.head_size()), (48, 3, 4, 96, 12));
+        assert_eq!(checkpoint.model.describe(), "DistilBERT 3 layers, dim 48, 4 heads");
+        // A file that names no class: its model_type picks the bare model.
+        let bare = load(r#"{"model_type": "distilbert", "dim": 48, "n_heads": 4}"#).unwrap();
+        assert_eq!(bare.architecture, "DistilBertModel");
+    }
+
+    #[test]
+    fn an_unknown_architecture_names_itself_and_the_supported_ones() {
+        let err = load(r#"{"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 768}"#).unwrap_err();
+        let LoadConfigError::Unsupported(unsupported) = &err else {
+            panic!("{err}")
+        };
+        let message = unsupported.to_string();
+        assert!(message.contains("GPT2LMHeadModel") && message.contains("\"gpt2\""), "{message}");
+        assert!(SUPPORTED.iter().all(|name| message.contains(name)), "{message}");
+        let err = load(r#"{"model_type": "roberta"}"#).unwrap_err();
+        assert!(err.to_string().contains("roberta"), "{err}");
+    }
+
+    #[test]
+    fn names_unsupported_values() {
+        let err = load(&MINILM.replace("\"gelu\"", "\"swish\"")).unwrap_err();
+        assert!(format!("{err:?}").contains("hidden_act \\\"swish\\\""), "{err:?}");
+        let err = load(&DISTILBERT.replace("\"activation\": \"gelu\"", "\"activation\": \"mish\"")).unwrap_err();
+        assert!(format!("{err:?}").contains("activation \\\"mish\\\""), "{err:?}");
+        let json = MINILM.replace("\"absolute\"", "\"relative_key\"");
+        let err = serde_json::from_str::<BertConfig>(&json).unwrap_err();
+        assert!(
+            err.to_string().contains("position_embedding_type \"relative_key\""),
+            "{err}"
+        );
+        let config: BertConfig =
+            serde_json::from_str(&MINILM.replace("\"num_attention_heads\": 12", "\"num_attention_heads\": 7")).unwrap();
+        assert_eq!(config.check().unwrap_err().0, "num_attention_heads");
+        let err = load(&DISTILBERT.replace("\"n_heads\": 4", "\"n_heads\": 5")).unwrap_err();
+        assert!(err.to_string().contains("n_heads = 5"), "{err}");
+    }
+}
