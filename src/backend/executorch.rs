@@ -40,6 +40,8 @@ impl ExecutorchBackend {
     pub fn load_file(kind: BackendKind, path: &Path) -> anyhow::Result<ExecutorchBackend> {
         let coverage = crate::pte::inspect_file(path)
             .with_context(|| format!("{}: not a readable ExecuTorch program (re-export it with `make models`)", path.display()))?;
+        // ExecuTorch aborts the process on some damaged programs: try it in a child first.
+        super::probe::check(path)?;
         let fixed_len = coverage.plan("forward").or_else(|| coverage.plans.first()).and_then(|p| p.fixed_seq_len());
         let start = Instant::now();
         let module = EtModule::load(path, false)?;

@@ -3,6 +3,7 @@
 
 pub mod eager;
 pub mod executorch;
+pub mod probe;
 
 use std::fmt;
 use std::str::FromStr;

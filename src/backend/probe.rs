@@ -1,0 +1,409 @@
+//! The probe: before this process loads a `.pte`, a child process (runlens
+//! itself, `runlens probe-program FILE`, hidden) loads it and runs `forward`
+//! once on a representative input. ExecuTorch ends a process when one of its
+//! `ET_CHECK`s fails (a kernel unpacking an argument of the wrong type, say):
+//! `runtime_abort()` never returns and the runtime is built without exceptions,
+//! so nothing in-process can turn that into an error. In the child it costs
+//! only the child; here it becomes an error naming the file, the method, the
+//! instruction and ExecuTorch's own reason, and the other backends go on.
+//!
+//! Verdicts are cached by the file's SHA-256 (and runlens' version) in
+//! `$RUNLENS_CACHE_DIR`, else `$XDG_CACHE_HOME/runlens`, else `~/.cache/runlens`,
+//! so a program is probed once. `RUNLENS_PROBE=0` turns the probe off.
+//!
+//! What the probe cannot catch (an abort that depends on the input, not the
+//! program) still ends the process, but never silently: the shim's abort hook
+//! calls [`report_abort`] (the explorer restores the terminal first), which
+//! names the file, the method and the reason; the status is 134.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::ffi::{AbortReport, EtModule};
+use crate::pte::{Instruction, PlanCoverage};
+
+/// The hidden subcommand the child runs.
+pub const PROBE_COMMAND: &str = "probe-program";
+/// A child that has not answered by then is killed and the load fails.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Bump when a verdict's meaning changes, so old cache entries are not read.
+const CACHE_FORMAT: u32 = 1;
+
+/// What the child found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum Verdict {
+    /// Loaded and ran `forward` once.
+    Runs,
+    /// ExecuTorch refused it with an error; loading it here gives the same error.
+    Refuses { error: String },
+    /// ExecuTorch aborted the child.
+    Aborts { report: AbortReport },
+    /// The child ended by a signal, a timeout or without a verdict.
+    Crashes { how: String, stderr: String },
+}
+
+/// The probe's error: the program would take the process down.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ProgramAborts(pub String);
+
+/// Check `path` before this process loads it (the one call in the load path).
+/// `Ok` when the child ran it or ExecuTorch refused it cleanly (the load then
+/// reports that error itself); an error naming the file and the reason when
+/// ExecuTorch aborted or the child crashed.
+pub fn check(path: &Path) -> anyhow::Result<()> {
+    if std::env::var("RUNLENS_PROBE").is_ok_and(|v| v == "0") {
+        return Ok(());
+    }
+    let Some(exe) = probe_exe() else {
+        // A library user outside the runlens binary: nothing to re-execute; the
+        // abort hook still reports instead of a silent abort.
+        return Ok(());
+    };
+    let key = file_key(path)?;
+    let cached = cache_path(&key).and_then(|p| read_cached(&p));
+    let verdict = match cached {
+        Some(v) => v,
+        None => {
+            let v = probe_in_child(&exe, path)?;
+            if !matches!(v, Verdict::Crashes { .. }) {
+                if let Some(p) = cache_path(&key) {
+                    write_cached(&p, &v);
+                }
+            }
+            v
+        }
+    };
+    match verdict {
+        Verdict::Runs | Verdict::Refuses { .. } => Ok(()),
+        Verdict::Aborts { report } => Err(ProgramAborts(describe_probe_abort(path, &report)).into()),
+        Verdict::Crashes { how, stderr } => {
+            let tail: Vec<&str> = stderr.lines().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
+            let detail = if tail.is_empty() { String::new() } else { format!(": {}", tail.join(" / ")) };
+            Err(ProgramAborts(format!(
+                "{}: ExecuTorch {how} in runlens' probe (a child process that loads the program and runs method 'forward' once){detail}. \
+                 The file is damaged or not a program this ExecuTorch can run: re-export it (`make models`)",
+                path.display()
+            ))
+            .into())
+        }
+    }
+}
+
+/// The input the probe runs: `[CLS] this is a sample sentence . [SEP]` (BERT
+/// vocabulary ids), at the program's fixed length (padded, masked) or at 8
+/// tokens, within its largest accepted length. The one place that decides
+/// what a "representative input" of a program is.
+pub fn representative_input(plan: Option<&PlanCoverage>) -> (Vec<i64>, Vec<i64>) {
+    const IDS: [i64; 8] = [101, 2023, 2003, 1037, 7099, 6251, 1012, 102];
+    let first = plan.and_then(|p| p.input_shapes.first());
+    let len = match (plan.and_then(PlanCoverage::fixed_seq_len), first.and_then(|s| s.sizes.last())) {
+        (Some(n), _) => n,
+        (None, Some(&max)) if max >= 2 => usize::try_from(max).unwrap_or(IDS.len()).min(IDS.len()),
+        _ => IDS.len(),
+    }
+    .max(1);
+    let mut ids: Vec<i64> = IDS.iter().copied().take(len).collect();
+    let mut mask = vec![1i64; ids.len()];
+    if let Some(last) = ids.last_mut() {
+        *last = 102;
+    }
+    ids.resize(len, 0);
+    mask.resize(len, 0);
+    (ids, mask)
+}
+
+/// The child: load `path` with a tracer (so an abort names its instruction),
+/// run `forward` once, print the verdict as one JSON line. An ExecuTorch abort
+/// prints [`Verdict::Aborts`] from the abort hook and ends with status 134.
+pub fn run_child(path: &Path) -> i32 {
+    crate::ffi::set_abort_handler(|report| {
+        let verdict = Verdict::Aborts { report: report.clone() };
+        if let Ok(line) = serde_json::to_string(&verdict) {
+            println!("{line}");
+        }
+    });
+    let _ = crate::ffi::set_threads(1);
+    let verdict = probe_here(path);
+    match serde_json::to_string(&verdict) {
+        Ok(line) => {
+            println!("{line}");
+            0
+        }
+        Err(_) => 1,
+    }
+}
+
+fn probe_here(path: &Path) -> Verdict {
+    let coverage = match crate::pte::inspect_file(path) {
+        Ok(c) => c,
+        Err(e) => return Verdict::Refuses { error: format!("{}: {e}", path.display()) },
+    };
+    let plan = coverage.plan("forward").or_else(|| coverage.plans.first());
+    let mut module = match EtModule::load(path, true) {
+        Ok(m) => m,
+        Err(e) => return Verdict::Refuses { error: e.message },
+    };
+    let (ids, mask) = representative_input(plan);
+    match module.forward(&ids, &mask) {
+        Ok(_) => Verdict::Runs,
+        Err(e) => Verdict::Refuses { error: e.message },
+    }
+}
+
+fn probe_in_child(exe: &Path, path: &Path) -> anyhow::Result<Verdict> {
+    let mut child = Command::new(exe)
+        .args(["--threads", "1", PROBE_COMMAND])
+        .arg(path)
+        .env_remove("RUNLENS_ET_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("{}: cannot start runlens' probe {}: {e}", path.display(), exe.display()))?;
+    // Read both pipes on threads so a chatty child cannot block on a full pipe.
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if start.elapsed() > PROBE_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    let verdict = stdout.lines().rev().find_map(|l| serde_json::from_str::<Verdict>(l).ok());
+    Ok(match (status, verdict) {
+        (_, Some(v)) => v,
+        (None, None) => Verdict::Crashes { how: format!("did not finish within {} s", PROBE_TIMEOUT.as_secs()), stderr },
+        (Some(status), None) => Verdict::Crashes { how: describe_exit(status), stderr },
+    })
+}
+
+fn describe_exit(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.signal(), status.code()) {
+        (Some(sig), _) => format!("crashed ({})", signal_name(sig)),
+        (None, Some(code)) => format!("ended with status {code} and no verdict"),
+        _ => "ended without a verdict".to_string(),
+    }
+}
+
+fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGSEGV => "SIGSEGV, a segmentation fault".into(),
+        libc::SIGABRT => "SIGABRT".into(),
+        libc::SIGBUS => "SIGBUS".into(),
+        libc::SIGFPE => "SIGFPE".into(),
+        libc::SIGILL => "SIGILL".into(),
+        libc::SIGKILL => "SIGKILL, killed (out of memory?)".into(),
+        other => format!("signal {other}"),
+    }
+}
+
+/// The runlens binary to re-execute: `$RUNLENS_PROBE_EXE`, this executable when
+/// it is runlens, else `runlens` next to the test binary's `deps/` folder.
+fn probe_exe() -> Option<PathBuf> {
+    if let Some(exe) = std::env::var_os("RUNLENS_PROBE_EXE").filter(|e| !e.is_empty()) {
+        return Some(PathBuf::from(exe));
+    }
+    let me = std::env::current_exe().ok()?;
+    if me.file_stem().is_some_and(|s| s == "runlens") {
+        return Some(me);
+    }
+    let sibling = me.parent()?.parent()?.join("runlens");
+    sibling.is_file().then_some(sibling)
+}
+
+/// The cache key: the file's SHA-256 and runlens' version (another runlens may
+/// link another ExecuTorch, whose verdict may differ).
+fn file_key(path: &Path) -> anyhow::Result<String> {
+    let mut file = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", path.display()))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf).map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    let digest: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("{digest}-{}-{CACHE_FORMAT}", env!("CARGO_PKG_VERSION")))
+}
+
+/// Where verdicts are kept.
+pub fn cache_dir() -> Option<PathBuf> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    var("RUNLENS_CACHE_DIR")
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("runlens")))
+        .or_else(|| var("HOME").map(|d| d.join(".cache/runlens")))
+}
+
+fn cache_path(key: &str) -> Option<PathBuf> {
+    Some(cache_dir()?.join("probe").join(format!("{key}.json")))
+}
+
+fn read_cached(path: &Path) -> Option<Verdict> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+/// Best effort: a cache that cannot be written only costs the next probe.
+fn write_cached(path: &Path, verdict: &Verdict) {
+    let (Some(dir), Ok(json)) = (path.parent(), serde_json::to_vec(verdict)) else { return };
+    if std::fs::create_dir_all(dir).is_err() {
+        return;
+    }
+    // Write then rename, so a reader never sees half a file.
+    let tmp = dir.join(format!(".{}.{}", std::process::id(), path.file_name().and_then(|n| n.to_str()).unwrap_or("v")));
+    if std::fs::write(&tmp, json).is_ok() && std::fs::rename(&tmp, path).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+/// "method 'forward', instruction 52 (kernel aten::mul.out)", read from the
+/// program with runlens' own reader.
+fn where_it_was(report: &AbortReport) -> String {
+    let method = if report.method.is_empty() { "?" } else { report.method.as_str() };
+    let mut text = format!("method '{method}'");
+    if let (Some(chain), Some(index)) = (report.chain, report.instruction) {
+        text += &format!(", instruction {index}");
+        if chain != 0 {
+            text += &format!(" of chain {chain}");
+        }
+        let what = crate::pte::read_program_file(Path::new(&report.program)).ok().and_then(|(_, table)| {
+            let plan = table.plan(method)?;
+            Some(match plan.get(chain as usize, index as usize)? {
+                Instruction::Kernel { op } => format!("kernel {}", plan.operator(op)?),
+                Instruction::Delegate { delegate } => format!("delegate {delegate}, {}", plan.delegate_backend(delegate)?),
+                other => format!("{other:?}"),
+            })
+        });
+        if let Some(what) = what {
+            text += &format!(" ({what})");
+        }
+    } else if report.phase == "loading" {
+        text += ", while loading";
+    }
+    text
+}
+
+fn describe_probe_abort(path: &Path, report: &AbortReport) -> String {
+    format!(
+        "{}: ExecuTorch aborts on this program ({}; found by runlens' probe, which runs it once in a child process): {}. \
+         The file is damaged or was not written for this ExecuTorch: re-export it (`make models`)",
+        path.display(),
+        where_it_was(report),
+        report.reason.trim_end_matches('.')
+    )
+}
+
+/// The message of an abort in this process (the probe passed, the input made
+/// the difference). The default abort handler prints it.
+pub fn describe_abort(report: &AbortReport) -> String {
+    let program = if report.program.is_empty() { "a program" } else { report.program.as_str() };
+    let phase = if report.phase.is_empty() { "using" } else { report.phase.as_str() };
+    format!(
+        "ExecuTorch aborted runlens while {phase} {program} ({}): {}. \
+         ExecuTorch ends the process on a failed internal check; runlens' probe ran this program without it, \
+         so this input is what differed: please report it with the input and the file",
+        where_it_was(report),
+        report.reason.trim_end_matches('.')
+    )
+}
+
+/// The abort handler of the command line: the report on stderr.
+pub fn report_abort(report: &AbortReport) {
+    eprintln!("error: {}", describe_abort(report));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pte::InputShape;
+
+    fn plan(sizes: Vec<i64>, dynamic: bool) -> PlanCoverage {
+        PlanCoverage {
+            name: "forward".into(),
+            inputs: 2,
+            outputs: 1,
+            instructions: 0,
+            kernel_calls: 0,
+            delegate_calls: 0,
+            operators: Default::default(),
+            delegates: Default::default(),
+            xnnpack_nodes: Default::default(),
+            coverage: 0.0,
+            input_shapes: vec![InputShape { sizes, dynamic }],
+            blobs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn representative_input_fits_the_program() {
+        let (ids, mask) = representative_input(Some(&plan(vec![1, 128], true)));
+        assert_eq!(ids, vec![101, 2023, 2003, 1037, 7099, 6251, 1012, 102]);
+        assert_eq!(mask, vec![1; 8]);
+        let (ids, mask) = representative_input(Some(&plan(vec![1, 16], false)));
+        assert_eq!(ids.len(), 16);
+        assert_eq!(&ids[6..9], &[1012, 102, 0]);
+        assert_eq!(mask.iter().sum::<i64>(), 8);
+        let (ids, mask) = representative_input(Some(&plan(vec![1, 4], true)));
+        assert_eq!((ids, mask), (vec![101, 2023, 2003, 102], vec![1; 4]));
+        assert_eq!(representative_input(None).0.len(), 8);
+    }
+
+    #[test]
+    fn verdicts_round_trip_through_the_cache_format() {
+        let report = AbortReport {
+            program: "x.pte".into(),
+            method: "forward".into(),
+            phase: "running".into(),
+            chain: Some(0),
+            instruction: Some(52),
+            reason: "F evalue.h:207] EValue is not an int.".into(),
+        };
+        for v in [Verdict::Runs, Verdict::Refuses { error: "e".into() }, Verdict::Aborts { report }] {
+            let json = serde_json::to_string(&v).unwrap();
+            assert_eq!(serde_json::from_str::<Verdict>(&json).unwrap(), v, "{json}");
+        }
+    }
+
+    #[test]
+    fn an_abort_message_names_file_method_and_reason() {
+        let report = AbortReport {
+            program: "/nowhere/x.pte".into(),
+            method: "forward".into(),
+            phase: "running".into(),
+            chain: Some(0),
+            instruction: Some(52),
+            reason: "F evalue.h:207] In function toInt(), assert failed (isInt()): EValue is not an int.".into(),
+        };
+        let text = describe_probe_abort(Path::new("/nowhere/x.pte"), &report);
+        for part in ["/nowhere/x.pte", "method 'forward'", "instruction 52", "EValue is not an int", "re-export"] {
+            assert!(text.contains(part), "{part:?} missing: {text}");
+        }
+    }
+}
