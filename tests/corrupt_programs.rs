@@ -1,11 +1,12 @@
 //! Damaged programs through the real `runlens run`, as a user runs it: copies
 //! of `portable.pte` and `xnnpack.pte` with 1 to 16 bytes flipped, zeroed or
 //! randomized (nine in ten inside the program flatbuffer, where ExecuTorch's
-//! checks are), each from a fixed seed. A run passes when it ends with status 0
+//! checks are), or one kernel argument nudged to a nearby value, each from a
+//! fixed seed. A run passes when it ends with status 0
 //! (the damage did not matter) or 1 with an error naming the file; a signal,
 //! a panic (101), an ExecuTorch abort (134) or a timeout fails the test.
 //!
-//! `RUNLENS_FUZZ_CASES` (default 90) sets the cases per program; two run at a
+//! `RUNLENS_FUZZ_CASES` (default 50) sets the cases per program; two run at a
 //! time. Every case prints one line (`--nocapture`), and the counts at the end.
 //! `RUNLENS_FUZZ_BIN` runs another binary (an older runlens, for the README's
 //! before/after figures).
@@ -19,7 +20,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
-const DEFAULT_CASES: u64 = 90;
+const DEFAULT_CASES: u64 = 50;
 const WORKERS: usize = 2;
 const PROGRAMS: [&str; 2] = ["portable.pte", "xnnpack.pte"];
 
@@ -58,9 +59,19 @@ fn flatbuffer_len(bytes: &[u8]) -> usize {
     bytes.len()
 }
 
-/// The changes of case `seed`: 1 to 16 bytes flipped (one bit), zeroed or randomized.
-fn mutation(real: &[u8], seed: u64) -> Vec<Change> {
+/// The changes of case `seed`. Two cases in three: 1 to 16 bytes flipped (one
+/// bit), zeroed or randomized, nine in ten inside the flatbuffer. One in three:
+/// one kernel-call argument of `forward` nudged to a nearby value index (what
+/// a flipped low bit of an index does; where ExecuTorch's type checks abort).
+fn mutation(real: &[u8], sites: &[common::damage::ArgumentSite], seed: u64) -> Vec<Change> {
     let mut rng = Rng::new(seed);
+    if seed % 3 == 2 && !sites.is_empty() {
+        let site = &sites[rng.below(sites.len() as u64) as usize];
+        let delta = 1 + rng.below(4) as i32;
+        let value = if rng.below(2) == 0 { site.value + delta } else { (site.value - delta).max(0) };
+        let (old, new) = (site.value.to_le_bytes(), value.to_le_bytes());
+        return (0..4).filter(|&i| old[i] != new[i]).map(|i| (site.offset + i, old[i], new[i])).collect();
+    }
     let flat = flatbuffer_len(real) as u64;
     let count = 1 + rng.below(16);
     let mut changes = Vec::new();
@@ -174,6 +185,8 @@ fn damaged_programs_end_in_a_result_or_an_error_naming_the_file() {
     }
     let cases: u64 = std::env::var("RUNLENS_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_CASES);
     let originals: Vec<Vec<u8>> = PROGRAMS.iter().map(|p| std::fs::read(real_dir.join(p)).unwrap()).collect();
+    let sites: Vec<Vec<common::damage::ArgumentSite>> = originals.iter().map(|b| common::damage::kernel_arguments(b)).collect();
+    assert!(sites.iter().all(|s| !s.is_empty()), "no kernel-call arguments found in {PROGRAMS:?}");
     let work = tempfile::tempdir().unwrap();
     let cache = work.path().join("cache");
     let jobs: Vec<(usize, u64)> = (0..cases).flat_map(|seed| (0..PROGRAMS.len()).map(move |p| (p, seed))).collect();
@@ -182,7 +195,7 @@ fn damaged_programs_end_in_a_result_or_an_error_naming_the_file() {
     let start = Instant::now();
     std::thread::scope(|scope| {
         for worker in 0..WORKERS {
-            let (jobs, next, results, originals, real_dir, cache) = (&jobs, &next, &results, &originals, &real_dir, &cache);
+            let (jobs, next, results, originals, sites, real_dir, cache) = (&jobs, &next, &results, &originals, &sites, &real_dir, &cache);
             let root = work.path().join(format!("worker{worker}"));
             scope.spawn(move || {
                 let dir = case_dir(&root, real_dir);
@@ -190,7 +203,7 @@ fn damaged_programs_end_in_a_result_or_an_error_naming_the_file() {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&(p, seed)) = jobs.get(i) else { break };
                     let program = PROGRAMS[p];
-                    let changes = mutation(&originals[p], seed);
+                    let changes = mutation(&originals[p], &sites[p], seed);
                     let mut bytes = originals[p].clone();
                     for &(at, _, after) in &changes {
                         bytes[at] = after;
@@ -251,5 +264,29 @@ fn an_int_argument_pointing_at_a_tensor_is_an_error_not_an_abort() {
         for part in ["ExecuTorch aborts on this program", "method 'forward'", instruction.as_str(), "F evalue.h", "EValue is not a"] {
             assert!(finished.detail.contains(part), "{program}: {part:?} missing from: {}", finished.detail);
         }
+    }
+}
+
+/// What the probe cannot foresee (here: the probe turned off) still ends the
+/// process, but with the file, the method and ExecuTorch's reason on stderr
+/// and status 134, never a silent SIGABRT.
+#[test]
+fn an_abort_the_probe_did_not_see_names_the_file_and_the_reason() {
+    let work = tempfile::tempdir().unwrap();
+    let program = "xnnpack.pte";
+    let (dir, changed) = program_with_redirected_argument(work.path(), program, 2);
+    let output = Command::new(env!("CARGO_BIN_EXE_runlens"))
+        .arg("--models")
+        .arg(&dir)
+        .args(["--backends", "xnnpack", "run", "--", "hello world"])
+        .env("RUNLENS_PROBE", "0")
+        .env("RUNLENS_CACHE_DIR", work.path().join("cache"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(134), "{changed:?}: {}\n{stderr}", output.status);
+    let path = dir.join(program).display().to_string();
+    for part in ["ExecuTorch aborted runlens while running", path.as_str(), "method 'forward'", "EValue is not a", "RUNLENS_PROBE=0"] {
+        assert!(stderr.contains(part), "{part:?} missing from: {stderr}");
     }
 }

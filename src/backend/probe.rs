@@ -312,11 +312,11 @@ fn where_it_was(report: &AbortReport) -> String {
 
 fn describe_probe_abort(path: &Path, report: &AbortReport) -> String {
     format!(
-        "{}: ExecuTorch aborts on this program ({}; found by runlens' probe, which runs it once in a child process): {}. \
+        "{}: ExecuTorch aborts on this program: {} ({}; found by runlens' probe, which ran it once in a child process). \
          The file is damaged or was not written for this ExecuTorch: re-export it (`make models`)",
         path.display(),
+        report.reason.trim_end_matches('.'),
         where_it_was(report),
-        report.reason.trim_end_matches('.')
     )
 }
 
@@ -326,9 +326,10 @@ pub fn describe_abort(report: &AbortReport) -> String {
     let program = if report.program.is_empty() { "a program" } else { report.program.as_str() };
     let phase = if report.phase.is_empty() { "using" } else { report.phase.as_str() };
     format!(
-        "ExecuTorch aborted runlens while {phase} {program} ({}): {}. \
-         ExecuTorch ends the process on a failed internal check; runlens' probe ran this program without it, \
-         so this input is what differed: please report it with the input and the file",
+        "ExecuTorch aborted runlens while {phase} {program} ({}): {}. ExecuTorch ends the process when an internal \
+         check fails; runlens' probe (a child process that runs each program once before it is loaded) did not meet \
+         this abort with its own input, so this input made the difference, or the probe was off (RUNLENS_PROBE=0). \
+         The file may be damaged: re-export it (`make models`)",
         where_it_was(report),
         report.reason.trim_end_matches('.')
     )
