@@ -212,19 +212,7 @@ fn escape_quits_and_restores_the_terminal() {
 #[test]
 fn a_damaged_program_fails_in_its_column_and_the_others_run() {
     require_setup();
-    let work = tempfile::tempdir().expect("a temporary directory");
-    let models = work.path().join("models");
-    std::fs::create_dir(&models).unwrap();
-    let real = root().join("models/minilm");
-    for entry in std::fs::read_dir(&real).unwrap() {
-        let name = entry.unwrap().file_name();
-        if name != "xnnpack.pte" {
-            std::os::unix::fs::symlink(real.join(&name), models.join(&name)).unwrap();
-        }
-    }
-    let mut bytes = std::fs::read(real.join("xnnpack.pte")).unwrap();
-    let changed = common::damage::int_argument_to_tensor(&mut bytes, 2).expect("a kernel call to damage in xnnpack.pte");
-    std::fs::write(models.join("xnnpack.pte"), &bytes).unwrap();
+    let (work, models, changed) = models_with_damaged_xnnpack();
     let env = format!("RUNLENS_CACHE_DIR='{}' ", work.path().join("cache").display());
     let args = format!(" --models '{}'", models.display());
 
@@ -241,4 +229,49 @@ fn a_damaged_program_fails_in_its_column_and_the_others_run() {
     }
     tmux.key("Escape");
     check_restored(&tmux);
+}
+
+/// The probe turned off, so the damaged program reaches ExecuTorch in the
+/// explorer's own process and aborts it: the terminal is restored and the
+/// report (file, method, reason) is on it, status 134.
+#[test]
+fn an_abort_in_the_explorer_restores_the_terminal_and_says_why() {
+    require_setup();
+    let (work, models, changed) = models_with_damaged_xnnpack();
+    let env = format!("RUNLENS_PROBE=0 RUNLENS_CACHE_DIR='{}' ", work.path().join("cache").display());
+    let args = format!(" --models '{}' --backends eager,xnnpack", models.display());
+
+    let tmux = Tmux::start_with("abort", &env, &args);
+    tmux.wait_until("the explorer to open", RESULTS_TIMEOUT, |s| s.contains(TITLES[0]) || s.contains("exited"));
+    tmux.type_text(SENTENCE);
+    let screen = tmux.wait_until("runlens to exit after the abort", RESULTS_TIMEOUT, |s| s.contains("modes:"));
+    assert!(screen.contains("runlens exited with status 134"), "{changed:?}:\n{screen}");
+    let text = screen.split_whitespace().collect::<Vec<_>>().join(" ");
+    for part in ["ExecuTorch aborted runlens while running", "xnnpack.pte", "method 'forward'", "EValue is not a"] {
+        assert!(text.contains(part), "{part:?} missing from the terminal after the abort:\n{screen}");
+    }
+    assert_eq!(tmux.format("#{alternate_on}"), "0", "the alternate screen is still on:\n{screen}");
+    assert_eq!(tmux.format("#{cursor_flag}"), "1", "the cursor is still hidden");
+    let modes = screen.lines().find(|l| l.starts_with("modes:")).unwrap_or_default();
+    assert!(modes.contains(" icanon") && modes.contains(" echo"), "the terminal is still in raw mode: {modes:?}");
+}
+
+/// A models directory linking every file of `models/minilm` but `xnnpack.pte`,
+/// which is a copy with one kernel argument pointing at a value of the wrong
+/// type (ExecuTorch aborts the process on it).
+fn models_with_damaged_xnnpack() -> (tempfile::TempDir, PathBuf, common::damage::Redirected) {
+    let work = tempfile::tempdir().expect("a temporary directory");
+    let models = work.path().join("models");
+    std::fs::create_dir(&models).unwrap();
+    let real = root().join("models/minilm");
+    for entry in std::fs::read_dir(&real).unwrap() {
+        let name = entry.unwrap().file_name();
+        if name != "xnnpack.pte" {
+            std::os::unix::fs::symlink(real.join(&name), models.join(&name)).unwrap();
+        }
+    }
+    let mut bytes = std::fs::read(real.join("xnnpack.pte")).unwrap();
+    let changed = common::damage::int_argument_to_tensor(&mut bytes, 2).expect("a kernel call to damage in xnnpack.pte");
+    std::fs::write(models.join("xnnpack.pte"), &bytes).unwrap();
+    (work, models, changed)
 }
