@@ -6,7 +6,7 @@
 //! (the damage did not matter) or 1 with an error naming the file; a signal,
 //! a panic (101), an ExecuTorch abort (134) or a timeout fails the test.
 //!
-//! `RUNLENS_FUZZ_CASES` (default 50) sets the cases per program; two run at a
+//! `RUNLENS_FUZZ_CASES` (default 40) sets the cases per program; two run at a
 //! time. Every case prints one line (`--nocapture`), and the counts at the end.
 //! `RUNLENS_FUZZ_BIN` runs another binary (an older runlens, for the README's
 //! before/after figures).
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
-const DEFAULT_CASES: u64 = 50;
+const DEFAULT_CASES: u64 = 40;
 const WORKERS: usize = 2;
 const PROGRAMS: [&str; 2] = ["portable.pte", "xnnpack.pte"];
 

@@ -22,20 +22,20 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::ffi::{AbortReport, EtModule};
 
+mod cache;
 mod input;
 
+pub use cache::cache_dir;
+use cache::{cache_path, file_key, read_cached, write_cached};
 pub use input::representative_input;
 
 /// The hidden subcommand the child runs.
 pub const PROBE_COMMAND: &str = "probe-program";
 /// A child that has not answered by then is killed and the load fails.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
-/// Bump when a verdict's meaning changes, so old cache entries are not read.
-const CACHE_FORMAT: u32 = 1;
 
 /// What the child found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,8 +43,12 @@ const CACHE_FORMAT: u32 = 1;
 pub enum Verdict {
     /// Loaded and ran `forward` once.
     Runs,
-    /// ExecuTorch refused it with an error; loading it here gives the same error.
-    Refuses { error: String },
+    /// ExecuTorch refused to load it, with this error (naming the file); the
+    /// load here would fail the same way, so it is not tried.
+    RefusesLoad { error: String },
+    /// It loaded but `forward` failed on the probe's input: the load here goes
+    /// on (another input may run; if not, that error is reported).
+    RefusesRun { error: String },
     /// ExecuTorch aborted the child.
     Aborts { report: AbortReport },
     /// The child ended by a signal, a timeout or without a verdict.
@@ -57,9 +61,9 @@ pub enum Verdict {
 pub struct ProgramAborts(pub String);
 
 /// Check `path` before this process loads it (the one call in the load path).
-/// `Ok` when the child ran it or ExecuTorch refused it cleanly (the load then
-/// reports that error itself); an error naming the file and the reason when
-/// ExecuTorch aborted or the child crashed.
+/// `Ok` when the child ran it (or it loaded and only the probe's input failed);
+/// ExecuTorch's own error when it refused to load it; an error naming the file
+/// and the reason when ExecuTorch aborted or the child crashed.
 pub fn check(path: &Path) -> anyhow::Result<()> {
     if std::env::var("RUNLENS_PROBE").is_ok_and(|v| v == "0") {
         return Ok(());
@@ -84,7 +88,8 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
         }
     };
     match verdict {
-        Verdict::Runs | Verdict::Refuses { .. } => Ok(()),
+        Verdict::Runs | Verdict::RefusesRun { .. } => Ok(()),
+        Verdict::RefusesLoad { error } => Err(anyhow::anyhow!(error)),
         Verdict::Aborts { report } => Err(ProgramAborts(describe_probe_abort(path, &report)).into()),
         Verdict::Crashes { how, stderr } => {
             let tail: Vec<&str> = stderr.lines().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
@@ -123,17 +128,17 @@ pub fn run_child(path: &Path) -> i32 {
 fn probe_here(path: &Path) -> Verdict {
     let coverage = match crate::pte::inspect_file(path) {
         Ok(c) => c,
-        Err(e) => return Verdict::Refuses { error: format!("{}: {e}", path.display()) },
+        Err(e) => return Verdict::RefusesLoad { error: format!("{}: {e}", path.display()) },
     };
     let plan = coverage.plan("forward").or_else(|| coverage.plans.first());
     let mut module = match EtModule::load(path, true) {
         Ok(m) => m,
-        Err(e) => return Verdict::Refuses { error: e.message },
+        Err(e) => return Verdict::RefusesLoad { error: e.message },
     };
     let (ids, mask) = representative_input(plan);
     match module.forward(&ids, &mask) {
         Ok(_) => Verdict::Runs,
-        Err(e) => Verdict::Refuses { error: e.message },
+        Err(e) => Verdict::RefusesRun { error: e.message },
     }
 }
 
@@ -217,52 +222,6 @@ fn probe_exe() -> Option<PathBuf> {
     sibling.is_file().then_some(sibling)
 }
 
-/// The cache key: the file's SHA-256 and runlens' version (another runlens may
-/// link another ExecuTorch, whose verdict may differ).
-fn file_key(path: &Path) -> anyhow::Result<String> {
-    let mut file = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", path.display()))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf).map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", path.display()))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    let digest: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    Ok(format!("{digest}-{}-{CACHE_FORMAT}", env!("CARGO_PKG_VERSION")))
-}
-
-/// Where verdicts are kept.
-pub fn cache_dir() -> Option<PathBuf> {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    var("RUNLENS_CACHE_DIR")
-        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("runlens")))
-        .or_else(|| var("HOME").map(|d| d.join(".cache/runlens")))
-}
-
-fn cache_path(key: &str) -> Option<PathBuf> {
-    Some(cache_dir()?.join("probe").join(format!("{key}.json")))
-}
-
-fn read_cached(path: &Path) -> Option<Verdict> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
-}
-
-/// Best effort: a cache that cannot be written only costs the next probe.
-fn write_cached(path: &Path, verdict: &Verdict) {
-    let (Some(dir), Ok(json)) = (path.parent(), serde_json::to_vec(verdict)) else { return };
-    if std::fs::create_dir_all(dir).is_err() {
-        return;
-    }
-    // Write then rename, so a reader never sees half a file.
-    let tmp = dir.join(format!(".{}.{}", std::process::id(), path.file_name().and_then(|n| n.to_str()).unwrap_or("v")));
-    if std::fs::write(&tmp, json).is_ok() && std::fs::rename(&tmp, path).is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-}
-
 /// "method 'forward', instruction 52 (kernel aten::mul.out)", read from the
 /// program with runlens' own reader.
 fn where_it_was(report: &AbortReport) -> String {
@@ -329,7 +288,7 @@ mod tests {
             instruction: Some(52),
             reason: "F evalue.h:207] EValue is not an int.".into(),
         };
-        for v in [Verdict::Runs, Verdict::Refuses { error: "e".into() }, Verdict::Aborts { report }] {
+        for v in [Verdict::Runs, Verdict::RefusesLoad { error: "e".into() }, Verdict::RefusesRun { error: "f".into() }, Verdict::Aborts { report }] {
             let json = serde_json::to_string(&v).unwrap();
             assert_eq!(serde_json::from_str::<Verdict>(&json).unwrap(), v, "{json}");
         }
