@@ -10,6 +10,8 @@
 #include <executorch/extension/tensor/tensor.h>
 #include <executorch/runtime/platform/platform.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +20,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 // The wheel ships libexecutorch_threadpool.so but not threadpool.h; these two
@@ -59,6 +62,78 @@ void on_et_log(et_timestamp_t, et_pal_log_level_t level, const char *filename, c
     t_call_log += entry;
   }
   if (g_echo_log.load(std::memory_order_relaxed)) std::fprintf(stderr, "%s\n", entry.c_str());
+}
+
+// What the calling thread is doing inside a shim call, for an abort report.
+struct CallContext {
+  const struct ::rl_module *module = nullptr;
+  const char *phase = "";
+};
+thread_local CallContext t_context;
+
+// Sets the calling thread's context for one shim call and clears it after.
+class ContextScope {
+ public:
+  ContextScope(const struct ::rl_module *module, const char *phase) { t_context = {module, phase}; }
+  ~ContextScope() { t_context = {}; }
+  ContextScope(const ContextScope &) = delete;
+  ContextScope &operator=(const ContextScope &) = delete;
+};
+
+std::atomic<rl_abort_hook> g_abort_hook{nullptr};
+
+// ExecuTorch's fatal log lines of this call (ET_CHECK logs at level 'F' just
+// before it aborts), else its last line.
+std::string abort_reason() {
+  std::string fatal, last;
+  size_t start = 0;
+  while (start < t_call_log.size()) {
+    size_t end = t_call_log.find('\n', start);
+    if (end == std::string::npos) end = t_call_log.size();
+    std::string_view line(t_call_log.data() + start, end - start);
+    if (!line.empty()) {
+      last.assign(line);
+      if (line.size() > 1 && line[0] == 'F' && line[1] == ' ') {
+        if (!fatal.empty()) fatal += '\n';
+        fatal.append(line);
+      }
+    }
+    start = end + 1;
+  }
+  if (!fatal.empty()) return fatal;
+  if (!last.empty()) return last;
+  return "ExecuTorch logged no reason";
+}
+
+void fill_instruction(rl_abort_report *report);  // needs rl_module, defined below it
+
+// ExecuTorch's abort (PAL): runtime_abort() is noreturn and the runtime is built
+// without exceptions, so there is no way back into the caller; report, then end
+// the process with the status a shell gives SIGABRT (134).
+[[noreturn]] void on_et_abort() {
+  static std::atomic<bool> aborting{false};
+  if (aborting.exchange(true)) {
+    for (;;) pause();  // another thread is reporting; it ends the process
+  }
+  const std::string reason = abort_reason();
+  rl_abort_report report{};
+  report.program = "";
+  report.method = "";
+  report.phase = t_context.phase ? t_context.phase : "";
+  report.chain = -1;
+  report.instruction = -1;
+  report.reason = reason.c_str();
+  fill_instruction(&report);
+  if (rl_abort_hook hook = g_abort_hook.load()) {
+    hook(&report);
+  } else {
+    std::fprintf(stderr, "error: ExecuTorch aborted while %s %s (method %s): %s\n",
+                 *report.phase ? report.phase : "in", *report.program ? report.program : "a program",
+                 *report.method ? report.method : "?", report.reason);
+  }
+  std::fflush(stderr);
+  std::fflush(stdout);
+  _exit(134);
 }
 
 int32_t fail(int32_t status, std::string message) {
@@ -125,6 +200,7 @@ class SerialBlasScope {
 struct rl_module {
   std::unique_ptr<Module> module;
   std::string path;
+  std::string method = "forward";
   // Inputs are copied here: from_blob needs mutable memory, and the caller's stays untouched.
   std::vector<int64_t> ids;
   std::vector<int64_t> mask;
@@ -164,7 +240,8 @@ struct rl_module {
       inputs.emplace_back(mask_t);
     }
     SerialBlasScope serial_blas;
-    auto result = module->forward(inputs);
+    ContextScope context(this, "running");
+    auto result = module->execute(method, inputs);
     if (!result.ok()) return fail_et(result.error(), path + ": forward failed");
     if (result->empty() || !result->at(0).isTensor())
       return fail(RL_ERR_OUTPUT, path + ": forward returned no tensor");
@@ -177,7 +254,27 @@ struct rl_module {
   }
 };
 
+namespace {
+
+void fill_instruction(rl_abort_report *report) {
+  const rl_module *module = t_context.module;
+  if (!module) return;
+  report->program = module->path.c_str();
+  report->method = module->method.c_str();
+  auto *tracer = module->module ? module->module->event_tracer() : nullptr;
+  // The method sets (chain, instruction) on its tracer around each instruction;
+  // chain -1 means none is running (e.g. an abort while loading).
+  if (tracer && tracer->current_chain_id() != executorch::runtime::kUnsetChainId) {
+    report->chain = tracer->current_chain_id();
+    report->instruction = static_cast<int64_t>(tracer->current_debug_handle());
+  }
+}
+
+}  // namespace
+
 extern "C" {
+
+void rl_abort_hook_set(rl_abort_hook hook) { g_abort_hook.store(hook); }
 
 size_t rl_last_error(char *buf, size_t cap) {
   const std::string &msg = t_last_error;
@@ -204,8 +301,9 @@ const char *rl_error_name(int32_t status) {
 int32_t rl_log_init(int32_t echo) {
   return guard("log init", [&] {
     g_echo_log.store(echo != 0);
-    static bool registered = executorch::runtime::register_pal(
-        executorch::runtime::PalImpl::create(on_et_log, __FILE__));
+    // Null entries keep ExecuTorch's defaults (clock, allocator).
+    static bool registered = executorch::runtime::register_pal(executorch::runtime::PalImpl::create(
+        nullptr, on_et_abort, nullptr, nullptr, on_et_log, nullptr, nullptr, __FILE__));
     return registered ? RL_OK : fail(RL_ERR_ARGUMENT, "ExecuTorch refused the log hook (register_pal)");
   });
 }
@@ -239,11 +337,12 @@ int32_t rl_module_load(const char *path, int32_t trace, rl_module **out) {
     handle->path = path;
     std::unique_ptr<executorch::runtime::EventTracer> tracer;
     if (trace) tracer = std::make_unique<executorch::etdump::ETDumpGen>();
+    ContextScope context(handle.get(), "loading");
     handle->module = std::make_unique<Module>(handle->path, Module::LoadMode::Mmap, std::move(tracer));
     Error err = handle->module->load(Program::Verification::InternalConsistency);
     if (err != Error::Ok) return fail_et(err, handle->path + ": cannot load program");
-    err = handle->module->load_method("forward");
-    if (err != Error::Ok) return fail_et(err, handle->path + ": cannot load method 'forward'");
+    err = handle->module->load_method(handle->method);
+    if (err != Error::Ok) return fail_et(err, handle->path + ": cannot load method '" + handle->method + "'");
     *out = handle.release();
     return RL_OK;
   });

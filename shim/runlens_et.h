@@ -39,9 +39,39 @@ const char *rl_error_name(int32_t status);
 
 /**
  * Route ExecuTorch's log through runlens: messages are kept for rl_last_error(),
- * and also written to stderr when echo is non-zero. Call once, before loading.
+ * and also written to stderr when echo is non-zero; and ExecuTorch's abort, so
+ * that an abort reports (rl_abort_hook_set) and ends with exit status 134
+ * instead of a silent SIGABRT. Call once, before loading.
  */
 int32_t rl_log_init(int32_t echo);
+
+/**
+ * What runlens knows when ExecuTorch aborts the process (an ET_CHECK failed:
+ * runtime_abort() is noreturn, so the runtime never returns to the caller).
+ * Strings are NUL-terminated and valid only during the hook; program, method
+ * and phase are "" when no shim call was under way on the aborting thread.
+ */
+typedef struct rl_abort_report {
+  /** The .pte being loaded or run by the aborting thread. */
+  const char *program;
+  /** The method ("forward"). */
+  const char *method;
+  /** "loading" or "running". */
+  const char *phase;
+  /** Chain and instruction index being executed, or -1 when unknown (needs a traced module). */
+  int64_t chain;
+  int64_t instruction;
+  /** ExecuTorch's own reason: its fatal log line(s) of this call, else its last one. */
+  const char *reason;
+} rl_abort_report;
+
+/**
+ * Called once, on the aborting thread, before the process ends with _exit(134).
+ * Other threads that abort meanwhile wait for it. Without a hook the shim writes
+ * the report to stderr itself. Set it before loading; null removes it.
+ */
+typedef void (*rl_abort_hook)(const rl_abort_report *report);
+void rl_abort_hook_set(rl_abort_hook hook);
 
 /** Resize ExecuTorch's shared thread pool (used by XNNPACK). Call before loading. */
 int32_t rl_threadpool_set_threads(uint32_t threads);
@@ -50,7 +80,8 @@ uint32_t rl_threadpool_threads(void);
 
 /**
  * Load a .pte (memory-mapped, verified with InternalConsistency) and its "forward"
- * method. With trace non-zero an ETDump event tracer is attached (profiling only).
+ * method. With trace non-zero an ETDump event tracer is attached (profiles, and the
+ * probe: with a tracer an abort report names the instruction that was running).
  */
 int32_t rl_module_load(const char *path, int32_t trace, rl_module **out);
 

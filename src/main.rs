@@ -29,7 +29,10 @@ fn open_explorer(common: &runlens::cli::Common) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // An ExecuTorch abort (a failed ET_CHECK) ends the process: say which file and why.
+    runlens::ffi::set_abort_handler(runlens::backend::probe::report_abort);
     let outcome = match &cli.command {
+        Some(Command::ProbeProgram(args)) => std::process::exit(runlens::backend::probe::run_child(&args.file)),
         Some(Command::Run(args)) => runlens::cli::run::run(&cli.common, args),
         Some(Command::Bench(args)) => runlens::cli::bench::run(&cli.common, args).map(|()| true),
         Some(Command::Profile(args)) => runlens::cli::profile::run(&cli.common, args).map(|()| true),

@@ -97,10 +97,19 @@ pub fn run(opts: TuiOptions) -> anyhow::Result<()> {
     let mut terminal = ratatui::try_init().context("cannot set up the terminal (is this an interactive terminal?)")?;
     let _ = crossterm::execute!(std::io::stdout(), EnableBracketedPaste);
     quiet_background_panics();
+    crate::ffi::set_abort_handler(restore_then_report_abort);
     let outcome = runtime.block_on(session(&mut terminal, &opts, tokenizer, threads, trace));
     let _ = crossterm::execute!(std::io::stdout(), DisableBracketedPaste);
     ratatui::restore();
     outcome
+}
+
+/// An ExecuTorch abort that runlens' probe could not foresee ends the process
+/// (status 134): the terminal is restored first, so the report is readable.
+fn restore_then_report_abort(report: &crate::ffi::AbortReport) {
+    let _ = crossterm::execute!(std::io::stdout(), DisableBracketedPaste);
+    ratatui::restore();
+    backend::probe::report_abort(report);
 }
 
 /// Panics on worker threads are caught there and shown in their column; keep

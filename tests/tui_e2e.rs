@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+mod common;
+
 const WIDTH: u16 = 120;
 const HEIGHT: u16 = 40;
 /// Loading three backends and a portable run (about 1 s each here) can take a while on 2 cores.
@@ -49,12 +51,18 @@ impl Tmux {
     /// Start the binary from the repository root (so `models/` is found) in a
     /// shell script that reports how it ended and the terminal modes after it.
     fn start(name: &str) -> Tmux {
+        Self::start_with(name, "", "")
+    }
+
+    /// [`start`](Self::start) with shell text before the binary (`VAR=value `)
+    /// and after it (` --models 'DIR'`), quoted by the caller.
+    fn start_with(name: &str, env: &str, args: &str) -> Tmux {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let script = dir.path().join("run.sh");
         std::fs::write(
             &script,
             format!(
-                "cd '{root}'\n'{bin}'\nstatus=$?\nprintf '\\nrunlens exited with status %s\\n' \"$status\"\n\
+                "cd '{root}'\n{env}'{bin}'{args}\nstatus=$?\nprintf '\\nrunlens exited with status %s\\n' \"$status\"\n\
                  printf 'modes: %s\\n' \"$(stty -a | tr ' ;' '\\n\\n' | grep -E '^-?(icanon|echo)$' | tr '\\n' ' ')\"\n\
                  exec sleep 600\n",
                 root = root().display(),
@@ -196,4 +204,74 @@ fn escape_quits_and_restores_the_terminal() {
     tmux.wait_until("the typed text", EXIT_TIMEOUT, |s| s.contains("a q is text here"));
     tmux.key("Escape");
     check_restored(&tmux);
+}
+
+/// A damaged `xnnpack.pte` (one kernel argument pointing at a value of the wrong
+/// type, which makes ExecuTorch abort the process): its column says why it
+/// failed to load, the other two show results, and quitting restores the terminal.
+#[test]
+fn a_damaged_program_fails_in_its_column_and_the_others_run() {
+    require_setup();
+    let (work, models, changed) = models_with_damaged_xnnpack();
+    let env = format!("RUNLENS_CACHE_DIR='{}' ", work.path().join("cache").display());
+    let args = format!(" --models '{}'", models.display());
+
+    let tmux = Tmux::start_with("damaged", &env, &args);
+    tmux.wait_until("the explorer to open", RESULTS_TIMEOUT, |s| TITLES.iter().all(|t| s.contains(t)));
+    tmux.type_text(SENTENCE);
+    let screen = tmux.wait_until("results in two columns and the error in the third", RESULTS_TIMEOUT, |s| {
+        let cols = columns(s);
+        s.contains(SENTENCE) && result_of(&cols[0]).is_some() && result_of(&cols[1]).is_some() && cols[2].join(" ").contains("EValue")
+    });
+    let xnnpack = columns(&screen)[2].join(" ");
+    for part in ["failed to load", "ExecuTorch aborts on this program", "EValue is not"] {
+        assert!(xnnpack.contains(part), "{part:?} missing from the XNNPACK column ({changed:?}):\n{screen}");
+    }
+    tmux.key("Escape");
+    check_restored(&tmux);
+}
+
+/// The probe turned off, so the damaged program reaches ExecuTorch in the
+/// explorer's own process and aborts it: the terminal is restored and the
+/// report (file, method, reason) is on it, status 134.
+#[test]
+fn an_abort_in_the_explorer_restores_the_terminal_and_says_why() {
+    require_setup();
+    let (work, models, changed) = models_with_damaged_xnnpack();
+    let env = format!("RUNLENS_PROBE=0 RUNLENS_CACHE_DIR='{}' ", work.path().join("cache").display());
+    let args = format!(" --models '{}' --backends eager,xnnpack", models.display());
+
+    let tmux = Tmux::start_with("abort", &env, &args);
+    tmux.wait_until("the explorer to open", RESULTS_TIMEOUT, |s| s.contains(TITLES[0]) || s.contains("exited"));
+    tmux.type_text(SENTENCE);
+    let screen = tmux.wait_until("runlens to exit after the abort", RESULTS_TIMEOUT, |s| s.contains("modes:"));
+    assert!(screen.contains("runlens exited with status 134"), "{changed:?}:\n{screen}");
+    let text = screen.split_whitespace().collect::<Vec<_>>().join(" ");
+    for part in ["ExecuTorch aborted runlens while running", "xnnpack.pte", "method 'forward'", "EValue is not a"] {
+        assert!(text.contains(part), "{part:?} missing from the terminal after the abort:\n{screen}");
+    }
+    assert_eq!(tmux.format("#{alternate_on}"), "0", "the alternate screen is still on:\n{screen}");
+    assert_eq!(tmux.format("#{cursor_flag}"), "1", "the cursor is still hidden");
+    let modes = screen.lines().find(|l| l.starts_with("modes:")).unwrap_or_default();
+    assert!(modes.contains(" icanon") && modes.contains(" echo"), "the terminal is still in raw mode: {modes:?}");
+}
+
+/// A models directory linking every file of `models/minilm` but `xnnpack.pte`,
+/// which is a copy with one kernel argument pointing at a value of the wrong
+/// type (ExecuTorch aborts the process on it).
+fn models_with_damaged_xnnpack() -> (tempfile::TempDir, PathBuf, common::damage::Redirected) {
+    let work = tempfile::tempdir().expect("a temporary directory");
+    let models = work.path().join("models");
+    std::fs::create_dir(&models).unwrap();
+    let real = root().join("models/minilm");
+    for entry in std::fs::read_dir(&real).unwrap() {
+        let name = entry.unwrap().file_name();
+        if name != "xnnpack.pte" {
+            std::os::unix::fs::symlink(real.join(&name), models.join(&name)).unwrap();
+        }
+    }
+    let mut bytes = std::fs::read(real.join("xnnpack.pte")).unwrap();
+    let changed = common::damage::int_argument_to_tensor(&mut bytes, 2).expect("a kernel call to damage in xnnpack.pte");
+    std::fs::write(models.join("xnnpack.pte"), &bytes).unwrap();
+    (work, models, changed)
 }

@@ -90,6 +90,8 @@ impl ExecutorchBackend {
             .plan("forward")
             .with_context(|| format!("{}: the program has no method \"forward\"; runlens runs forward", path.display()))?;
         let convention = InputConvention::of(plan, task).map_err(|why| anyhow::anyhow!("{}: runlens cannot drive this program: {why}", path.display()))?;
+        // ExecuTorch aborts the process on some damaged programs: try it in a child first.
+        super::probe::check(path)?;
         let start = Instant::now();
         let module = EtModule::load(path, false)?;
         Ok(ExecutorchBackend { spec: spec.clone(), module, path: path.to_path_buf(), load_time: start.elapsed(), coverage, convention })

@@ -5,6 +5,7 @@
 
 pub mod eager;
 pub mod executorch;
+pub mod probe;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -54,6 +54,15 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Per-operator time of the ExecuTorch paths on TEXT, from a separate run with ExecuTorch's event tracer.
     Profile(profile::ProfileArgs),
+    /// Internal: load a .pte and run it once, print the verdict as JSON (runlens' probe, see backend::probe).
+    #[command(name = "probe-program", hide = true)]
+    ProbeProgram(ProbeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// The .pte file to try.
+    pub file: PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -55,15 +55,76 @@ fn check(status: i32) -> Result<(), EtError> {
     }
 }
 
+/// What ExecuTorch was doing when it aborted the process (an `ET_CHECK` failed;
+/// see `rl_abort_report` in the shim's header).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AbortReport {
+    /// The `.pte` being loaded or run; empty when no shim call was under way.
+    pub program: String,
+    pub method: String,
+    /// "loading" or "running".
+    pub phase: String,
+    /// Chain and instruction being executed (known with a traced module only).
+    pub chain: Option<u32>,
+    pub instruction: Option<u32>,
+    /// ExecuTorch's own reason: its fatal log line(s).
+    pub reason: String,
+}
+
+/// What runs when ExecuTorch aborts, before the process ends with status 134.
+pub type AbortHandler = fn(&AbortReport);
+
+static ABORT_HANDLER: std::sync::RwLock<Option<AbortHandler>> = std::sync::RwLock::new(None);
+
+/// Replace what happens when ExecuTorch aborts: `handler` gets the report on the
+/// aborting thread (restore the terminal, say what happened); the shim then ends
+/// the process with `_exit(134)`. Without a handler the shim prints the report.
+pub fn set_abort_handler(handler: AbortHandler) {
+    init_logging();
+    if let Ok(mut slot) = ABORT_HANDLER.write() {
+        *slot = Some(handler);
+    }
+}
+
+fn c_text(ptr: *const c_char) -> String {
+    if ptr.is_null() {
+        return String::new();
+    }
+    // SAFETY: the shim passes NUL-terminated strings that live for the whole hook call.
+    unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned()
+}
+
+extern "C" fn on_abort(raw: *const sys::rl_abort_report) {
+    // SAFETY: the shim passes a pointer to a report on its stack, valid during this call (or null).
+    let Some(raw) = (unsafe { raw.as_ref() }) else { return };
+    let report = AbortReport {
+        program: c_text(raw.program),
+        method: c_text(raw.method),
+        phase: c_text(raw.phase),
+        chain: u32::try_from(raw.chain).ok(),
+        instruction: u32::try_from(raw.instruction).ok().filter(|_| raw.chain >= 0),
+        reason: c_text(raw.reason),
+    };
+    let handler = ABORT_HANDLER.read().ok().and_then(|h| *h);
+    match handler {
+        Some(handler) => handler(&report),
+        None => eprintln!("error: ExecuTorch aborted while {} {}: {}", report.phase, report.program, report.reason),
+    }
+}
+
 static LOG_INIT: Once = Once::new();
 
-/// Capture ExecuTorch's log (kept for error messages). It is echoed to stderr
-/// only when `RUNLENS_ET_LOG=1`, so it never lands on the TUI's screen.
+/// Capture ExecuTorch's log (kept for error messages) and its aborts (reported
+/// through [`set_abort_handler`]). The log is echoed to stderr only when
+/// `RUNLENS_ET_LOG=1`, so it never lands on the TUI's screen.
 pub fn init_logging() {
     LOG_INIT.call_once(|| {
         let echo = std::env::var("RUNLENS_ET_LOG").is_ok_and(|v| v == "1");
         // SAFETY: plain call with an int; the shim registers a static log function.
         let _ = unsafe { sys::rl_log_init(i32::from(echo)) };
+        // SAFETY: on_abort is a 'static extern "C" function that never unwinds
+        // (a panic in an extern "C" function aborts).
+        unsafe { sys::rl_abort_hook_set(Some(on_abort)) };
     });
 }
 

@@ -49,6 +49,9 @@ pub enum ProfileError {
     Mismatch { file: String, detail: String },
     #[error("{file}: {detail}")]
     Input { file: String, detail: String },
+    /// runlens' probe saw ExecuTorch abort on the program (the message names the file).
+    #[error("{0}")]
+    Aborts(String),
     #[error("the number of traced runs must be between 1 and {max}, not {runs}")]
     Runs { runs: u32, max: u32 },
 }

@@ -40,6 +40,7 @@ pub fn profile_file(name: &str, path: &Path, input: &Encoded, runs: u32) -> Resu
         }
         None => input,
     };
+    crate::backend::probe::check(path).map_err(|e| ProfileError::Aborts(format!("{e:#}")))?;
     let mut module = EtModule::load(path, true)?;
     // The load itself fills a block ("Default": Method::init, Program::load_method);
     // it and the warm-up run are taken out and dropped.

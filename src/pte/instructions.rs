@@ -68,6 +68,16 @@ impl PlanInstructions {
         self.delegates.get(delegate).map(String::as_str)
     }
 
+    /// What the instruction at `chain`, `index` runs, for messages:
+    /// "kernel aten::mul.out", "delegate 3, XnnpackBackend", "Move".
+    pub fn describe(&self, chain: usize, index: usize) -> Option<String> {
+        Some(match self.get(chain, index)? {
+            Instruction::Kernel { op } => format!("kernel {}", self.operator(op)?),
+            Instruction::Delegate { delegate } => format!("delegate {delegate}, {}", self.delegate_backend(delegate)?),
+            other => format!("{other:?}"),
+        })
+    }
+
     /// Instructions in all chains.
     pub fn instruction_count(&self) -> usize {
         self.chains.iter().map(Vec::len).sum()

@@ -1,6 +1,8 @@
 //! Helpers the integration tests share (`mod common;` in each test file).
 #![allow(dead_code)] // each test crate uses a different part
 
+pub mod damage;
+
 use std::path::{Path, PathBuf};
 
 use runlens::model::ModelDir;

@@ -1,0 +1,70 @@
+//! The input runlens' probe runs a program on. Pure: it reads only what
+//! runlens' reader found in the file (also compiled into the reader's fuzz target).
+
+use crate::pte::PlanCoverage;
+
+/// The input the probe runs: `[CLS] this is a sample sentence . [SEP]` (BERT
+/// vocabulary ids), at the program's fixed length (padded, masked) or at 8
+/// tokens, within its largest accepted length. The one place that decides
+/// what a "representative input" of a program is.
+pub fn representative_input(plan: Option<&PlanCoverage>) -> (Vec<i64>, Vec<i64>) {
+    // A size read from a damaged file may be anything: never allocate beyond
+    // this (the shim refuses more; ExecuTorch then reports the wrong length).
+    const MAX_LEN: usize = 1 << 16;
+    const IDS: [i64; 8] = [101, 2023, 2003, 1037, 7099, 6251, 1012, 102];
+    let first = plan.and_then(|p| p.input_shapes.first());
+    let len = match (plan.and_then(PlanCoverage::fixed_seq_len), first.and_then(|s| s.sizes.last())) {
+        (Some(n), _) => n,
+        (None, Some(&max)) if max >= 2 => usize::try_from(max).unwrap_or(IDS.len()).min(IDS.len()),
+        _ => IDS.len(),
+    }
+    .clamp(1, MAX_LEN);
+    let mut ids: Vec<i64> = IDS.iter().copied().take(len).collect();
+    let mut mask = vec![1i64; ids.len()];
+    if let Some(last) = ids.last_mut() {
+        *last = 102;
+    }
+    ids.resize(len, 0);
+    mask.resize(len, 0);
+    (ids, mask)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pte::InputShape;
+
+    fn plan(sizes: Vec<i64>, dynamic: bool) -> PlanCoverage {
+        PlanCoverage {
+            name: "forward".into(),
+            inputs: 2,
+            outputs: 1,
+            instructions: 0,
+            kernel_calls: 0,
+            delegate_calls: 0,
+            operators: Default::default(),
+            delegates: Default::default(),
+            xnnpack_nodes: Default::default(),
+            coverage: 0.0,
+            input_shapes: vec![InputShape { sizes, dynamic, dtype: "long".into() }],
+            output_shapes: Vec::new(),
+            blobs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn representative_input_fits_the_program() {
+        let (ids, mask) = representative_input(Some(&plan(vec![1, 128], true)));
+        assert_eq!(ids, vec![101, 2023, 2003, 1037, 7099, 6251, 1012, 102]);
+        assert_eq!(mask, vec![1; 8]);
+        let (ids, mask) = representative_input(Some(&plan(vec![1, 16], false)));
+        assert_eq!(ids.len(), 16);
+        assert_eq!(&ids[6..9], &[1012, 102, 0]);
+        assert_eq!(mask.iter().sum::<i64>(), 8);
+        let (ids, mask) = representative_input(Some(&plan(vec![1, 4], true)));
+        assert_eq!((ids, mask), (vec![101, 2023, 2003, 102], vec![1; 4]));
+        assert_eq!(representative_input(None).0.len(), 8);
+        assert_eq!(representative_input(Some(&plan(vec![1, i64::MAX], false))).0.len(), 1 << 16);
+        assert_eq!(representative_input(Some(&plan(vec![1, 0], false))).0, vec![102]);
+    }
+}
