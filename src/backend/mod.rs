@@ -1,7 +1,21 @@
 //! The inference paths runlens compares. Every path implements [`Backend`];
 //! [`BackendKind`] names them on the command line, in JSON and in the TUI.
+//!
+//! The eager path is the cargo feature `eager` (on by default): without it
+//! (`make lite`) the binary is ExecuTorch alone, with no tch and no libtorch;
+//! [`BackendKind::Eager`] still exists as a name, and asking for it is
+//! [`NotBuilt`].
 
+#[cfg(feature = "eager")]
 pub mod eager;
+/// Built without the eager path: only its `config.json` reader (no tch in it),
+/// which `bench` uses to count FLOPs.
+#[cfg(not(feature = "eager"))]
+pub mod eager {
+    #[path = "config.rs"]
+    pub mod config;
+    pub use config::{BertConfig, ConfigError, HiddenAct};
+}
 pub mod executorch;
 
 use std::fmt;
@@ -92,6 +106,12 @@ impl BackendKind {
         }
     }
 
+    /// Whether this binary can run this path: all of them, except eager in a
+    /// build without the `eager` feature.
+    pub fn is_built(self) -> bool {
+        self != BackendKind::Eager || HAS_EAGER
+    }
+
     pub fn valid_names() -> String {
         Self::EVERY.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
     }
@@ -113,10 +133,24 @@ impl FromStr for BackendKind {
     }
 }
 
+/// Whether this binary has the PyTorch eager path (the `eager` cargo feature, libtorch).
+pub const HAS_EAGER: bool = cfg!(feature = "eager");
+
+/// A path this binary was built without (eager in the lite build).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{0}: this runlens was built without the PyTorch eager path (the lite build: ExecuTorch only, no libtorch); \
+     `make build` builds the full binary, target/release/runlens"
+)]
+pub struct NotBuilt(pub BackendKind);
+
 /// Load one backend from the models directory (slow: hundreds of ms).
 pub fn load(kind: BackendKind, dir: &ModelDir) -> anyhow::Result<Box<dyn Backend>> {
     Ok(match kind {
+        #[cfg(feature = "eager")]
         BackendKind::Eager => Box::new(eager::EagerBackend::load(dir)?),
+        #[cfg(not(feature = "eager"))]
+        BackendKind::Eager => return Err(NotBuilt(kind).into()),
         _ => Box::new(executorch::ExecutorchBackend::load(kind, dir)?),
     })
 }
@@ -133,14 +167,20 @@ pub fn files_present(kind: BackendKind, dir: &ModelDir) -> Result<(), crate::mod
 /// ExecuTorch's shared pool (XNNPACK). Call before loading.
 pub fn set_threads(threads: usize) -> anyhow::Result<()> {
     anyhow::ensure!(threads >= 1, "--threads must be at least 1");
+    #[cfg(feature = "eager")]
     tch::set_num_threads(threads as i32);
     crate::ffi::set_threads(threads as u32)?;
     Ok(())
 }
 
-/// The threads each runtime uses now: (libtorch intra-op, ExecuTorch pool).
+/// The threads each runtime uses now: (libtorch intra-op, ExecuTorch pool);
+/// libtorch's is 0 in a build without the eager path.
 pub fn threads() -> (usize, usize) {
-    (tch::get_num_threads().max(0) as usize, crate::ffi::threads() as usize)
+    #[cfg(feature = "eager")]
+    let libtorch = tch::get_num_threads().max(0) as usize;
+    #[cfg(not(feature = "eager"))]
+    let libtorch = 0;
+    (libtorch, crate::ffi::threads() as usize)
 }
 
 /// Parse a comma list such as `eager,xnnpack`; duplicates are dropped, order kept.
@@ -182,5 +222,14 @@ mod tests {
         assert_eq!(seen, vec![BackendKind::XnnpackInt8, BackendKind::XnnpackStatic, BackendKind::Xnnpack]);
         assert_eq!(BackendKind::Portable.next_xnnpack_variant(), BackendKind::Portable);
         assert!(BackendKind::EVERY.iter().all(|k| k.name().parse::<BackendKind>() == Ok(*k)));
+    }
+
+    #[cfg(not(feature = "eager"))]
+    #[test]
+    fn the_lite_build_refuses_eager_and_says_how_to_get_it() {
+        assert!(!BackendKind::Eager.is_built() && BackendKind::Xnnpack.is_built());
+        let err = load(BackendKind::Eager, &ModelDir::new(std::path::Path::new("models"))).err().expect("eager is not built");
+        let msg = err.to_string();
+        assert!(msg.contains("built without the PyTorch eager path") && msg.contains("make build"), "{msg}");
     }
 }

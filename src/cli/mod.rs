@@ -42,7 +42,11 @@ pub struct Common {
 pub struct BackendList(pub Vec<BackendKind>);
 
 fn parse_backends(list: &str) -> Result<BackendList, String> {
-    backend::parse_list(list).map(BackendList)
+    let kinds = backend::parse_list(list)?;
+    if let Some(&kind) = kinds.iter().find(|k| !k.is_built()) {
+        return Err(backend::NotBuilt(kind).to_string());
+    }
+    Ok(BackendList(kinds))
 }
 
 #[derive(Debug, Subcommand)]
@@ -78,13 +82,14 @@ impl Common {
             .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
     }
 
-    /// The backends named, or those whose files are present; an error naming the
-    /// first missing file when none is.
+    /// The backends named, or those whose files are present (and this binary
+    /// runs: no eager in the lite build); an error naming the first missing file
+    /// when none is.
     pub fn backends(&self, dir: &ModelDir) -> anyhow::Result<Vec<BackendKind>> {
         if let Some(list) = &self.backends {
             return Ok(list.0.clone());
         }
-        let available: Vec<BackendKind> = BackendKind::ALL.into_iter().filter(|k| backend::files_present(*k, dir).is_ok()).collect();
+        let available: Vec<BackendKind> = BackendKind::ALL.into_iter().filter(|k| k.is_built() && backend::files_present(*k, dir).is_ok()).collect();
         if available.is_empty() {
             backend::files_present(BackendKind::Xnnpack, dir)?;
         }
