@@ -29,7 +29,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export LIBTORCH_USE_PYTORCH := 1
 export LIBCLANG_PATH = $(SITE)/clang/native
 
-.PHONY: run test build models sysdeps clean-models lite test-lite
+.PHONY: run test build models sysdeps clean-models lite test-lite footprint
 
 run: build models
 	$(BIN)
@@ -47,8 +47,14 @@ lite: sysdeps $(VENV_STAMP)
 	cargo build $(LITE_CARGO)
 
 # The lite build's own tests: those that need eager are compiled out by the feature.
-test-lite: lite models
+# The footprint test compares the lite binary with the full one, so both are built.
+test-lite: lite build models
 	cargo test $(LITE_CARGO)
+
+# What each stack costs: disk, resident memory, time to the first result (README).
+footprint: build lite models
+	$(BIN) footprint --json --repeat 3 > assets/footprint.json
+	$(BIN) footprint --repeat 3
 
 
 # C/C++ compilers for the shim and the tokenizer; tmux for the TUI's end-to-end test.

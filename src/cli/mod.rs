@@ -2,6 +2,7 @@
 //! file per subcommand.
 
 pub mod bench;
+pub mod footprint;
 pub mod inspect;
 pub mod profile;
 pub mod run;
@@ -59,6 +60,11 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Per-operator time of the ExecuTorch paths on TEXT, from a separate run with ExecuTorch's event tracer.
     Profile(profile::ProfileArgs),
+    /// What each stack costs: disk, resident memory and time to the first result, Python and runlens (full and lite).
+    Footprint(footprint::FootprintArgs),
+    /// One stack for `footprint` to measure (waits on stdin between load and run).
+    #[command(hide = true)]
+    FootprintProbe(footprint::ProbeArgs),
 }
 
 #[derive(Debug, Args)]
