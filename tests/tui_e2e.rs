@@ -140,7 +140,8 @@ fn result_of(column: &[String]) -> Option<(String, f64)> {
         return None;
     }
     let nearest = column.iter().position(|l| l.starts_with("nearest") && l.contains("cos "))?;
-    let sentence = column.get(nearest + 1)?.trim().trim_start_matches('“').to_string();
+    // A wide column (two columns in the lite build) holds the whole sentence and its closing quote.
+    let sentence = column.get(nearest + 1)?.trim().trim_start_matches('“').trim_end_matches('”').to_string();
     let header = column.iter().position(|l| l.contains("last") && l.contains("p50") && l.contains("p99"))?;
     let last: f64 = column.get(header + 1)?.split_whitespace().next()?.trim_end_matches('s').parse().ok()?;
     (!sentence.is_empty() && last > 0.0).then_some((sentence, last))
