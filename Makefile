@@ -5,6 +5,8 @@
 # checkpoints exported for the task tests; `make models-figures`: a DistilBERT-sized one.
 # `make test-aarch64` (mk/aarch64.mk): cross-compiles runlens for the Raspberry Pi 5
 # (aarch64) and checks that binary under qemu-user against reference.json.
+# `make lite` builds runlens without the eager path (ExecuTorch alone, no tch, no
+# libtorch) into target/lite/release/runlens; `make test-lite` runs its tests.
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -17,6 +19,10 @@ MODEL_STAMP := $(MODELS)/manifest.json
 PROGRAMS := portable xnnpack xnnpack-int8 xnnpack-static
 COUNTS := $(PROGRAMS:%=$(MODELS)/%.counts.json)
 BIN := target/release/runlens
+# The lite build: cargo feature `eager` off, its own target directory so the two
+# builds never overwrite each other's artifacts.
+LITE_CARGO := --release --no-default-features --target-dir target/lite
+LITE_BIN := target/lite/release/runlens
 
 # tch finds libtorch in the venv's torch (LIBTORCH_USE_PYTORCH), bindgen finds
 # libclang in the venv's PyPI `libclang` package.
@@ -25,7 +31,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export LIBTORCH_USE_PYTORCH := 1
 export LIBCLANG_PATH = $(SITE)/clang/native
 
-.PHONY: run test build models sysdeps clean-models
+.PHONY: run test build models sysdeps clean-models lite test-lite footprint
 
 run: build models
 	$(BIN)
@@ -37,6 +43,21 @@ build: sysdeps $(VENV_STAMP)
 	cargo build --release
 
 models: $(MODEL_STAMP) $(COUNTS)
+
+# cargo itself notices when there is nothing to redo.
+lite: sysdeps $(VENV_STAMP)
+	cargo build $(LITE_CARGO)
+
+# The lite build's own tests: those that need eager are compiled out by the feature.
+# The footprint test compares the lite binary with the full one, so both are built.
+test-lite: lite build models
+	cargo test $(LITE_CARGO)
+
+# What each stack costs: disk, resident memory, time to the first result (README).
+footprint: build lite models
+	$(BIN) footprint --json --repeat 3 > assets/footprint.json
+	$(BIN) footprint --repeat 3
+
 
 # C/C++ compilers for the shim and the tokenizer; tmux for the TUI's end-to-end test.
 sysdeps:

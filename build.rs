@@ -1,14 +1,15 @@
 //! Build script: compiles the C shim over ExecuTorch (`shim/`), generates its
 //! Rust declarations with bindgen, links the ExecuTorch runtime from the
 //! executorch wheel, and sets rpaths so `target/*/runlens` starts without
-//! `LD_LIBRARY_PATH`. (libtorch itself is linked by the tch crate.)
+//! `LD_LIBRARY_PATH`. (libtorch itself is linked by the tch crate, and only with
+//! the `eager` feature; without it, `make lite`, nothing here names libtorch.)
 //!
 //! Environment it reads (each re-runs the build when changed):
 //! - `EXECUTORCH_DIR`: the installed `executorch` package (holds `include/`, `lib/`);
 //!   default: `executorch/` in the venv's site-packages.
 //! - `RUNLENS_VENV`: the Python venv; default `.venv` beside this file.
 //! - `LIBTORCH`: libtorch root as tch understands it (its `lib/` gets an rpath);
-//!   default: `torch/` in the venv's site-packages.
+//!   default: `torch/` in the venv's site-packages. Read only with the `eager` feature.
 //! - `LIBCLANG_PATH`: folder of `libclang.so` for bindgen; default: the PyPI
 //!   `libclang` package in the venv (`clang/native`), else the system's.
 //! - `TARGET`, `HOST` (set by cargo): a cross build must name `EXECUTORCH_DIR` and
@@ -41,6 +42,8 @@ fn main() {
 
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let cross = env::var("TARGET").ok() != env::var("HOST").ok();
+    // Cargo sets CARGO_FEATURE_<NAME> for the build script of a package built with that feature.
+    let eager = env::var_os("CARGO_FEATURE_EAGER").is_some();
     let venv = env::var_os("RUNLENS_VENV").map(PathBuf::from).unwrap_or_else(|| manifest.join(".venv"));
     let site = site_packages(&venv);
 
@@ -71,6 +74,9 @@ fn main() {
     }
     println!("cargo:rustc-link-arg=-Wl,--as-needed");
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", et_lib.display());
+    if !eager {
+        return;
+    }
     if cross {
         // tch names libtorch_cuda (present in torch's aarch64 wheel), whose CUDA
         // libraries a CPU build never fetches: a cross ld would fail on their

@@ -14,6 +14,13 @@
 #     with all three backends on two sentences, checked against reference.json.
 #     The bundle's run paths no longer name build/aarch64/site, so a library
 #     missing from it fails the check.
+#  6. the same for the lite build (no eager path, no libtorch; issue #16):
+#     `make bundle-aarch64-lite` lays out build/aarch64/runlens-pi5-lite/ from
+#     target/lite/aarch64-unknown-linux-gnu/release/runlens and only the
+#     executorch wheel's libraries; its inspect output must equal x86-64's and its
+#     portable and XNNPACK runs match reference.json; then `runlens footprint`
+#     measures the full and lite bundles under qemu (no Python rows: no aarch64
+#     Python here).
 # Included from the Makefile (uses its VPY, VENV_STAMP, BIN, MODELS, build, models).
 
 A64_TRIPLE := aarch64-unknown-linux-gnu
@@ -23,6 +30,8 @@ A64_PREFIX := $(A64_DIR)/prefix
 A64_OUT := $(A64_DIR)/out
 A64_BIN := target/$(A64_TRIPLE)/release/runlens
 A64_BUNDLE := $(A64_DIR)/runlens-pi5
+A64_LITE_BIN := target/lite/$(A64_TRIPLE)/release/runlens
+A64_LITE_BUNDLE := $(A64_DIR)/runlens-pi5-lite
 A64_WHEELS_STAMP := $(A64_SITE)/.unpacked
 A64_PREFIX_STAMP := $(A64_PREFIX)/proc/cpuinfo
 A64_SENTENCES := 2
@@ -46,9 +55,9 @@ A64_ENV := env -u LIBTORCH_USE_PYTORCH \
 # (scripts/aarch64/make-prefix.sh).
 A64_QEMU = $$(command -v qemu-aarch64-static || command -v qemu-aarch64) -cpu cortex-a76 -L $(A64_PREFIX)
 
-.PHONY: test-aarch64 build-aarch64 bundle-aarch64 sysdeps-aarch64
+.PHONY: test-aarch64 build-aarch64 bundle-aarch64 sysdeps-aarch64 build-aarch64-lite bundle-aarch64-lite
 
-test-aarch64: bundle-aarch64 build models $(A64_PREFIX_STAMP)
+test-aarch64: bundle-aarch64 bundle-aarch64-lite build models $(A64_PREFIX_STAMP)
 	@rm -rf $(A64_OUT) && mkdir -p $(A64_OUT)
 	@echo "== inspect --json: aarch64 (emulated) vs x86-64"
 	@for pte in portable xnnpack; do \
@@ -66,7 +75,24 @@ test-aarch64: bundle-aarch64 build models $(A64_PREFIX_STAMP)
 	  [ -s $(A64_OUT)/run-$$i.json ] || { echo "error: aarch64 run \"$$text\" printed nothing:"; cat $(A64_OUT)/run-$$i.err; exit 1; }; \
 	done < assets/sentences.txt
 	@$(VPY) scripts/aarch64/check.py run $(MODELS)/reference.json $(A64_OUT)/run-*.json
-	@echo "test-aarch64: ok ($(A64_BIN) $$(du -sb $(A64_BIN) | awk '{printf "%.1f MB", $$1 / 1e6}'); $(A64_BUNDLE) $$(du -sb $(A64_BUNDLE) | awk '{printf "%.0f MB", $$1 / 1e6}'))"
+	@echo "== lite bundle (no libtorch): inspect --json vs x86-64, run --json portable + xnnpack vs reference.json"
+	@for pte in portable xnnpack; do \
+	  $(A64_QEMU) $(A64_LITE_BUNDLE)/runlens inspect --json $(MODELS)/$$pte.pte > $(A64_OUT)/inspect-$$pte.lite.json \
+	    || { echo "error: aarch64 lite inspect $$pte failed"; exit 1; }; \
+	  $(VPY) scripts/aarch64/check.py same $(A64_OUT)/inspect-$$pte.x86_64.json $(A64_OUT)/inspect-$$pte.lite.json || exit 1; \
+	done
+	@i=0; while IFS= read -r text && [ $$i -lt $(A64_SENTENCES) ]; do \
+	  i=$$((i + 1)); \
+	  $(A64_QEMU) $(A64_LITE_BUNDLE)/runlens --models $(MODELS) --threads $(A64_THREADS) --backends portable,xnnpack \
+	    run --json "$$text" > $(A64_OUT)/lite-run-$$i.json 2> $(A64_OUT)/lite-run-$$i.err; \
+	  [ -s $(A64_OUT)/lite-run-$$i.json ] || { echo "error: aarch64 lite run \"$$text\" printed nothing:"; cat $(A64_OUT)/lite-run-$$i.err; exit 1; }; \
+	done < assets/sentences.txt
+	@$(VPY) scripts/aarch64/check.py run --backends portable,xnnpack $(MODELS)/reference.json $(A64_OUT)/lite-run-*.json
+	@echo "== footprint of the two bundles under qemu (emulated: memory includes qemu's own, times are not the Pi's)"
+	@$(BIN) --models $(MODELS) --threads $(A64_THREADS) footprint --no-python --json --wrapper "$(A64_QEMU)" \
+	  --full-binary $(A64_BUNDLE)/runlens --lite-binary $(A64_LITE_BUNDLE)/runlens > $(A64_OUT)/footprint.json
+	@$(VPY) scripts/aarch64/check.py footprint $(A64_OUT)/footprint.json
+	@echo "test-aarch64: ok ($(A64_BIN) $$(du -sb $(A64_BIN) | awk '{printf "%.1f MB", $$1 / 1e6}'); $(A64_BUNDLE) $$(du -sb $(A64_BUNDLE) | awk '{printf "%.0f MB", $$1 / 1e6}'); $(A64_LITE_BUNDLE) $$(du -sb $(A64_LITE_BUNDLE) | awk '{printf "%.0f MB", $$1 / 1e6}'))"
 
 build-aarch64: sysdeps-aarch64 $(A64_WHEELS_STAMP)
 	$(A64_ENV) cargo build --release --target $(A64_TRIPLE)
@@ -74,6 +100,16 @@ build-aarch64: sysdeps-aarch64 $(A64_WHEELS_STAMP)
 # What to copy to the Pi (with models/minilm): runlens and the libraries it loads.
 bundle-aarch64: build-aarch64
 	@python3 scripts/aarch64/bundle.py $(A64_BIN) $(A64_SITE) $(A64_BUNDLE)
+
+# The lite build for the Pi: no eager path, so no libtorch; it links only the
+# executorch wheel's libraries, and its bundle takes only those (bundle.py is
+# given the wheel's executorch/ folder alone, so anything else it needed would
+# be missing and fail the check).
+build-aarch64-lite: sysdeps-aarch64 $(A64_WHEELS_STAMP)
+	$(A64_ENV) cargo build --release --no-default-features --target-dir target/lite --target $(A64_TRIPLE)
+
+bundle-aarch64-lite: build-aarch64-lite
+	@python3 scripts/aarch64/bundle.py $(A64_LITE_BIN) $(A64_SITE)/executorch $(A64_LITE_BUNDLE)
 
 # Debian's cross compiler and qemu-user, and Rust's aarch64 standard library.
 sysdeps-aarch64:

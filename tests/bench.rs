@@ -11,9 +11,20 @@ use std::process::Command;
 use serde_json::Value;
 
 
-const RUST_ROWS: [&str; 6] = ["eager", "portable", "xnnpack", "xnnpack-int8", "xnnpack-static", "shim-loop-xnnpack"];
+#[cfg(feature = "eager")]
+const BACKENDS: &str = "eager,portable,xnnpack,xnnpack-int8,xnnpack-static";
+#[cfg(feature = "eager")]
+const RUST_ROWS: &[&str] = &["eager", "portable", "xnnpack", "xnnpack-int8", "xnnpack-static", "shim-loop-xnnpack"];
 // python-xnnpack-static only runs if the script pads the input to the program's fixed length.
-const PYTHON_ROWS: [&str; 5] = ["python-eager", "python-portable", "python-xnnpack", "python-xnnpack-int8", "python-xnnpack-static"];
+#[cfg(feature = "eager")]
+const PYTHON_ROWS: &[&str] = &["python-eager", "python-portable", "python-xnnpack", "python-xnnpack-int8", "python-xnnpack-static"];
+// The lite build (no eager path): the ExecuTorch rows and their Python counterparts.
+#[cfg(not(feature = "eager"))]
+const BACKENDS: &str = "portable,xnnpack,xnnpack-int8,xnnpack-static";
+#[cfg(not(feature = "eager"))]
+const RUST_ROWS: &[&str] = &["portable", "xnnpack", "xnnpack-int8", "xnnpack-static", "shim-loop-xnnpack"];
+#[cfg(not(feature = "eager"))]
+const PYTHON_ROWS: &[&str] = &["python-portable", "python-xnnpack", "python-xnnpack-int8", "python-xnnpack-static"];
 const ROW_FIELDS: [&str; 10] = ["runs", "min_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms", "mean_ms", "tokens_per_s", "gflops", "seq_len"];
 
 #[test]
@@ -24,7 +35,7 @@ fn short_bench_with_python_writes_every_row_and_file() {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .arg("--models")
         .arg(models_root())
-        .args(["--threads", "2", "--backends", "eager,portable,xnnpack,xnnpack-int8,xnnpack-static", "bench", "--seq-lens", "8", "--iters", "3", "--warmup", "1", "--max-seconds", "1", "--python"])
+        .args(["--threads", "2", "--backends", BACKENDS, "bench", "--seq-lens", "8", "--iters", "3", "--warmup", "1", "--max-seconds", "1", "--python"])
         .arg("--json")
         .arg(&json)
         .arg("--csv")
@@ -82,7 +93,7 @@ fn short_bench_with_python_writes_every_row_and_file() {
     assert!(stdout.contains("wrapper overhead at 8 tokens (Rust call - shim's inner time"), "{stdout}");
 
     let loads = report["loads"].as_array().unwrap();
-    for name in RUST_ROWS[..5].iter().chain(PYTHON_ROWS.iter()) {
+    for name in RUST_ROWS[..RUST_ROWS.len() - 1].iter().chain(PYTHON_ROWS.iter()) {
         let load = loads.iter().find(|l| l["backend"] == *name).unwrap_or_else(|| panic!("no load {name}"));
         assert!(load["load_ms"].as_f64().unwrap() > 0.0 && load["rss_mb"].as_f64().unwrap() > 0.0, "{load}");
     }

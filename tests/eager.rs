@@ -1,7 +1,9 @@
 //! The eager backend (BERT on tch) against Python transformers eager
 //! (`reference.json`), and its errors for model files it cannot use.
 //!
-//! Needs the model files: `make models`.
+//! Needs the model files: `make models`. Compiled only with the eager path
+//! (the `eager` feature; the lite build has no libtorch).
+#![cfg(feature = "eager")]
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};

@@ -1,3 +1,4 @@
+#![cfg(feature = "eager")]
 //! Eager (tch) BERT and DistilBERT with their task heads against Python
 //! transformers (`reference.json`), and its errors for checkpoints it cannot use.
 //!

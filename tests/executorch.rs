@@ -110,6 +110,7 @@ fn static_variant_matches_python_and_the_dynamic_program() {
 
 /// libtorch and ExecuTorch's XNNPACK both export pthreadpool_*: prove that all
 /// three paths live in one process and still agree with Python.
+#[cfg(feature = "eager")]
 #[test]
 fn all_three_backends_in_one_process() {
     let reference = reference();
@@ -133,6 +134,7 @@ fn all_three_backends_in_one_process() {
 /// process; each forward runs them with one OpenMP thread. The caller's OpenMP
 /// setting must come back unchanged, or eager on the same thread (as in
 /// `runlens run`) would silently lose its threads.
+#[cfg(feature = "eager")]
 #[test]
 fn a_forward_leaves_the_callers_openmp_threads_as_they_were() {
     std::thread::spawn(|| {
@@ -232,6 +234,7 @@ fn empty_text_is_a_clear_error() {
     assert!(stderr(&out).contains("empty"), "{}", stderr(&out));
 }
 
+#[cfg(feature = "eager")]
 #[test]
 fn run_json_is_one_object_with_parity_against_eager() {
     let root = models_root();

@@ -211,8 +211,17 @@ fn the_binary_exits_cleanly_on_a_bad_program() {
         assert!(out.stdout.is_empty(), "{what}: nothing on stdout");
     }
     let out = runlens(&["profile", "--backends", "eager", "--models", tmp.path().to_str().unwrap(), "hello"]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("eager has no ExecuTorch program"), "{}", stderr(&out));
+    #[cfg(feature = "eager")]
+    {
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert!(stderr(&out).contains("eager has no ExecuTorch program"), "{}", stderr(&out));
+    }
+    // The lite build refuses the name itself, as a usage error.
+    #[cfg(not(feature = "eager"))]
+    {
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains("built without the PyTorch eager path"), "{}", stderr(&out));
+    }
 }
 
 #[test]

@@ -8,6 +8,9 @@
 //! reorders the float sums); the same top-1 token at every mask, the same
 //! label order. The int8 program is an approximation: it must run and keep
 //! most of the top-5 tokens.
+//!
+//! Eager is the reference here, so the file needs the full build.
+#![cfg(feature = "eager")]
 
 mod common;
 use common::model_dir;

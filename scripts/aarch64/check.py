@@ -1,8 +1,12 @@
 """Checks for `make test-aarch64` (run with .venv/bin/python).
 
-  check.py run REFERENCE.json RUN.json...   each `runlens run --json` output: all
-      three backends present and ok, ids and embedding matching the reference.json
-      sentence of the same text (same thresholds as the x86-64 tests).
+  check.py run [--backends a,b] REFERENCE.json RUN.json...   each `runlens run --json`
+      output: all three backends (or those named) present and ok, ids and embedding
+      matching the reference.json sentence of the same text (same thresholds as the
+      x86-64 tests).
+  check.py footprint FOOTPRINT.json          `runlens footprint --json` of the two
+      bundles: every row measured with positive figures and Python's result, no
+      libtorch in the lite row, the lite row resident in less memory.
   check.py same A.json B.json               two `runlens inspect --json` outputs
       (x86-64 and aarch64) are the same JSON value, paths aside.
 """
@@ -21,7 +25,7 @@ def cosine(a, b):
     return dot / (na * nb)
 
 
-def check_run(reference_path, run_paths):
+def check_run(reference_path, run_paths, backends=None):
     reference = {s["text"]: s for s in json.load(open(reference_path))["sentences"]}
     failures = 0
     for path in run_paths:
@@ -36,6 +40,8 @@ def check_run(reference_path, run_paths):
             failures += 1
         by_name = {b["name"]: b for b in report["backends"]}
         for name, (min_cos, max_diff) in THRESHOLDS.items():
+            if backends is not None and name not in backends:
+                continue
             b = by_name.get(name)
             if b is None or not b["ok"]:
                 why = "missing" if b is None else f"error: {b['error']}"
@@ -76,9 +82,33 @@ def check_same(a_path, b_path):
     return 1
 
 
+def check_footprint(path):
+    report = json.load(open(path))
+    failures = 0
+    fields = ["disk_mb", "libraries", "rss_after_load_mb", "rss_after_run_mb", "load_ms", "first_run_ms", "start_to_first_result_ms"]
+    rows = {r["name"]: r for r in report["rows"]}
+    for r in report["rows"]:
+        bad = [f for f in fields if not (r.get(f) or 0) > 0]
+        cos = r.get("cosine_vs_reference")
+        ok = r["ok"] and not bad and cos is not None and cos >= 0.99999
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {r['title']:28} disk {r['disk_mb']:7.1f} MB  RSS load {r['rss_after_load_mb']:6.1f} "
+              f"run {r['rss_after_run_mb']:6.1f} MiB  start->result {r['start_to_first_result_ms']:8.0f} ms  libtorch {r['libtorch_loaded']}"
+              + (f"  {r['error']}" if r.get("error") else "") + (f"  not positive: {bad}" if bad else ""))
+    lite, full = rows.get("runlens-lite-xnnpack"), rows.get("runlens-xnnpack")
+    if not lite or not full or lite["libtorch_loaded"] or not lite["rss_after_run_mb"] < full["rss_after_run_mb"]:
+        print("FAIL the lite bundle must load no libtorch and be resident in less memory than the full one")
+        failures += 1
+    return failures
+
+
 def main(argv):
-    if len(argv) >= 3 and argv[0] == "run":
+    if len(argv) >= 5 and argv[0] == "run" and argv[1] == "--backends":
+        failures = check_run(argv[3], argv[4:], set(argv[2].split(",")))
+    elif len(argv) >= 3 and argv[0] == "run":
         failures = check_run(argv[1], argv[2:])
+    elif len(argv) == 2 and argv[0] == "footprint":
+        failures = check_footprint(argv[1])
     elif len(argv) == 3 and argv[0] == "same":
         failures = check_same(argv[1], argv[2])
     else:

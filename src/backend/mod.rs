@@ -2,7 +2,12 @@
 //! exist is data: [`catalog`] reads them from the model directory's manifest
 //! (and `--program NAME=FILE.pte`); the only variant the code matches on is
 //! [`Source`]: runlens' own eager model, or an ExecuTorch program file.
+//!
+//! The eager path is the cargo feature `eager` (on by default): without it
+//! (`make lite`) the binary is ExecuTorch alone, with no tch and no libtorch;
+//! the catalog then has no eager spec, and naming it is [`NotBuilt`].
 
+#[cfg(feature = "eager")]
 pub mod eager;
 pub mod executorch;
 pub mod probe;
@@ -136,7 +141,7 @@ pub fn named(name: &str) -> BackendSpec {
 /// `--program` ones. An error when a `--program` name is taken or malformed.
 pub fn catalog(dir: &ModelDir, extra: &[(String, PathBuf)]) -> anyhow::Result<Vec<BackendSpec>> {
     let mut specs = Vec::new();
-    if dir.manifest().eager.is_some() {
+    if HAS_EAGER && dir.manifest().eager.is_some() {
         specs.push(BackendSpec::eager());
     }
     for p in &dir.manifest().programs {
@@ -221,10 +226,24 @@ pub fn parse_program(arg: &str) -> Result<(String, PathBuf), String> {
     Ok((name.trim().to_string(), PathBuf::from(file)))
 }
 
+/// Whether this binary has the PyTorch eager path (the `eager` cargo feature, libtorch).
+pub const HAS_EAGER: bool = cfg!(feature = "eager");
+
+/// A path this binary was built without (eager in the lite build).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{0}: this runlens was built without the PyTorch eager path (the lite build: ExecuTorch only, no libtorch); \
+     `make build` builds the full binary, target/release/runlens"
+)]
+pub struct NotBuilt(pub String);
+
 /// Load one backend (slow: hundreds of ms).
 pub fn load(spec: &BackendSpec, dir: &ModelDir) -> anyhow::Result<Box<dyn Backend>> {
     Ok(match &spec.source {
+        #[cfg(feature = "eager")]
         Source::Eager => Box::new(eager::EagerBackend::load(dir)?),
+        #[cfg(not(feature = "eager"))]
+        Source::Eager => return Err(NotBuilt(spec.name.clone()).into()),
         Source::Program(path) => Box::new(executorch::ExecutorchBackend::load_file(spec, path, dir.task())?),
     })
 }
@@ -242,14 +261,20 @@ pub fn files_present(spec: &BackendSpec, dir: &ModelDir) -> Result<(), crate::mo
 /// ExecuTorch's shared pool (XNNPACK). Call before loading.
 pub fn set_threads(threads: usize) -> anyhow::Result<()> {
     anyhow::ensure!(threads >= 1, "--threads must be at least 1");
+    #[cfg(feature = "eager")]
     tch::set_num_threads(threads as i32);
     crate::ffi::set_threads(threads as u32)?;
     Ok(())
 }
 
-/// The threads each runtime uses now: (libtorch intra-op, ExecuTorch pool).
+/// The threads each runtime uses now: (libtorch intra-op, ExecuTorch pool);
+/// libtorch's is 0 in a build without the eager path.
 pub fn threads() -> (usize, usize) {
-    (tch::get_num_threads().max(0) as usize, crate::ffi::threads() as usize)
+    #[cfg(feature = "eager")]
+    let libtorch = tch::get_num_threads().max(0) as usize;
+    #[cfg(not(feature = "eager"))]
+    let libtorch = 0;
+    (libtorch, crate::ffi::threads() as usize)
 }
 
 #[cfg(test)]

@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::backend::eager::BertConfig;
 
 /// The name of the row timing `forward` in the C shim's own loop.
 pub const SHIM_LOOP: &str = "shim-loop-xnnpack";
@@ -114,13 +113,37 @@ impl PairedSamples {
 /// linear layer (Q, K, V, attention output, FFN in and out) and the two
 /// attention products (Q·Kᵀ and P·V); 2 FLOPs per multiply-add. Layer norms,
 /// softmax, GELU and pooling are ignored (under 1% here).
-pub fn forward_flops(cfg: &BertConfig, seq_len: usize) -> f64 {
+pub fn forward_flops(cfg: &EncoderShape, seq_len: usize) -> f64 {
     let s = seq_len as f64;
-    let h = cfg.hidden_size as f64;
-    let i = cfg.intermediate_size as f64;
+    let h = cfg.hidden as f64;
+    let i = cfg.intermediate as f64;
     let linear = 2.0 * s * (4.0 * h * h + 2.0 * h * i);
     let attention = 2.0 * 2.0 * s * s * h;
-    cfg.num_hidden_layers as f64 * (linear + attention)
+    cfg.layers as f64 * (linear + attention)
+}
+
+/// The sizes of an encoder that the FLOP count needs, read from `config.json`
+/// under BERT's names (`hidden_size`, `intermediate_size`, `num_hidden_layers`)
+/// or DistilBERT's (`dim`, `hidden_dim`, `n_layers`). Independent of the eager
+/// path, so the build without libtorch counts FLOPs too.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EncoderShape {
+    pub hidden: u64,
+    pub intermediate: u64,
+    pub layers: u64,
+}
+
+impl EncoderShape {
+    /// `None` when the file is unreadable or names no encoder sizes.
+    pub fn load(config: &std::path::Path) -> Option<EncoderShape> {
+        let value: serde_json::Value = serde_json::from_slice(&std::fs::read(config).ok()?).ok()?;
+        let get = |names: [&str; 2]| names.iter().find_map(|n| value.get(*n).and_then(serde_json::Value::as_u64));
+        Some(EncoderShape {
+            hidden: get(["hidden_size", "dim"])?,
+            intermediate: get(["intermediate_size", "hidden_dim"])?,
+            layers: get(["num_hidden_layers", "n_layers"])?,
+        })
+    }
 }
 
 /// Latencies of one cell, in nanoseconds, recorded in an hdrhistogram.

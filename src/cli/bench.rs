@@ -11,7 +11,6 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::Common;
-use crate::backend::eager::BertConfig;
 use crate::backend::executorch::ExecutorchBackend;
 use crate::backend::{self, BackendSpec};
 use crate::bench::{self, machine::Machine, report, BenchReport, Budget, LoadRow, Row, Samples, WrapperOverhead, SHIM_LOOP};
@@ -50,7 +49,7 @@ pub fn run(common: &Common, args: &BenchArgs) -> anyhow::Result<()> {
     let dir = common.model_dir()?;
     let tokenizer = dir.load_tokenizer()?;
     // FLOPs are counted for BERT-shaped configs; other architectures get none.
-    let config = dir.config().ok().and_then(|c| BertConfig::load(&c).ok());
+    let config = dir.config().ok().and_then(|c| bench::EncoderShape::load(&c));
     let kinds = common.backends(&dir)?;
     for spec in &kinds {
         backend::files_present(spec, &dir)?;
@@ -133,7 +132,7 @@ pub fn run(common: &Common, args: &BenchArgs) -> anyhow::Result<()> {
 const PAIRED: &str = "xnnpack";
 
 /// The forward pass's FLOPs at `seq_len`, 0 when the config is not BERT's.
-fn flops(config: Option<&BertConfig>, seq_len: usize) -> f64 {
+fn flops(config: Option<&bench::EncoderShape>, seq_len: usize) -> f64 {
     config.map_or(0.0, |c| bench::forward_flops(c, seq_len))
 }
 
@@ -153,7 +152,7 @@ fn bench_backend(
     kind: &BackendSpec,
     dir: &crate::model::ModelDir,
     inputs: &[Encoded],
-    config: Option<&BertConfig>,
+    config: Option<&bench::EncoderShape>,
     budget: Budget,
     stop: &AtomicBool,
     bar: &ProgressBar,

@@ -2,6 +2,7 @@
 //! file per subcommand.
 
 pub mod bench;
+pub mod footprint;
 pub mod inspect;
 pub mod profile;
 pub mod run;
@@ -54,6 +55,11 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Per-operator time of the ExecuTorch paths on TEXT, from a separate run with ExecuTorch's event tracer.
     Profile(profile::ProfileArgs),
+    /// What each stack costs: disk, resident memory and time to the first result, Python and runlens (full and lite).
+    Footprint(footprint::FootprintArgs),
+    /// One stack for `footprint` to measure (waits on stdin between load and run).
+    #[command(hide = true)]
+    FootprintProbe(footprint::ProbeArgs),
     /// Internal: load a .pte and run it once, print the verdict as JSON (runlens' probe, see backend::probe).
     #[command(name = "probe-program", hide = true)]
     ProbeProgram(ProbeArgs),
@@ -97,6 +103,10 @@ impl Common {
     pub fn backends(&self, dir: &ModelDir) -> anyhow::Result<Vec<BackendSpec>> {
         let catalog = self.catalog(dir)?;
         if let Some(list) = &self.backends {
+            // The lite build's catalog has no eager: say why, not "unknown backend".
+            if !backend::HAS_EAGER && list.split(',').any(|n| n.trim() == backend::EAGER) {
+                return Err(backend::UnknownBackend(backend::NotBuilt(backend::EAGER.to_string()).to_string()).into());
+            }
             return backend::parse_list(list, &catalog).map_err(|e| backend::UnknownBackend(e).into());
         }
         let chosen = backend::defaults(&catalog);
