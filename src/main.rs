@@ -5,7 +5,7 @@ use runlens::cli::{Cli, Command};
 use runlens::model::ModelsMissing;
 
 /// `runlens` with no subcommand: the live explorer.
-fn open_explorer(common: &runlens::cli::Common) -> anyhow::Result<()> {
+fn open_explorer(common: &runlens::cli::Common) -> anyhow::Result<runlens::tui::Ended> {
     let models = common.model_dir();
     let backends = common.backends(&models)?;
     runlens::backend::set_threads(common.thread_count())?;
@@ -22,7 +22,8 @@ fn main() -> ExitCode {
         None => {
             // Worker threads may still be in libtorch/ExecuTorch: skip their teardown.
             let code = match open_explorer(&cli.common) {
-                Ok(()) => 0,
+                // 128 + the signal when one ended it (the terminal is restored by then).
+                Ok(ended) => ended.exit_code(),
                 Err(err) => {
                     eprintln!("error: {err:#}");
                     if err.downcast_ref::<ModelsMissing>().is_some() { 2 } else { 1 }

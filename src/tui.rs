@@ -9,6 +9,11 @@
 //! changed, at most [`FPS`] frames a second, and sleeps while nothing does: no
 //! timer runs while idle, only the debounce and, while work is in flight, a
 //! [`TICK`] for elapsed times.
+//!
+//! Signals come in as events too: SIGTERM, SIGHUP, SIGQUIT and SIGINT restore
+//! the terminal and end the explorer with 128 + the signal ([`Ended::Signal`]);
+//! Ctrl-Z (a key in raw mode) and SIGTSTP restore it and stop the process, and
+//! SIGCONT (`fg`) takes the terminal back and redraws everything ([`Screen`]).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -17,7 +22,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use crossterm::cursor::Show;
 use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use crossterm::terminal::{disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen};
 use futures::StreamExt;
 use ratatui::DefaultTerminal;
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
@@ -58,6 +65,32 @@ pub enum Event {
     Resize(u16, u16),
     Worker(WorkerEvent),
     App(AppEvent),
+    /// A signal from [`SIGNALS`] arrived (its number).
+    Signal(i32),
+}
+
+/// The signals the explorer handles: the first four end it (terminal
+/// restored, exit status 128 + the signal), SIGTSTP suspends it, SIGCONT
+/// resumes it.
+pub const SIGNALS: [i32; 6] = [libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGINT, libc::SIGTSTP, libc::SIGCONT];
+
+/// How the explorer ended (when it did not fail).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// The user quit.
+    Quit,
+    /// A signal ended it; the process should exit with 128 + this number.
+    Signal(i32),
+}
+
+impl Ended {
+    /// The exit status for the process: 0, or 128 + the signal.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Ended::Quit => 0,
+            Ended::Signal(sig) => 128 + sig,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -70,9 +103,9 @@ pub enum AppEvent {
     TerminalError(String),
 }
 
-/// Run the explorer until the user quits. Missing model files are reported
-/// (naming `make models`) before the terminal is touched.
-pub fn run(opts: TuiOptions) -> anyhow::Result<()> {
+/// Run the explorer until the user quits or a signal ends it. Missing model
+/// files are reported (naming `make models`) before the terminal is touched.
+pub fn run(opts: TuiOptions) -> anyhow::Result<Ended> {
     anyhow::ensure!(!opts.backends.is_empty(), "no backend to run: pass --backends with one of {}", BackendKind::valid_names());
     let tokenizer_path = opts.models.tokenizer()?;
     for &kind in &opts.backends {
@@ -83,16 +116,71 @@ pub fn run(opts: TuiOptions) -> anyhow::Result<()> {
     let trace = Trace::from_env()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
+        .enable_io() // the signal driver needs it
         .build()
         .context("cannot start the event loop")?;
 
-    let mut terminal = ratatui::try_init().context("cannot set up the terminal (is this an interactive terminal?)")?;
-    let _ = crossterm::execute!(std::io::stdout(), EnableBracketedPaste);
+    let mut screen = Screen::enter()?;
     quiet_background_panics();
-    let outcome = runtime.block_on(session(&mut terminal, &opts, tokenizer, threads, trace));
-    let _ = crossterm::execute!(std::io::stdout(), DisableBracketedPaste);
-    ratatui::restore();
+    let outcome = runtime.block_on(session(&mut screen, &opts, tokenizer, threads, trace));
+    screen.leave();
     outcome
+}
+
+/// The terminal while the explorer owns it: raw mode, the alternate screen,
+/// bracketed paste, the cursor drawn by ratatui. Left on quit, on a signal and
+/// for a suspend; taken back on resume.
+pub struct Screen {
+    terminal: DefaultTerminal,
+    active: bool,
+}
+
+impl Screen {
+    fn enter() -> anyhow::Result<Screen> {
+        let terminal = ratatui::try_init().context("cannot set up the terminal (is this an interactive terminal?)")?;
+        let _ = crossterm::execute!(std::io::stdout(), EnableBracketedPaste);
+        Ok(Screen { terminal, active: true })
+    }
+
+    /// Give the terminal back as it was: raw mode off, main screen, cursor
+    /// shown. Each step on its own (after a SIGHUP the terminal may be gone).
+    fn leave(&mut self) {
+        if !self.active {
+            return;
+        }
+        self.active = false;
+        let _ = disable_raw_mode();
+        let _ = crossterm::execute!(std::io::stdout(), DisableBracketedPaste, LeaveAlternateScreen, Show);
+    }
+
+    /// Take the terminal again after a stop and make the next frame a full
+    /// redraw. Raw mode is set afresh: the shell may have changed the modes
+    /// while runlens was stopped.
+    fn resume(&mut self) -> anyhow::Result<()> {
+        let _ = disable_raw_mode();
+        enable_raw_mode().context("cannot set the terminal to raw mode again")?;
+        crossterm::execute!(std::io::stdout(), EnterAlternateScreen, EnableBracketedPaste).context("cannot take the terminal again")?;
+        // `Terminal::clear` would ask the terminal for the cursor position, an answer that
+        // the event reader takes; a resize to the current size clears without asking.
+        let size = self.terminal.size().context("cannot read the terminal size")?;
+        self.terminal.resize(ratatui::layout::Rect::new(0, 0, size.width, size.height)).context("cannot clear the terminal")?;
+        self.active = true;
+        Ok(())
+    }
+
+    /// Ctrl-Z or SIGTSTP: restore the terminal, then stop until `fg` (SIGCONT,
+    /// which comes back as [`Event::Signal`] and calls [`Screen::resume`]).
+    fn suspend(&mut self) {
+        self.leave();
+        // Nothing is drawn until the SIGCONT; if stopping fails, that resumes at once.
+        if crate::ffi::process::stop_self().is_err() {
+            let _ = self.resume();
+        }
+    }
+
+    fn is_active(&self) -> bool {
+        self.active
+    }
 }
 
 /// Panics on worker threads are caught there and shown in their column; keep
@@ -110,13 +198,14 @@ fn quiet_background_panics() {
 }
 
 async fn session(
-    terminal: &mut DefaultTerminal,
+    screen: &mut Screen,
     opts: &TuiOptions,
     tokenizer: SentenceTokenizer,
     threads: usize,
     mut trace: Trace,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Ended> {
     let (tx, rx) = mpsc::unbounded_channel();
+    listen_for_signals(&tx)?;
     tokio::spawn(read_terminal(tx.clone()));
 
     let tokenize: Tokenize = Box::new(move |text| tokenizer.encode(text));
@@ -139,9 +228,33 @@ async fn session(
     spawn_coverage(&opts.backends, &opts.models, tx.clone());
     let background = Background { dir: opts.models.clone(), tx };
 
-    let outcome = event_loop(terminal, app, &mut scheduler, &background, rx, &mut trace).await;
+    let outcome = event_loop(screen, app, &mut scheduler, &background, rx, &mut trace).await;
     trace.flush();
     outcome
+}
+
+/// Each of [`SIGNALS`] becomes an [`Event::Signal`]. From here on they no
+/// longer have their default effect (ending or stopping the process): the
+/// event loop restores the terminal first.
+fn listen_for_signals(tx: &UnboundedSender<Event>) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    for sig in SIGNALS {
+        let mut stream = signal(SignalKind::from_raw(sig)).with_context(|| format!("cannot handle signal {sig}"))?;
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while stream.recv().await.is_some() {
+                if tx.send(Event::Signal(sig)).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    Ok(())
+}
+
+/// Ctrl-Z: in raw mode the terminal sends it as a key instead of stopping the job.
+fn is_suspend_key(key: &KeyEvent) -> bool {
+    key.kind != KeyEventKind::Release && key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('z')
 }
 
 async fn read_terminal(tx: UnboundedSender<Event>) {
@@ -314,13 +427,13 @@ impl FrameBudget {
 }
 
 async fn event_loop(
-    terminal: &mut DefaultTerminal,
+    screen: &mut Screen,
     mut app: App,
     scheduler: &mut Scheduler,
     background: &Background,
     mut rx: UnboundedReceiver<Event>,
     trace: &mut Trace,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Ended> {
     let mut frames = FrameBudget::new(Instant::now());
     let mut dirty = true;
     let mut last_tick = Instant::now();
@@ -341,10 +454,11 @@ async fn event_loop(
             background.profile(request);
         }
         if app.should_quit() {
-            return Ok(());
+            return Ok(Ended::Quit);
         }
-        if dirty && frames.try_take(now) {
-            terminal.draw(|frame| ui::draw(frame, &app)).context("cannot draw")?;
+        // While suspended (between Ctrl-Z and the stop taking effect) nothing is drawn.
+        if dirty && screen.is_active() && frames.try_take(now) {
+            screen.terminal.draw(|frame| ui::draw(frame, &app)).context("cannot draw")?;
             trace.line(format_args!("draw"));
             dirty = false;
             last_tick = now; // this frame shows the elapsed times as of now
@@ -356,7 +470,7 @@ async fn event_loop(
         let first = tokio::select! {
             event = rx.recv() => match event {
                 Some(event) => event,
-                None => return Ok(()),
+                None => return Ok(Ended::Quit),
             },
             _ = tokio::time::sleep_until(deadline.unwrap_or(now).into()), if deadline.is_some() => Event::Tick,
         };
@@ -371,6 +485,15 @@ async fn event_loop(
                     if app.is_busy() && app.now() >= last_tick + TICK {
                         last_tick = app.now();
                         dirty = true;
+                    }
+                }
+                Event::Key(key) if is_suspend_key(&key) => {
+                    trace.line(format_args!("suspend"));
+                    // Restore first, then stop the job as the terminal would (the SIGTSTP
+                    // comes back to runlens as an event and stops it).
+                    screen.leave();
+                    if crate::ffi::process::suspend_process_group().is_err() {
+                        screen.suspend();
                     }
                 }
                 Event::Key(key) => {
@@ -413,6 +536,19 @@ async fn event_loop(
                     dirty = true;
                 }
                 Event::App(AppEvent::TerminalError(e)) => anyhow::bail!("cannot read the terminal: {e}"),
+                Event::Signal(sig) if sig == libc::SIGTSTP => {
+                    trace.line(format_args!("signal {sig}: suspend"));
+                    screen.suspend();
+                }
+                Event::Signal(sig) if sig == libc::SIGCONT => {
+                    trace.line(format_args!("signal {sig}: resume"));
+                    screen.resume()?;
+                    dirty = true;
+                }
+                Event::Signal(sig) => {
+                    trace.line(format_args!("signal {sig}: end"));
+                    return Ok(Ended::Signal(sig));
+                }
             }
             handled += 1;
             if handled < 512 {
