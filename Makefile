@@ -23,7 +23,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export LIBTORCH_USE_PYTORCH := 1
 export LIBCLANG_PATH = $(SITE)/clang/native
 
-.PHONY: run test build models sysdeps clean-models
+.PHONY: run test build models sysdeps clean-models console-font-data
 
 run: build models
 	$(BIN)
@@ -55,5 +55,11 @@ $(MODELS)/%.counts.json: $(MODEL_STAMP) python/pte_counts.py
 
 clean-models:
 	rm -rf $(MODELS)
+
+# The code points of the Linux console's fonts, for the glyph test: read from the
+# PSF files of Debian's console-setup-linux and committed (tests never download).
+console-font-data:
+	cd $$(mktemp -d) && apt-get download console-setup-linux && \
+	  python3 $(CURDIR)/scripts/console_font_codepoints.py console-setup-linux_*.deb --out $(CURDIR)/tests/data/console-font-codepoints.txt
 
 include mk/aarch64.mk

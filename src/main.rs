@@ -9,7 +9,8 @@ fn open_explorer(common: &runlens::cli::Common) -> anyhow::Result<runlens::tui::
     let models = common.model_dir();
     let backends = common.backends(&models)?;
     runlens::backend::set_threads(common.thread_count())?;
-    runlens::tui::run(runlens::tui::TuiOptions { models, backends, threads: Some(common.thread_count()) })
+    let theme = runlens::ui::Theme::new(runlens::ui::GlyphSet::choose(common.glyphs));
+    runlens::tui::run(runlens::tui::TuiOptions { models, backends, threads: Some(common.thread_count()), theme })
 }
 
 fn main() -> ExitCode {

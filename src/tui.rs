@@ -53,6 +53,8 @@ pub struct TuiOptions {
     pub backends: Vec<BackendKind>,
     /// The thread count already applied (shown in the status bar); `None`: all cores.
     pub threads: Option<usize>,
+    /// Glyphs and colours (`--glyphs`, else from `TERM`).
+    pub theme: ui::Theme,
 }
 
 /// Everything the event loop reacts to.
@@ -228,7 +230,7 @@ async fn session(
     spawn_coverage(&opts.backends, &opts.models, tx.clone());
     let background = Background { dir: opts.models.clone(), tx };
 
-    let outcome = event_loop(screen, app, &mut scheduler, &background, rx, &mut trace).await;
+    let outcome = event_loop(screen, app, opts.theme, &mut scheduler, &background, rx, &mut trace).await;
     trace.flush();
     outcome
 }
@@ -429,6 +431,7 @@ impl FrameBudget {
 async fn event_loop(
     screen: &mut Screen,
     mut app: App,
+    theme: ui::Theme,
     scheduler: &mut Scheduler,
     background: &Background,
     mut rx: UnboundedReceiver<Event>,
@@ -458,7 +461,7 @@ async fn event_loop(
         }
         // While suspended (between Ctrl-Z and the stop taking effect) nothing is drawn.
         if dirty && screen.is_active() && frames.try_take(now) {
-            screen.terminal.draw(|frame| ui::draw(frame, &app)).context("cannot draw")?;
+            screen.terminal.draw(|frame| ui::draw_with(frame, &app, &theme)).context("cannot draw")?;
             trace.line(format_args!("draw"));
             dirty = false;
             last_tick = now; // this frame shows the elapsed times as of now

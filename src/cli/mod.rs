@@ -35,6 +35,9 @@ pub struct Common {
     /// Threads for libtorch (intra-op) and ExecuTorch's pool (XNNPACK) [default: all cores]
     #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub threads: Option<u32>,
+    /// Characters the explorer draws with: unicode, console (the Linux text console's fonts, 16 colours) or ascii [default: from TERM: console for TERM=linux]
+    #[arg(long, global = true, value_name = "SET", value_enum)]
+    pub glyphs: Option<crate::ui::GlyphSet>,
 }
 
 /// The value of `--backends` (a newtype, so clap takes the list as one value).
