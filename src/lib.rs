@@ -8,6 +8,7 @@
 //! - [`profile`]: per-operator time of the ExecuTorch paths, from a separate
 //!   run with ExecuTorch's ETDump tracer (`runlens profile`, F4 in the explorer);
 //! - [`bench`]: `runlens bench`'s measurements, Python comparison and outputs;
+//! - [`heat`]: SoC temperature, CPU clock and throttling (status bar, bench rows);
 //! - [`schedule`]: one worker thread per backend, latest input wins;
 //! - [`app`] (state), [`ui`] (drawing from `&App`), [`tui`] (terminal and event loop): the explorer;
 //! - [`cli`]: the headless subcommands.
@@ -17,6 +18,7 @@ pub mod backend;
 pub mod bench;
 pub mod cli;
 pub mod ffi;
+pub mod heat;
 pub mod model;
 pub mod profile;
 pub mod pte;

@@ -42,6 +42,8 @@ pub const FPS: f64 = 30.0;
 pub const TICK: Duration = Duration::from_millis(100);
 /// Traced runs a profile (F4) averages, after its warm-up run.
 pub const PROFILE_RUNS: u32 = 3;
+/// How often the status bar's temperature, clock and throttling are read.
+pub const HEAT_EVERY: Duration = Duration::from_secs(2);
 /// Environment variable naming a file to write a timing trace to (keys, runs, results, frames).
 pub const TRACE_ENV: &str = "RUNLENS_TUI_TRACE";
 
@@ -101,6 +103,8 @@ pub enum AppEvent {
     Coverage(BackendKind, Result<CoverageView, String>),
     /// A profile's traced run finished (request id, report or error).
     Profile(u64, Result<ProfileReport, String>),
+    /// A temperature / clock / throttling reading.
+    Heat(crate::heat::HeatSample),
     /// Reading the terminal failed: the explorer ends with this error.
     TerminalError(String),
 }
@@ -228,6 +232,7 @@ async fn session(
     });
     let mut scheduler = Scheduler::start(&opts.backends, loader, sink).context("cannot start the worker threads")?;
     spawn_coverage(&opts.backends, &opts.models, tx.clone());
+    spawn_heat_sampler(tx.clone());
     let background = Background { dir: opts.models.clone(), tx };
 
     let outcome = event_loop(screen, app, opts.theme, &mut scheduler, &background, rx, &mut trace).await;
@@ -274,6 +279,20 @@ async fn read_terminal(tx: UnboundedSender<Event>) {
             return;
         }
     }
+}
+
+/// Read the temperature, clock and throttling every [`HEAT_EVERY`] on a
+/// background thread (`vcgencmd` is a process start); ends with the explorer.
+fn spawn_heat_sampler(tx: UnboundedSender<Event>) {
+    let source = crate::heat::HeatSource::from_env();
+    let body = move || loop {
+        if tx.send(Event::App(AppEvent::Heat(source.sample()))).is_err() {
+            return;
+        }
+        std::thread::sleep(HEAT_EVERY);
+    };
+    // Without the thread the status bar just shows no heat.
+    let _ = std::thread::Builder::new().name(format!("{WORKER_THREAD_PREFIX}heat")).spawn(body);
 }
 
 /// Read each `.pte`'s delegation coverage on a background thread.
@@ -532,6 +551,10 @@ async fn event_loop(
                 Event::App(AppEvent::Coverage(kind, coverage)) => {
                     app.set_coverage(kind, coverage);
                     dirty = true;
+                }
+                Event::App(AppEvent::Heat(sample)) => {
+                    dirty |= app.heat() != Some(&sample);
+                    app.set_heat(sample);
                 }
                 Event::App(AppEvent::Profile(id, outcome)) => {
                     trace.line(format_args!("profile done id={id} ok={}", outcome.is_ok()));

@@ -333,6 +333,7 @@ mod glyphs {
         let mut modes = Scene::with_results();
         modes.app.apply(Action::ToggleSerial);
         modes.app.apply(Action::ToggleRepeat);
+        modes.app.set_heat(hot_pi());
         out.push(("serial and repeat", modes, 120, 40));
         for outcome in [None, Some(Ok(profile_report())), Some(Err("xnnpack.pte: not a readable ExecuTorch program".to_string()))] {
             let mut profile = Scene::with_results();
@@ -349,6 +350,21 @@ mod glyphs {
             out.push((name, profile, 120, 40));
         }
         out
+    }
+
+    fn hot_pi() -> runlens::heat::HeatSample {
+        runlens::heat::HeatSample { temp_c: Some(82.4), cpu_mhz: Some(1500.0), max_mhz: Some(2400.0), throttled: Some(0x4) }
+    }
+
+    #[test]
+    fn the_status_bar_shows_temperature_clock_and_throttling_or_unavailable() {
+        let mut s = Scene::with_results();
+        let status = |s: &Scene| text(&draw(s, 120, 40, GlyphSet::Console)).lines().last().unwrap().to_string();
+        assert!(!status(&s).contains("heat"), "nothing before the first reading");
+        s.app.set_heat(hot_pi());
+        assert!(status(&s).contains("· 82°C 1500 MHz THROTTLED"), "{}", status(&s));
+        s.app.set_heat(runlens::heat::HeatSample::default());
+        assert!(status(&s).contains("· heat n/a"), "{}", status(&s));
     }
 
     fn draw(scene: &Scene, width: u16, height: u16, glyphs: GlyphSet) -> Buffer {

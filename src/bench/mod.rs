@@ -38,6 +38,12 @@ pub struct Row {
     pub gflops: f64,
     /// This row's median over its Python counterpart's median (null without one).
     pub ratio_vs_python: Option<f64>,
+    /// Temperature, clock and throttling at the start and end of the cell's
+    /// runs (null for Python rows and in JSON from before they were recorded).
+    #[serde(default)]
+    pub heat_start: Option<crate::heat::HeatSample>,
+    #[serde(default)]
+    pub heat_end: Option<crate::heat::HeatSample>,
 }
 
 /// One backend's load.
@@ -176,6 +182,8 @@ impl Samples {
             tokens_per_s: seq_len as f64 / (p50 / 1e3),
             gflops: flops / (p50 / 1e3) / 1e9,
             ratio_vs_python: None,
+            heat_start: None,
+            heat_end: None,
         })
     }
 }

@@ -157,8 +157,11 @@ fn bench_backend(
     let load_ms = et.as_ref().map(|b| b.load_time()).unwrap_or_else(|| start.elapsed()).as_secs_f64() * 1e3;
     out.loads.push(LoadRow { backend: kind.name().to_string(), load_ms, rss_mb: bench::rss_mb() });
 
+    let heat = crate::heat::HeatSource::from_env();
     for input in inputs {
         let flops = bench::forward_flops(config, input.len());
+        let heat_start = heat.sample();
+        let first_row = out.rows.len();
         if let (BackendKind::Xnnpack, Some(et)) = (kind, et.as_mut()) {
             bar.set_message(format!("{kind} and {SHIM_LOOP} at {} tokens", input.len()));
             let (paired, nested_ns) = paired_with_shim_loop(et, input, budget, stop)?;
@@ -190,6 +193,11 @@ fn bench_backend(
             })?;
             out.rows.extend(samples.row(kind.name(), input.len(), flops));
             bar.inc(1);
+        }
+        let heat_end = heat.sample();
+        for row in &mut out.rows[first_row..] {
+            row.heat_start = Some(heat_start);
+            row.heat_end = Some(heat_end);
         }
         if stop.load(Ordering::Relaxed) {
             break;
