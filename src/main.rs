@@ -15,6 +15,12 @@ fn open_explorer(common: &runlens::cli::Common) -> anyhow::Result<runlens::tui::
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Some(Command::Bench(_))) {
+        if let Err(err) = cli.common.require_one_thread_count() {
+            eprintln!("error: {err:#}");
+            return ExitCode::from(2);
+        }
+    }
     let outcome = match &cli.command {
         Some(Command::Run(args)) => runlens::cli::run::run(&cli.common, args),
         Some(Command::Bench(args)) => runlens::cli::bench::run(&cli.common, args).map(|()| true),

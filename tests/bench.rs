@@ -145,3 +145,45 @@ fn bench_rows_record_heat_and_warn_when_throttling_appears() {
     assert_eq!(row["heat_start"]["throttled"], 0);
     assert_eq!(row["heat_end"]["throttled"], 0x20002);
 }
+
+/// `bench --threads 1,2` sweeps like llama-bench's `-t`: one row per backend,
+/// length and thread count, in one table with a threads column, one JSON, one
+/// plot (latency against threads). `--threads` before the subcommand still
+/// works, and a list is refused outside bench.
+#[test]
+fn bench_sweeps_thread_counts_in_one_table_and_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, plot) = (dir.path().join("sweep.json"), dir.path().join("sweep.svg"));
+    let out = Command::new(env!("CARGO_BIN_EXE_runlens"))
+        .arg("--models")
+        .arg(models_root())
+        .args(["--backends", "xnnpack-int8", "bench", "--threads", "1,2", "--seq-lens", "8", "--iters", "3", "--warmup", "1", "--max-seconds", "1", "--json"])
+        .arg(&json)
+        .arg("--plot")
+        .arg(&plot)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "bench failed: {}\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(" thr "), "no threads column: {stdout}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["thread_sweep"], serde_json::json!([1, 2]));
+    let threads: Vec<u64> = report["results"].as_array().unwrap().iter().map(|r| r["threads"].as_u64().unwrap()).collect();
+    assert_eq!(threads, vec![1, 2], "{report}");
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.contains("threads") && svg.contains("xnnpack-int8 8 tok"), "the plot is not against threads");
+
+    // The global form before the subcommand: one count.
+    let out = Command::new(env!("CARGO_BIN_EXE_runlens"))
+        .arg("--models")
+        .arg(models_root())
+        .args(["--threads", "2", "--backends", "xnnpack-int8", "bench", "--seq-lens", "8", "--iters", "2", "--warmup", "0", "--max-seconds", "1"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("threads: 2,") && !stdout.contains(" thr "), "{stdout}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_runlens")).args(["--threads", "1,2", "run", "a cat"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a list (1,2) is for `runlens bench`"));
+}

@@ -11,14 +11,18 @@ use super::{BenchReport, Row, WrapperOverhead, SHIM_LOOP};
 pub fn table(report: &BenchReport) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "machine: {}", report.machine.summary());
-    let _ = writeln!(out, "threads: {}, warm-ups {}, up to {} runs or {} s per cell{}", report.threads, report.warmup, report.iters, report.max_seconds, if report.interrupted { " (INTERRUPTED: partial results)" } else { "" });
-    let _ = writeln!(out, "{:<22} {:>4} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>8}", "backend", "seq", "runs", "min ms", "p50 ms", "p90 ms", "p99 ms", "max ms", "mean ms", "tok/s", "GFLOP/s", "vs py");
+    let threads = if report.is_sweep() { format!("{} (sweep)", report.thread_sweep.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")) } else { report.threads.to_string() };
+    let _ = writeln!(out, "threads: {}, warm-ups {}, up to {} runs or {} s per cell{}", threads, report.warmup, report.iters, report.max_seconds, if report.interrupted { " (INTERRUPTED: partial results)" } else { "" });
+    // A thread sweep gets a threads column (llama-bench's `t`), rows by length then threads.
+    let sweep = report.is_sweep();
+    let thr = |t: Option<usize>| if sweep { format!("{:>4} ", t.map_or("-".to_string(), |t| t.to_string())) } else { String::new() };
+    let _ = writeln!(out, "{:<22} {}{:>4} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>8}", "backend", if sweep { " thr " } else { "" }, "seq", "runs", "min ms", "p50 ms", "p90 ms", "p99 ms", "max ms", "mean ms", "tok/s", "GFLOP/s", "vs py");
     for r in &report.results {
         let ratio = r.ratio_vs_python.map(|x| format!("{x:.2}x")).unwrap_or_else(|| "-".to_string());
         let _ = writeln!(
             out,
-            "{:<22} {:>4} {:>5} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.0} {:>7.2} {:>8}",
-            r.backend, r.seq_len, r.runs, r.min_ms, r.p50_ms, r.p90_ms, r.p99_ms, r.max_ms, r.mean_ms, r.tokens_per_s, r.gflops, ratio
+            "{:<22} {}{:>4} {:>5} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.0} {:>7.2} {:>8}",
+            r.backend, thr(r.threads), r.seq_len, r.runs, r.min_ms, r.p50_ms, r.p90_ms, r.p99_ms, r.max_ms, r.mean_ms, r.tokens_per_s, r.gflops, ratio
         );
     }
     let _ = writeln!(out, "loads:");
@@ -27,10 +31,6 @@ pub fn table(report: &BenchReport) -> String {
     }
     let _ = write!(out, "{}", notes(&report.results, &report.wrapper_overhead));
     out
-}
-
-fn find<'a>(rows: &'a [Row], backend: &str, seq_len: usize) -> Option<&'a Row> {
-    rows.iter().find(|r| r.backend == backend && r.seq_len == seq_len)
 }
 
 /// What the measurements themselves say beyond the table: the wrapper's own

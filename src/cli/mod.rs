@@ -32,9 +32,9 @@ pub struct Common {
     /// Comma list of backends: eager, portable, xnnpack [default: all available]
     #[arg(long, global = true, value_name = "LIST", value_parser = parse_backends)]
     pub backends: Option<BackendList>,
-    /// Threads for libtorch (intra-op) and ExecuTorch's pool (XNNPACK) [default: all cores]
-    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
-    pub threads: Option<u32>,
+    /// Threads for libtorch (intra-op) and ExecuTorch's pool (XNNPACK) [default: all cores]; bench takes a comma list (1,2,3,4) and sweeps them
+    #[arg(long, global = true, value_name = "N", value_parser = parse_threads)]
+    pub threads: Option<ThreadList>,
     /// Characters the explorer draws with: unicode, console (the Linux text console's fonts, 16 colours) or ascii [default: from TERM: console for TERM=linux]
     #[arg(long, global = true, value_name = "SET", value_enum)]
     pub glyphs: Option<crate::ui::GlyphSet>,
@@ -43,6 +43,24 @@ pub struct Common {
 /// The value of `--backends` (a newtype, so clap takes the list as one value).
 #[derive(Debug, Clone)]
 pub struct BackendList(pub Vec<BackendKind>);
+
+/// The value of `--threads`: one count, or for `bench` a comma list to sweep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadList(pub Vec<usize>);
+
+fn parse_threads(list: &str) -> Result<ThreadList, String> {
+    let mut counts = Vec::new();
+    for part in list.split(',') {
+        let n: usize = part.trim().parse().map_err(|_| format!("{part:?} is not a thread count: give a number from 1 to 256, or for bench a comma list such as 1,2,3,4"))?;
+        if !(1..=256).contains(&n) {
+            return Err(format!("{n} threads: give 1 to 256"));
+        }
+        if !counts.contains(&n) {
+            counts.push(n);
+        }
+    }
+    Ok(ThreadList(counts))
+}
 
 fn parse_backends(list: &str) -> Result<BackendList, String> {
     backend::parse_list(list).map(BackendList)
@@ -74,11 +92,28 @@ impl Common {
         ModelDir::from_option(self.models.as_deref())
     }
 
-    /// The thread count to use: `--threads`, else every core the process may use.
+    /// The thread count to use: `--threads` (the first of a list), else every core the process may use.
     pub fn thread_count(&self) -> usize {
         self.threads
-            .map(|t| t as usize)
+            .as_ref()
+            .and_then(|t| t.0.first().copied())
             .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+    }
+
+    /// The thread counts `bench` sweeps: `--threads`' list, else [`Common::thread_count`].
+    pub fn thread_counts(&self) -> Vec<usize> {
+        match &self.threads {
+            Some(list) if !list.0.is_empty() => list.0.clone(),
+            _ => vec![self.thread_count()],
+        }
+    }
+
+    /// A list of thread counts is for `bench` only.
+    pub fn require_one_thread_count(&self) -> anyhow::Result<()> {
+        if let Some(list) = &self.threads {
+            anyhow::ensure!(list.0.len() <= 1, "--threads takes one number here; a list ({}) is for `runlens bench`", list.0.iter().map(usize::to_string).collect::<Vec<_>>().join(","));
+        }
+        Ok(())
     }
 
     /// The backends named, or those whose files are present; an error naming the
