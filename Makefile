@@ -23,7 +23,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export LIBTORCH_USE_PYTORCH := 1
 export LIBCLANG_PATH = $(SITE)/clang/native
 
-.PHONY: run test build models sysdeps clean-models console-font-data
+.PHONY: run test build models sysdeps clean-models console-font-data soak
 
 run: build models
 	$(BIN)
@@ -55,6 +55,11 @@ $(MODELS)/%.counts.json: $(MODEL_STAMP) python/pte_counts.py
 
 clean-models:
 	rm -rf $(MODELS)
+
+# A long run per backend with its resident memory sampled; fails when it grows
+# after the warm-up (scripts/soak.sh lists the SOAK_* settings).
+soak: build models
+	scripts/soak.sh
 
 # The code points of the Linux console's fonts, for the glyph test: read from the
 # PSF files of Debian's console-setup-linux and committed (tests never download).

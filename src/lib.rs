@@ -17,6 +17,7 @@ pub mod app;
 pub mod backend;
 pub mod bench;
 pub mod cli;
+pub mod corpus_cache;
 pub mod ffi;
 pub mod heat;
 pub mod model;

@@ -233,7 +233,8 @@ async fn session(
     let mut scheduler = Scheduler::start(&opts.backends, loader, sink).context("cannot start the worker threads")?;
     spawn_coverage(&opts.backends, &opts.models, tx.clone());
     spawn_heat_sampler(tx.clone());
-    let background = Background { dir: opts.models.clone(), tx };
+    let corpus_cache = crate::corpus_cache::CorpusCache::from_env(&opts.models);
+    let background = Background { dir: opts.models.clone(), tx, corpus_cache, corpus_asked: Default::default() };
 
     let outcome = event_loop(screen, app, opts.theme, &mut scheduler, &background, rx, &mut trace).await;
     trace.flush();
@@ -342,9 +343,36 @@ fn read_coverage(kind: BackendKind, dir: &ModelDir) -> anyhow::Result<CoverageVi
 struct Background {
     dir: ModelDir,
     tx: UnboundedSender<Event>,
+    /// The corpus embeddings of earlier starts ([`crate::corpus_cache`]).
+    corpus_cache: crate::corpus_cache::CorpusCache,
+    /// The corpus last sent to a worker to embed, kept to store its result.
+    corpus_asked: std::cell::RefCell<Option<(BackendKind, Arc<Vec<crate::model::Encoded>>)>>,
 }
 
 impl Background {
+    /// A cached embedding of the corpus answers the request at once (no
+    /// corpus work at start-up); `false`: the worker must embed it.
+    fn answer_corpus(&self, kind: BackendKind, corpus: &Arc<Vec<crate::model::Encoded>>) -> bool {
+        if let Some(embeddings) = self.corpus_cache.load(kind, corpus) {
+            let event = WorkerEvent::CorpusEmbedded { kind, outcome: Ok(embeddings), elapsed: Duration::ZERO };
+            return self.tx.send(Event::Worker(event)).is_ok();
+        }
+        *self.corpus_asked.borrow_mut() = Some((kind, Arc::clone(corpus)));
+        false
+    }
+
+    /// A worker embedded the corpus: keep it for the next start.
+    fn corpus_embedded(&self, event: &WorkerEvent) {
+        if let WorkerEvent::CorpusEmbedded { kind, outcome: Ok(embeddings), elapsed } = event {
+            let asked = self.corpus_asked.borrow();
+            if let Some((asked_kind, corpus)) = asked.as_ref() {
+                if asked_kind == kind && !elapsed.is_zero() {
+                    self.corpus_cache.store(*kind, corpus, embeddings);
+                }
+            }
+        }
+    }
+
     /// The delegation coverage of `kind`'s program (after F5 switched a column to it).
     fn read_coverage(&self, kind: BackendKind) {
         spawn_coverage(&[kind], &self.dir, self.tx.clone());
@@ -467,6 +495,7 @@ async fn event_loop(
                 Request::Run(job) => trace.line(format_args!("run gen={} tokens={}", job.generation, job.input.len())),
                 // The column of the new variant shows that program's delegation coverage.
                 Request::Switch { to, .. } => background.read_coverage(*to),
+                Request::EmbedCorpus(kind, corpus) if background.answer_corpus(*kind, corpus) => continue,
                 _ => {}
             }
             scheduler.handle(request);
@@ -545,6 +574,7 @@ async fn event_loop(
                     // A run starting changes only its state line: the next tick shows it, so
                     // it does not spend a frame that the first results will want.
                     let started = matches!(event, WorkerEvent::Started { .. });
+                    background.corpus_embedded(&event);
                     app.on_worker(event);
                     dirty |= !started;
                 }
