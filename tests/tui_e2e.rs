@@ -54,10 +54,11 @@ impl Tmux {
         std::fs::write(
             &script,
             format!(
-                "cd '{root}'\n'{bin}'\nstatus=$?\nprintf '\\nrunlens exited with status %s\\n' \"$status\"\n\
+                "cd '{root}'\nexport RUNLENS_CACHE_DIR='{cache}'\n'{bin}'\nstatus=$?\nprintf '\\nrunlens exited with status %s\\n' \"$status\"\n\
                  printf 'modes: %s\\n' \"$(stty -a | tr ' ;' '\\n\\n' | grep -E '^-?(icanon|echo)$' | tr '\\n' ' ')\"\n\
                  exec sleep 600\n",
                 root = root().display(),
+                cache = dir.path().join("cache").display(),
                 bin = env!("CARGO_BIN_EXE_runlens"),
             ),
         )
