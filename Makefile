@@ -31,7 +31,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export LIBTORCH_USE_PYTORCH := 1
 export LIBCLANG_PATH = $(SITE)/clang/native
 
-.PHONY: run test build models sysdeps clean-models lite test-lite footprint
+.PHONY: run test build models sysdeps clean-models lite test-lite footprint console-font-data soak
 
 run: build models
 	$(BIN)
@@ -78,6 +78,17 @@ $(MODELS)/%.counts.json: $(MODEL_STAMP) python/pte_counts.py
 
 clean-models:
 	rm -rf $(MODELS)
+
+# A long run per backend with its resident memory sampled; fails when it grows
+# after the warm-up (scripts/soak.sh lists the SOAK_* settings).
+soak: build models
+	scripts/soak.sh
+
+# The code points of the Linux console's fonts, for the glyph test: read from the
+# PSF files of Debian's console-setup-linux and committed (tests never download).
+console-font-data:
+	cd $$(mktemp -d) && apt-get download console-setup-linux && \
+	  python3 $(CURDIR)/scripts/console_font_codepoints.py console-setup-linux_*.deb --out $(CURDIR)/tests/data/console-font-codepoints.txt
 
 include mk/aarch64.mk
 include mk/test-models.mk

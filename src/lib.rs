@@ -9,6 +9,7 @@
 //!   run with ExecuTorch's ETDump tracer (`runlens profile`, F4 in the explorer);
 //! - [`bench`]: `runlens bench`'s measurements, Python comparison and outputs;
 //! - [`footprint`]: what each stack costs (disk, memory, time to the first result), `runlens footprint`;
+//! - [`heat`]: SoC temperature, CPU clock and throttling (status bar, bench rows);
 //! - [`schedule`]: one worker thread per backend, latest input wins;
 //! - [`app`] (state), [`ui`] (drawing from `&App`), [`tui`] (terminal and event loop): the explorer;
 //! - [`cli`]: the headless subcommands.
@@ -17,8 +18,10 @@ pub mod app;
 pub mod backend;
 pub mod bench;
 pub mod cli;
+pub mod corpus_cache;
 pub mod ffi;
 pub mod footprint;
+pub mod heat;
 pub mod model;
 pub mod profile;
 pub mod pte;

@@ -18,19 +18,26 @@ fn exit_code(err: &anyhow::Error) -> u8 {
 }
 
 /// `runlens` with no subcommand: the live explorer.
-fn open_explorer(common: &runlens::cli::Common) -> anyhow::Result<()> {
+fn open_explorer(common: &runlens::cli::Common) -> anyhow::Result<runlens::tui::Ended> {
     let models = common.model_dir()?;
     let catalog = common.catalog(&models)?;
     let backends = common.backends(&models)?;
     let ctx = common.task_context(&models, &models.load_tokenizer()?)?;
     runlens::backend::set_threads(common.thread_count())?;
-    runlens::tui::run(runlens::tui::TuiOptions { models, backends, catalog, ctx, threads: Some(common.thread_count()) })
+    let theme = runlens::ui::Theme::new(runlens::ui::GlyphSet::choose(common.glyphs));
+    runlens::tui::run(runlens::tui::TuiOptions { models, backends, catalog, ctx, threads: Some(common.thread_count()), theme })
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // An ExecuTorch abort (a failed ET_CHECK) ends the process: say which file and why.
     runlens::ffi::set_abort_handler(runlens::backend::probe::report_abort);
+    if !matches!(cli.command, Some(Command::Bench(_))) {
+        if let Err(err) = cli.common.require_one_thread_count() {
+            eprintln!("error: {err:#}");
+            return ExitCode::from(2);
+        }
+    }
     let outcome = match &cli.command {
         Some(Command::ProbeProgram(args)) => std::process::exit(runlens::backend::probe::run_child(&args.file)),
         Some(Command::Run(args)) => runlens::cli::run::run(&cli.common, args),
@@ -42,7 +49,8 @@ fn main() -> ExitCode {
         None => {
             // Worker threads may still be in libtorch/ExecuTorch: skip their teardown.
             let code = match open_explorer(&cli.common) {
-                Ok(()) => 0,
+                // 128 + the signal when one ended it (the terminal is restored by then).
+                Ok(ended) => ended.exit_code(),
                 Err(err) => {
                     eprintln!("error: {err:#}");
                     i32::from(exit_code(&err))

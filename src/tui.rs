@@ -9,6 +9,11 @@
 //! changed, at most [`FPS`] frames a second, and sleeps while nothing does: no
 //! timer runs while idle, only the debounce and, while work is in flight, a
 //! [`TICK`] for elapsed times.
+//!
+//! Signals come in as events too: SIGTERM, SIGHUP, SIGQUIT and SIGINT restore
+//! the terminal and end the explorer with 128 + the signal ([`Ended::Signal`]);
+//! Ctrl-Z (a key in raw mode) and SIGTSTP restore it and stop the process, and
+//! SIGCONT (`fg`) takes the terminal back and redraws everything ([`Screen`]).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -17,7 +22,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use crossterm::cursor::Show;
 use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use crossterm::terminal::{disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen};
 use futures::StreamExt;
 use ratatui::DefaultTerminal;
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
@@ -36,6 +43,8 @@ pub const FPS: f64 = 30.0;
 pub const TICK: Duration = Duration::from_millis(100);
 /// Traced runs a profile (F4) averages, after its warm-up run.
 pub const PROFILE_RUNS: u32 = 3;
+/// How often the status bar's temperature, clock and throttling are read.
+pub const HEAT_EVERY: Duration = Duration::from_secs(2);
 /// Environment variable naming a file to write a timing trace to (keys, runs, results, frames).
 pub const TRACE_ENV: &str = "RUNLENS_TUI_TRACE";
 
@@ -51,6 +60,8 @@ pub struct TuiOptions {
     pub ctx: TaskContext,
     /// The thread count already applied (shown in the status bar); `None`: all cores.
     pub threads: Option<usize>,
+    /// Glyphs and colours (`--glyphs`, else from `TERM`).
+    pub theme: ui::Theme,
 }
 
 /// Everything the event loop reacts to.
@@ -63,6 +74,32 @@ pub enum Event {
     Resize(u16, u16),
     Worker(WorkerEvent),
     App(AppEvent),
+    /// A signal from [`SIGNALS`] arrived (its number).
+    Signal(i32),
+}
+
+/// The signals the explorer handles: the first four end it (terminal
+/// restored, exit status 128 + the signal), SIGTSTP suspends it, SIGCONT
+/// resumes it.
+pub const SIGNALS: [i32; 6] = [libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGINT, libc::SIGTSTP, libc::SIGCONT];
+
+/// How the explorer ended (when it did not fail).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// The user quit.
+    Quit,
+    /// A signal ended it; the process should exit with 128 + this number.
+    Signal(i32),
+}
+
+impl Ended {
+    /// The exit status for the process: 0, or 128 + the signal.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Ended::Quit => 0,
+            Ended::Signal(sig) => 128 + sig,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -71,13 +108,15 @@ pub enum AppEvent {
     Coverage(BackendSpec, Result<CoverageView, String>),
     /// A profile's traced run finished (request id, report or error).
     Profile(u64, Result<ProfileReport, String>),
+    /// A temperature / clock / throttling reading.
+    Heat(crate::heat::HeatSample),
     /// Reading the terminal failed: the explorer ends with this error.
     TerminalError(String),
 }
 
-/// Run the explorer until the user quits. Missing model files are reported
-/// (naming `make models`) before the terminal is touched.
-pub fn run(opts: TuiOptions) -> anyhow::Result<()> {
+/// Run the explorer until the user quits or a signal ends it. Missing model
+/// files are reported (naming `make models`) before the terminal is touched.
+pub fn run(opts: TuiOptions) -> anyhow::Result<Ended> {
     anyhow::ensure!(
         !opts.backends.is_empty(),
         "no backend to run: pass --backends with one of {}",
@@ -91,16 +130,15 @@ pub fn run(opts: TuiOptions) -> anyhow::Result<()> {
     let trace = Trace::from_env()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
+        .enable_io() // the signal driver needs it
         .build()
         .context("cannot start the event loop")?;
 
-    let mut terminal = ratatui::try_init().context("cannot set up the terminal (is this an interactive terminal?)")?;
-    let _ = crossterm::execute!(std::io::stdout(), EnableBracketedPaste);
+    let mut screen = Screen::enter()?;
     quiet_background_panics();
     crate::ffi::set_abort_handler(restore_then_report_abort);
-    let outcome = runtime.block_on(session(&mut terminal, &opts, tokenizer, threads, trace));
-    let _ = crossterm::execute!(std::io::stdout(), DisableBracketedPaste);
-    ratatui::restore();
+    let outcome = runtime.block_on(session(&mut screen, &opts, tokenizer, threads, trace));
+    screen.leave();
     outcome
 }
 
@@ -110,6 +148,62 @@ fn restore_then_report_abort(report: &crate::ffi::AbortReport) {
     let _ = crossterm::execute!(std::io::stdout(), DisableBracketedPaste);
     ratatui::restore();
     backend::probe::report_abort(report);
+}
+
+/// The terminal while the explorer owns it: raw mode, the alternate screen,
+/// bracketed paste, the cursor drawn by ratatui. Left on quit, on a signal and
+/// for a suspend; taken back on resume.
+pub struct Screen {
+    terminal: DefaultTerminal,
+    active: bool,
+}
+
+impl Screen {
+    fn enter() -> anyhow::Result<Screen> {
+        let terminal = ratatui::try_init().context("cannot set up the terminal (is this an interactive terminal?)")?;
+        let _ = crossterm::execute!(std::io::stdout(), EnableBracketedPaste);
+        Ok(Screen { terminal, active: true })
+    }
+
+    /// Give the terminal back as it was: raw mode off, main screen, cursor
+    /// shown. Each step on its own (after a SIGHUP the terminal may be gone).
+    fn leave(&mut self) {
+        if !self.active {
+            return;
+        }
+        self.active = false;
+        let _ = disable_raw_mode();
+        let _ = crossterm::execute!(std::io::stdout(), DisableBracketedPaste, LeaveAlternateScreen, Show);
+    }
+
+    /// Take the terminal again after a stop and make the next frame a full
+    /// redraw. Raw mode is set afresh: the shell may have changed the modes
+    /// while runlens was stopped.
+    fn resume(&mut self) -> anyhow::Result<()> {
+        let _ = disable_raw_mode();
+        enable_raw_mode().context("cannot set the terminal to raw mode again")?;
+        crossterm::execute!(std::io::stdout(), EnterAlternateScreen, EnableBracketedPaste).context("cannot take the terminal again")?;
+        // `Terminal::clear` would ask the terminal for the cursor position, an answer that
+        // the event reader takes; a resize to the current size clears without asking.
+        let size = self.terminal.size().context("cannot read the terminal size")?;
+        self.terminal.resize(ratatui::layout::Rect::new(0, 0, size.width, size.height)).context("cannot clear the terminal")?;
+        self.active = true;
+        Ok(())
+    }
+
+    /// Ctrl-Z or SIGTSTP: restore the terminal, then stop until `fg` (SIGCONT,
+    /// which comes back as [`Event::Signal`] and calls [`Screen::resume`]).
+    fn suspend(&mut self) {
+        self.leave();
+        // Nothing is drawn until the SIGCONT; if stopping fails, that resumes at once.
+        if crate::ffi::process::stop_self().is_err() {
+            let _ = self.resume();
+        }
+    }
+
+    fn is_active(&self) -> bool {
+        self.active
+    }
 }
 
 /// Panics on worker threads are caught there and shown in their column; keep
@@ -127,13 +221,14 @@ fn quiet_background_panics() {
 }
 
 async fn session(
-    terminal: &mut DefaultTerminal,
+    screen: &mut Screen,
     opts: &TuiOptions,
     tokenizer: TextTokenizer,
     threads: usize,
     mut trace: Trace,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Ended> {
     let (tx, rx) = mpsc::unbounded_channel();
+    listen_for_signals(&tx)?;
     tokio::spawn(read_terminal(tx.clone()));
 
     let tokenize: Tokenize = Box::new(move |text| tokenizer.encode(text));
@@ -156,11 +251,37 @@ async fn session(
     let ctx = Arc::new(opts.ctx.clone());
     let mut scheduler = Scheduler::start(&opts.backends, ctx, loader, sink).context("cannot start the worker threads")?;
     spawn_coverage(&opts.backends, tx.clone());
-    let background = Background { tx };
+    spawn_heat_sampler(tx.clone());
+    let corpus_cache = crate::corpus_cache::CorpusCache::from_env(&opts.models);
+    let background = Background { tx, corpus_cache, corpus_asked: Default::default() };
 
-    let outcome = event_loop(terminal, app, &mut scheduler, &background, rx, &mut trace).await;
+    let outcome = event_loop(screen, app, opts.theme, &mut scheduler, &background, rx, &mut trace).await;
     trace.flush();
     outcome
+}
+
+/// Each of [`SIGNALS`] becomes an [`Event::Signal`]. From here on they no
+/// longer have their default effect (ending or stopping the process): the
+/// event loop restores the terminal first.
+fn listen_for_signals(tx: &UnboundedSender<Event>) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    for sig in SIGNALS {
+        let mut stream = signal(SignalKind::from_raw(sig)).with_context(|| format!("cannot handle signal {sig}"))?;
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while stream.recv().await.is_some() {
+                if tx.send(Event::Signal(sig)).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    Ok(())
+}
+
+/// Ctrl-Z: in raw mode the terminal sends it as a key instead of stopping the job.
+fn is_suspend_key(key: &KeyEvent) -> bool {
+    key.kind != KeyEventKind::Release && key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('z')
 }
 
 async fn read_terminal(tx: UnboundedSender<Event>) {
@@ -178,6 +299,20 @@ async fn read_terminal(tx: UnboundedSender<Event>) {
             return;
         }
     }
+}
+
+/// Read the temperature, clock and throttling every [`HEAT_EVERY`] on a
+/// background thread (`vcgencmd` is a process start); ends with the explorer.
+fn spawn_heat_sampler(tx: UnboundedSender<Event>) {
+    let source = crate::heat::HeatSource::from_env();
+    let body = move || loop {
+        if tx.send(Event::App(AppEvent::Heat(source.sample()))).is_err() {
+            return;
+        }
+        std::thread::sleep(HEAT_EVERY);
+    };
+    // Without the thread the status bar just shows no heat.
+    let _ = std::thread::Builder::new().name(format!("{WORKER_THREAD_PREFIX}heat")).spawn(body);
 }
 
 /// Read each `.pte`'s delegation coverage on a background thread.
@@ -224,9 +359,36 @@ fn read_coverage(kind: &BackendSpec) -> anyhow::Result<CoverageView> {
 /// profile runs and re-reading a `.pte`'s coverage; results come back as [`AppEvent`]s.
 struct Background {
     tx: UnboundedSender<Event>,
+    /// The corpus embeddings of earlier starts ([`crate::corpus_cache`]).
+    corpus_cache: crate::corpus_cache::CorpusCache,
+    /// The corpus last sent to a worker to embed, kept to store its result.
+    corpus_asked: std::cell::RefCell<Option<(BackendSpec, Arc<Vec<crate::model::Encoded>>)>>,
 }
 
 impl Background {
+    /// A cached embedding of the corpus answers the request at once (no
+    /// corpus work at start-up); `false`: the worker must embed it.
+    fn answer_corpus(&self, kind: &BackendSpec, corpus: &Arc<Vec<crate::model::Encoded>>) -> bool {
+        if let Some(embeddings) = self.corpus_cache.load(kind, corpus) {
+            let event = WorkerEvent::CorpusEmbedded { kind: kind.clone(), outcome: Ok(embeddings), elapsed: Duration::ZERO };
+            return self.tx.send(Event::Worker(event)).is_ok();
+        }
+        *self.corpus_asked.borrow_mut() = Some((kind.clone(), Arc::clone(corpus)));
+        false
+    }
+
+    /// A worker embedded the corpus: keep it for the next start.
+    fn corpus_embedded(&self, event: &WorkerEvent) {
+        if let WorkerEvent::CorpusEmbedded { kind, outcome: Ok(embeddings), elapsed } = event {
+            let asked = self.corpus_asked.borrow();
+            if let Some((asked_kind, corpus)) = asked.as_ref() {
+                if asked_kind == kind && !elapsed.is_zero() {
+                    self.corpus_cache.store(kind, corpus, embeddings);
+                }
+            }
+        }
+    }
+
     /// The delegation coverage of `kind`'s program (after F5 switched a column to it).
     fn read_coverage(&self, kind: &BackendSpec) {
         spawn_coverage(std::slice::from_ref(kind), self.tx.clone());
@@ -330,13 +492,14 @@ impl FrameBudget {
 }
 
 async fn event_loop(
-    terminal: &mut DefaultTerminal,
+    screen: &mut Screen,
     mut app: App,
+    theme: ui::Theme,
     scheduler: &mut Scheduler,
     background: &Background,
     mut rx: UnboundedReceiver<Event>,
     trace: &mut Trace,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Ended> {
     let mut frames = FrameBudget::new(Instant::now());
     let mut dirty = true;
     let mut last_tick = Instant::now();
@@ -348,6 +511,7 @@ async fn event_loop(
                 Request::Run(job) => trace.line(format_args!("run gen={} tokens={}", job.generation, job.input.len())),
                 // The column of the new variant shows that program's delegation coverage.
                 Request::Switch { to, .. } => background.read_coverage(to),
+                Request::EmbedCorpus(kind, corpus) if background.answer_corpus(kind, corpus) => continue,
                 _ => {}
             }
             scheduler.handle(request);
@@ -357,10 +521,11 @@ async fn event_loop(
             background.profile(request);
         }
         if app.should_quit() {
-            return Ok(());
+            return Ok(Ended::Quit);
         }
-        if dirty && frames.try_take(now) {
-            terminal.draw(|frame| ui::draw(frame, &app)).context("cannot draw")?;
+        // While suspended (between Ctrl-Z and the stop taking effect) nothing is drawn.
+        if dirty && screen.is_active() && frames.try_take(now) {
+            screen.terminal.draw(|frame| ui::draw_with(frame, &app, &theme)).context("cannot draw")?;
             trace.line(format_args!("draw"));
             dirty = false;
             last_tick = now; // this frame shows the elapsed times as of now
@@ -372,7 +537,7 @@ async fn event_loop(
         let first = tokio::select! {
             event = rx.recv() => match event {
                 Some(event) => event,
-                None => return Ok(()),
+                None => return Ok(Ended::Quit),
             },
             _ = tokio::time::sleep_until(deadline.unwrap_or(now).into()), if deadline.is_some() => Event::Tick,
         };
@@ -387,6 +552,15 @@ async fn event_loop(
                     if app.is_busy() && app.now() >= last_tick + TICK {
                         last_tick = app.now();
                         dirty = true;
+                    }
+                }
+                Event::Key(key) if is_suspend_key(&key) => {
+                    trace.line(format_args!("suspend"));
+                    // Restore first, then stop the job as the terminal would (the SIGTSTP
+                    // comes back to runlens as an event and stops it).
+                    screen.leave();
+                    if crate::ffi::process::suspend_process_group().is_err() {
+                        screen.suspend();
                     }
                 }
                 Event::Key(key) => {
@@ -416,6 +590,7 @@ async fn event_loop(
                     // A run starting changes only its state line: the next tick shows it, so
                     // it does not spend a frame that the first results will want.
                     let started = matches!(event, WorkerEvent::Started { .. });
+                    background.corpus_embedded(&event);
                     app.on_worker(event);
                     dirty |= !started;
                 }
@@ -423,12 +598,29 @@ async fn event_loop(
                     app.set_coverage(&kind, coverage);
                     dirty = true;
                 }
+                Event::App(AppEvent::Heat(sample)) => {
+                    dirty |= app.heat() != Some(&sample);
+                    app.set_heat(sample);
+                }
                 Event::App(AppEvent::Profile(id, outcome)) => {
                     trace.line(format_args!("profile done id={id} ok={}", outcome.is_ok()));
                     app.on_profile(id, outcome);
                     dirty = true;
                 }
                 Event::App(AppEvent::TerminalError(e)) => anyhow::bail!("cannot read the terminal: {e}"),
+                Event::Signal(sig) if sig == libc::SIGTSTP => {
+                    trace.line(format_args!("signal {sig}: suspend"));
+                    screen.suspend();
+                }
+                Event::Signal(sig) if sig == libc::SIGCONT => {
+                    trace.line(format_args!("signal {sig}: resume"));
+                    screen.resume()?;
+                    dirty = true;
+                }
+                Event::Signal(sig) => {
+                    trace.line(format_args!("signal {sig}: end"));
+                    return Ok(Ended::Signal(sig));
+                }
             }
             handled += 1;
             if handled < 512 {

@@ -46,7 +46,8 @@ fn short_bench_with_python_writes_every_row_and_file() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "bench failed: {}\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("aims:"), "{stdout}");
+    assert!(!stdout.contains("aims") && !stdout.contains("MISSED"), "goals of ours are not the user's: {stdout}");
+    assert!(stdout.contains("heat: temperature, clock and throttling unavailable") || stdout.contains("heat at the first cell"), "{stdout}");
 
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["threads"], 2);
@@ -104,4 +105,96 @@ fn short_bench_with_python_writes_every_row_and_file() {
     assert_eq!(lines.len() - 1, results.len(), "CSV and JSON rows differ");
     let svg = std::fs::read_to_string(&plot).unwrap();
     assert!(svg.contains("<svg") && svg.contains("python-xnnpack"), "plot lacks the series");
+}
+
+/// A Pi that heats up: a fake sysfs tree (`RUNLENS_SYSFS_ROOT`) and a fake
+/// `vcgencmd` (`RUNLENS_VCGENCMD`) that reports throttling from its second call
+/// on. Every row records the readings at its start and end, and the cell
+/// during which throttling appeared gets a warning.
+#[test]
+fn bench_rows_record_heat_and_warn_when_throttling_appears() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let write = |rel: &str, text: &str| {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write("sys/class/thermal/thermal_zone0/type", "cpu-thermal\n");
+    write("sys/class/thermal/thermal_zone0/temp", "79800\n");
+    for cpu in 0..4 {
+        write(&format!("sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_cur_freq"), "1500000\n");
+        write(&format!("sys/devices/system/cpu/cpu{cpu}/cpufreq/cpuinfo_max_freq"), "2400000\n");
+    }
+    let calls = dir.path().join("calls");
+    let vcgencmd = dir.path().join("vcgencmd");
+    std::fs::write(
+        &vcgencmd,
+        format!("#!/bin/sh\necho x >> '{}'\nif [ $(wc -l < '{}') -le 1 ]; then echo throttled=0x0; else echo throttled=0x20002; fi\n", calls.display(), calls.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&vcgencmd, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let json = dir.path().join("bench.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_runlens"))
+        .env("RUNLENS_SYSFS_ROOT", &root)
+        .env("RUNLENS_VCGENCMD", &vcgencmd)
+        .arg("--models")
+        .arg(models_root())
+        .args(["--threads", "1", "--backends", "xnnpack-int8", "bench", "--seq-lens", "8", "--iters", "3", "--warmup", "1", "--max-seconds", "1", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "bench failed: {}\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("WARNING: xnnpack-int8 at 8 tokens: throttling was flagged (get_throttled 0x20002)"), "{stdout}");
+    assert!(stdout.contains("heat at the first cell: 80°C 1500 MHz"), "{stdout}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let row = &report["results"][0];
+    assert_eq!(row["heat_start"]["temp_c"], 79.8, "{row}");
+    assert_eq!(row["heat_start"]["cpu_mhz"], 1500.0);
+    assert_eq!(row["heat_start"]["max_mhz"], 2400.0);
+    assert_eq!(row["heat_start"]["throttled"], 0);
+    assert_eq!(row["heat_end"]["throttled"], 0x20002);
+}
+
+/// `bench --threads 1,2` sweeps like llama-bench's `-t`: one row per backend,
+/// length and thread count, in one table with a threads column, one JSON, one
+/// plot (latency against threads). `--threads` before the subcommand still
+/// works, and a list is refused outside bench.
+#[test]
+fn bench_sweeps_thread_counts_in_one_table_and_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, plot) = (dir.path().join("sweep.json"), dir.path().join("sweep.svg"));
+    let out = Command::new(env!("CARGO_BIN_EXE_runlens"))
+        .arg("--models")
+        .arg(models_root())
+        .args(["--backends", "xnnpack-int8", "bench", "--threads", "1,2", "--seq-lens", "8", "--iters", "3", "--warmup", "1", "--max-seconds", "1", "--json"])
+        .arg(&json)
+        .arg("--plot")
+        .arg(&plot)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "bench failed: {}\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(" thr "), "no threads column: {stdout}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["thread_sweep"], serde_json::json!([1, 2]));
+    let threads: Vec<u64> = report["results"].as_array().unwrap().iter().map(|r| r["threads"].as_u64().unwrap()).collect();
+    assert_eq!(threads, vec![1, 2], "{report}");
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.contains("threads") && svg.contains("xnnpack-int8 8 tok"), "the plot is not against threads");
+
+    // The global form before the subcommand: one count.
+    let out = Command::new(env!("CARGO_BIN_EXE_runlens"))
+        .arg("--models")
+        .arg(models_root())
+        .args(["--threads", "2", "--backends", "xnnpack-int8", "bench", "--seq-lens", "8", "--iters", "2", "--warmup", "0", "--max-seconds", "1"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("threads: 2,") && !stdout.contains(" thr "), "{stdout}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_runlens")).args(["--threads", "1,2", "run", "a cat"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a list (1,2) is for `runlens bench`"));
 }

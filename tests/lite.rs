@@ -6,11 +6,14 @@
 //! Needs the model files: `make models`.
 
 mod common;
+#[cfg(not(feature = "eager"))]
 use common::models_root;
 use std::process::{Command, Output};
 
+#[cfg(not(feature = "eager"))]
 use runlens::model::Reference;
 
+#[cfg(not(feature = "eager"))]
 fn runlens(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_runlens")).args(args).output().expect("runlens starts")
 }
@@ -58,7 +61,7 @@ fn the_full_binary_loads_libtorch() {
 #[test]
 fn the_lite_run_is_the_executorch_paths_and_matches_python() {
     let root = models_root();
-    let reference = Reference::load(&runlens::model::ModelDir::new(&root).reference().unwrap()).unwrap();
+    let reference = Reference::load(&runlens::model::ModelDir::open(&root).unwrap().reference().unwrap()).unwrap();
     for sentence in reference.sentences.iter().take(3) {
         let out = runlens(&["run", "--json", "--threads", "2", "--models", root.to_str().unwrap(), &sentence.text]);
         assert!(out.status.success(), "{}", stderr(&out));

@@ -66,20 +66,47 @@ impl Tmux {
         std::fs::write(
             &script,
             format!(
-                "cd '{root}'\n{env}'{bin}'{args}\nstatus=$?\nprintf '\\nrunlens exited with status %s\\n' \"$status\"\n\
+                "cd '{root}'\nexport RUNLENS_CACHE_DIR='{cache}'\n{env}'{bin}'{args}\nstatus=$?\nprintf '\\nrunlens exited with status %s\\n' \"$status\"\n\
                  printf 'modes: %s\\n' \"$(stty -a | tr ' ;' '\\n\\n' | grep -E '^-?(icanon|echo)$' | tr '\\n' ' ')\"\n\
                  exec sleep 600\n",
                 root = root().display(),
+                cache = dir.path().join("cache").display(),
                 bin = env!("CARGO_BIN_EXE_runlens"),
             ),
         )
         .expect("write the session script");
+        let script = script.display().to_string();
+        Tmux::with_command(name, dir, &["sh", &script])
+    }
+
+    /// An interactive shell with job control (for Ctrl-Z and `fg`), in the repository root.
+    fn shell(name: &str) -> Tmux {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let tmux = Tmux::with_command(name, dir, &["env", "PS1=$ ", "TERM=screen", "bash", "--norc", "--noprofile", "-i"]);
+        // capture-pane drops trailing spaces: the prompt reads "$".
+        tmux.wait_until("the shell prompt", EXIT_TIMEOUT, |s| s.lines().any(|l| l.trim_end() == "$"));
+        tmux.type_text(&format!("cd '{}'", root().display()));
+        tmux.key("Enter");
+        tmux
+    }
+
+    fn with_command(name: &str, dir: tempfile::TempDir, command: &[&str]) -> Tmux {
         let tmux = Tmux { socket: format!("runlens-e2e-{name}-{}", std::process::id()), _dir: dir };
         let (w, h) = (WIDTH.to_string(), HEIGHT.to_string());
-        let script = script.display().to_string();
-        let out = tmux.tmux(&["new-session", "-d", "-s", "e2e", "-x", &w, "-y", &h, "sh", &script]);
+        let mut args = vec!["new-session", "-d", "-s", "e2e", "-x", &w, "-y", &h];
+        args.extend(command);
+        let out = tmux.tmux(&args);
         assert!(out.status.success(), "tmux new-session failed: {}", String::from_utf8_lossy(&out.stderr));
         tmux
+    }
+
+    /// The pid of the runlens process: the pane's shell's child.
+    fn runlens_pid(&self) -> u32 {
+        let shell = self.format("#{pane_pid}");
+        let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap_or_default();
+        let pids: Vec<u32> = children.split_whitespace().filter_map(|p| p.parse().ok()).collect();
+        assert_eq!(pids.len(), 1, "expected one child of the pane's shell {shell}, found {pids:?}");
+        pids[0]
     }
 
     fn type_text(&self, text: &str) {
@@ -161,8 +188,12 @@ fn corpus() -> Vec<String> {
 }
 
 fn check_restored(tmux: &Tmux) {
+    check_restored_with_status(tmux, 0);
+}
+
+fn check_restored_with_status(tmux: &Tmux, status: i32) {
     let screen = tmux.wait_until("runlens to exit", EXIT_TIMEOUT, |s| s.contains("modes:"));
-    assert!(screen.contains("runlens exited with status 0"), "runlens did not exit cleanly:\n{screen}");
+    assert!(screen.contains(&format!("runlens exited with status {status}\n")), "runlens did not exit with status {status}:\n{screen}");
     assert_eq!(tmux.format("#{alternate_on}"), "0", "the alternate screen is still on:\n{screen}");
     assert_eq!(tmux.format("#{cursor_flag}"), "1", "the cursor is still hidden");
     let modes = screen.lines().find(|l| l.starts_with("modes:")).unwrap_or_default();
@@ -281,4 +312,74 @@ fn models_with_damaged_xnnpack() -> (tempfile::TempDir, PathBuf, common::damage:
     let changed = common::damage::int_argument_to_tensor(&mut bytes, 2).expect("a kernel call to damage in xnnpack.pte");
     std::fs::write(models.join("xnnpack.pte"), &bytes).unwrap();
     (work, models, changed)
+}
+
+fn send_signal(pid: u32, signal: &str) {
+    let status = Command::new("kill").args([&format!("-{signal}"), &pid.to_string()]).status().expect("run kill");
+    assert!(status.success(), "kill -{signal} {pid} failed");
+}
+
+#[test]
+fn sigterm_restores_the_terminal_and_exits_with_143() {
+    require_setup();
+    let tmux = Tmux::start("sigterm");
+    tmux.wait_until("the explorer to open", RESULTS_TIMEOUT, |s| TITLES.iter().all(|t| s.contains(t)));
+    tmux.type_text("a signal ends this");
+    tmux.wait_until("the typed text", EXIT_TIMEOUT, |s| s.contains("a signal ends this"));
+    send_signal(tmux.runlens_pid(), "TERM");
+    check_restored_with_status(&tmux, 128 + 15);
+}
+
+#[test]
+fn sighup_and_sigquit_restore_the_terminal_too() {
+    require_setup();
+    for (signal, number) in [("HUP", 1), ("QUIT", 3)] {
+        let tmux = Tmux::start(&format!("sig{signal}"));
+        tmux.wait_until("the explorer to open", RESULTS_TIMEOUT, |s| TITLES.iter().all(|t| s.contains(t)));
+        send_signal(tmux.runlens_pid(), signal);
+        check_restored_with_status(&tmux, 128 + number);
+    }
+}
+
+#[test]
+fn ctrl_z_suspends_with_the_terminal_restored_and_fg_redraws_everything() {
+    require_setup();
+    let tmux = Tmux::shell("suspend");
+    // Alone on its line: in a list (`runlens; echo`) bash would go on with the list when it stops.
+    tmux.type_text(&format!("'{}'", env!("CARGO_BIN_EXE_runlens")));
+    tmux.key("Enter");
+    tmux.wait_until("the explorer to open", RESULTS_TIMEOUT, |s| TITLES.iter().all(|t| s.contains(t)));
+    tmux.type_text("kept over a suspend");
+    tmux.wait_until("the typed text", EXIT_TIMEOUT, |s| s.contains("kept over a suspend"));
+
+    tmux.key("C-z");
+    let stopped = tmux.wait_until("the shell to report the stopped job", EXIT_TIMEOUT, |s| s.contains("Stopped"));
+    assert_eq!(tmux.format("#{alternate_on}"), "0", "suspended with the alternate screen on:\n{stopped}");
+    assert_eq!(tmux.format("#{cursor_flag}"), "1", "suspended with the cursor hidden");
+    for title in TITLES {
+        assert!(!stopped.contains(title), "the explorer's screen is still visible while suspended:\n{stopped}");
+    }
+    // The shell is usable: it echoes what is typed and runs it.
+    tmux.type_text("echo shell-works");
+    tmux.key("Enter");
+    tmux.wait_until("the shell to run a command", EXIT_TIMEOUT, |s| s.lines().any(|l| l.trim() == "shell-works"));
+
+    tmux.type_text("fg");
+    tmux.key("Enter");
+    // A full redraw: the alternate screen starts blank, so every part must be drawn again.
+    let screen = tmux.wait_until("the explorer to come back whole", RESULTS_TIMEOUT, |s| {
+        TITLES.iter().all(|t| s.contains(t)) && s.contains("kept over a suspend") && s.contains("help")
+    });
+    assert_eq!(tmux.format("#{alternate_on}"), "1", "resumed without the alternate screen:\n{screen}");
+    // Still live after the resume: keys are read in raw mode again.
+    tmux.key("C-u");
+    tmux.wait_until("the input to clear after the resume", EXIT_TIMEOUT, |s| !s.contains("kept over a suspend"));
+    tmux.key("Escape");
+    tmux.wait_until("the explorer to close", EXIT_TIMEOUT, |s| !s.contains(TITLES[0]));
+    // The quotes split the phrase so that the echoed command line does not contain it.
+    tmux.type_text("echo \"runlens \"\"exited with status $?\"");
+    tmux.key("Enter");
+    let screen = tmux.wait_until("runlens to exit", EXIT_TIMEOUT, |s| s.contains("runlens exited with status"));
+    assert!(screen.contains("runlens exited with status 0"), "runlens did not exit cleanly after the resume:\n{screen}");
+    assert_eq!(tmux.format("#{alternate_on}"), "0");
 }

@@ -320,3 +320,204 @@ fn classification_panels_show_every_label() {
     check("classification_80x24", screen);
     check("classification_120x40", make().screen(120, 40));
 }
+
+/// Glyph sets: every screen drawn with the console set uses only characters
+/// that all of console-setup's Lat15 / Uni2 fonts (Fixed, Terminus,
+/// TerminusBold, VGA, 16 px) draw, read from the fonts' own Unicode tables by
+/// `scripts/console_font_codepoints.py` into `tests/data/console-font-codepoints.txt`;
+/// with the ASCII set, only 7-bit characters.
+mod glyphs {
+    use std::collections::HashSet;
+
+    use ratatui::buffer::Buffer;
+    use ratatui::style::Color;
+    use runlens::app::Action;
+    use runlens::profile::{BackendProfile, DelegateOperatorProfile, OperatorKind, OperatorProfile, ProfileReport};
+    use runlens::ui::{GlyphSet, Theme};
+
+    use super::*;
+
+    fn console_codepoints() -> HashSet<char> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/console-font-codepoints.txt");
+        let text = std::fs::read_to_string(path).expect("tests/data/console-font-codepoints.txt");
+        let points: HashSet<char> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("U+"))
+            .map(|h| char::from_u32(u32::from_str_radix(h, 16).expect("hex")).expect("a code point"))
+            .collect();
+        assert!(points.len() > 500 && points.contains(&'█') && !points.contains(&'▄'), "{path} does not look like the fonts' table");
+        points
+    }
+
+    fn profile_report() -> ProfileReport {
+        let op = |name: &str, kind, count, total_ms, share| OperatorProfile { name: name.into(), kind, count, total_ms, share };
+        let backend = |name: &str, total_ms: f64, operators: Vec<OperatorProfile>, inside: Vec<DelegateOperatorProfile>| BackendProfile {
+            name: name.into(),
+            total_ms,
+            operators,
+            file: format!("{name}.pte"),
+            runs: 3,
+            execute_ms: Some(total_ms),
+            control_ms: 0.0,
+            instructions_per_run: 0,
+            delegate_events_per_run: 0,
+            delegate_operators: inside,
+        };
+        let inside = |name: &str, count, total_ms, share| DelegateOperatorProfile { delegate: "XnnpackBackend".into(), name: name.into(), count, total_ms, share };
+        ProfileReport {
+            text: SENTENCE.into(),
+            tokens: 9,
+            backends: vec![
+                backend("portable", 120.0, vec![op("aten::addmm.out", OperatorKind::Kernel, 36, 109.2, 0.91), op("aten::bmm.out", OperatorKind::Kernel, 12, 10.8, 0.09)], vec![]),
+                backend(
+                    "xnnpack",
+                    4.0,
+                    vec![op("XnnpackBackend", OperatorKind::Delegate, 53, 3.88, 0.97), op("aten::native_layer_norm.out", OperatorKind::Kernel, 13, 0.12, 0.03)],
+                    vec![inside("Fully Connected (NC, F32) GEMM", 36, 3.5, 0.875), inside("Softmax (NC, F32)", 6, 0.1, 0.025)],
+                ),
+            ],
+        }
+    }
+
+    /// Every screen of the explorer, named, with the size it is drawn at.
+    fn screens() -> Vec<(&'static str, Scene, u16, u16)> {
+        let mut out = Vec::new();
+        let mut loading = Scene::new();
+        loading.at(1_250);
+        out.push(("loading", loading, 80, 24));
+        out.push(("results 80x24", Scene::with_results(), 80, 24));
+        out.push(("results 120x40", Scene::with_results(), 120, 40));
+        let mut error = Scene::new();
+        error.at(600).load(spec("eager"), 512).load(spec("xnnpack"), 198);
+        error.send(WorkerEvent::LoadFailed { kind: spec("portable"), error: "cannot load models/minilm/portable.pte: the file is truncated".into() });
+        error.embed_corpus().coverage().at(2_000).type_text(SENTENCE).at(2_200);
+        error.app.tick();
+        error.result(spec("eager"), 9.4, 0.0).result(spec("xnnpack"), 2.6, -2.4e-7).at(3_000);
+        out.push(("errors", error, 80, 24));
+        let mut stale = Scene::with_results();
+        stale.type_text(" today").at(4_300);
+        stale.app.tick();
+        let generation = stale.app.generation();
+        let t0 = stale.t0;
+        stale.send(WorkerEvent::Started { kind: spec("portable"), generation, at: t0 + Duration::from_millis(4_000) }).at(4_420);
+        out.push(("running and stale", stale, 80, 24));
+        let mut help = Scene::with_results();
+        help.app.apply(Action::ToggleHelp);
+        out.push(("help", help, 80, 24));
+        out.push(("too small", Scene::with_results(), 60, 20));
+        let mut modes = Scene::with_results();
+        modes.app.apply(Action::ToggleSerial);
+        modes.app.apply(Action::ToggleRepeat);
+        modes.app.set_heat(hot_pi());
+        out.push(("serial and repeat", modes, 120, 40));
+        // The task panels, with a column that disagrees.
+        let fill = || super::task_scene(Task::FillMask, "the mask sat on the mat", [super::fake_fill(2, false), super::fake_fill(2, true), super::fake_fill(2, false)]);
+        out.push(("fill-mask 80x24", fill(), 80, 24));
+        out.push(("fill-mask 120x40", fill(), 120, 40));
+        let labels = || {
+            super::task_scene(
+                Task::TextClassification,
+                "what a day",
+                [super::fake_labels(vec![0.2, 0.1, 1.9]), super::fake_labels(vec![0.2, 0.1, 1.9]), super::fake_labels(vec![2.5, 0.1, 1.9])],
+            )
+        };
+        out.push(("classification 80x24", labels(), 80, 24));
+        out.push(("classification 120x40", labels(), 120, 40));
+        for outcome in [None, Some(Ok(profile_report())), Some(Err("xnnpack.pte: not a readable ExecuTorch program".to_string()))] {
+            let mut profile = Scene::with_results();
+            profile.app.apply(Action::ToggleProfile);
+            let request = profile.app.take_profile_request().expect("F4 asks for a traced run");
+            let name = match &outcome {
+                None => "profile running",
+                Some(Ok(_)) => "profile",
+                Some(Err(_)) => "profile failed",
+            };
+            if let Some(outcome) = outcome {
+                profile.app.on_profile(request.id, outcome);
+            }
+            out.push((name, profile, 120, 40));
+        }
+        out
+    }
+
+    fn hot_pi() -> runlens::heat::HeatSample {
+        runlens::heat::HeatSample { temp_c: Some(82.4), cpu_mhz: Some(1500.0), max_mhz: Some(2400.0), throttled: Some(0x4) }
+    }
+
+    #[test]
+    fn the_status_bar_shows_temperature_clock_and_throttling_or_unavailable() {
+        let mut s = Scene::with_results();
+        let status = |s: &Scene| text(&draw(s, 120, 40, GlyphSet::Console)).lines().last().unwrap().to_string();
+        assert!(!status(&s).contains("heat"), "nothing before the first reading");
+        s.app.set_heat(hot_pi());
+        assert!(status(&s).contains("· 82°C 1500 MHz THROTTLED"), "{}", status(&s));
+        s.app.set_heat(runlens::heat::HeatSample::default());
+        assert!(status(&s).contains("· heat n/a"), "{}", status(&s));
+    }
+
+    fn draw(scene: &Scene, width: u16, height: u16, glyphs: GlyphSet) -> Buffer {
+        let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+        let theme = Theme::new(glyphs);
+        terminal.draw(|f| runlens::ui::draw_with(f, &scene.app, &theme)).unwrap();
+        terminal.backend().buffer().clone()
+    }
+
+    fn text(buf: &Buffer) -> String {
+        (0..buf.area.height).map(|y| (0..buf.area.width).map(|x| buf[(x, y)].symbol()).collect::<String>() + "\n").collect()
+    }
+
+    #[test]
+    fn every_screen_uses_only_characters_the_console_fonts_have() {
+        let fonts = console_codepoints();
+        for (name, scene, width, height) in screens() {
+            let buf = draw(&scene, width, height, GlyphSet::Console);
+            let missing: Vec<char> = buf.content.iter().flat_map(|c| c.symbol().chars()).filter(|c| !fonts.contains(c)).collect();
+            assert!(missing.is_empty(), "{name}: characters the console fonts lack: {missing:?}\n{}", text(&buf));
+        }
+        // The check can fail: the same screen in the Unicode set has characters the fonts lack.
+        let unicode = draw(&Scene::with_results(), 80, 24, GlyphSet::Unicode);
+        assert!(unicode.content.iter().flat_map(|c| c.symbol().chars()).any(|c| !fonts.contains(&c)));
+    }
+
+    #[test]
+    fn console_colours_are_the_16_with_backgrounds_among_the_8() {
+        let base = [Color::Reset, Color::Black, Color::Red, Color::Green, Color::Yellow, Color::Blue, Color::Magenta, Color::Cyan, Color::Gray];
+        for (name, scene, width, height) in screens() {
+            let buf = draw(&scene, width, height, GlyphSet::Console);
+            for cell in &buf.content {
+                assert!(!matches!(cell.fg, Color::Rgb(..) | Color::Indexed(_)), "{name}: foreground {:?}", cell.fg);
+                assert!(base.contains(&cell.bg), "{name}: background {:?} (the console shows 8)", cell.bg);
+            }
+        }
+    }
+
+    #[test]
+    fn every_screen_is_seven_bit_with_the_ascii_set_and_nothing_is_lost() {
+        for (name, scene, width, height) in screens() {
+            let buf = draw(&scene, width, height, GlyphSet::Ascii);
+            let screen = text(&buf);
+            assert!(screen.is_ascii(), "{name}:\n{screen}");
+            // No character fell through to "?": the stand-in table covers everything drawn.
+            let unicode = text(&draw(&scene, width, height, GlyphSet::Unicode));
+            assert_eq!(screen.matches('?').count(), unicode.matches('?').count(), "{name}: a glyph without an ASCII stand-in:\n{unicode}");
+        }
+    }
+
+    /// The console set keeps what each view means: bars of three heights in
+    /// the embedding strip and sparkline, the gauge's filled and empty parts,
+    /// parity's max difference, the profile's bars.
+    #[test]
+    fn the_console_set_keeps_each_views_meaning() {
+        let s = Scene::with_results();
+        let screen = text(&draw(&s, 120, 40, GlyphSet::Console));
+        for glyph in ['░', '▒', '█'] {
+            assert!(screen.contains(glyph), "no {glyph} on the console screen:\n{screen}");
+        }
+        assert!(screen.contains("max|d|") && screen.contains("delegated █") && screen.contains("░░ 28%"), "{screen}");
+        check("results_120x40_console", screen);
+        check("results_80x24_ascii", text(&draw(&s, 80, 24, GlyphSet::Ascii)));
+        let (_, profile, w, h) = screens().into_iter().find(|(n, ..)| *n == "profile").unwrap();
+        let profile = text(&draw(&profile, w, h, GlyphSet::Console));
+        assert!(profile.contains("└ Fully Connected") && profile.contains("███"), "{profile}");
+    }
+}

@@ -107,6 +107,8 @@ pub struct App {
     requests: Vec<Request>,
     tokenize: Tokenize,
     variants: Vec<BackendSpec>,
+    /// The latest temperature / clock / throttling reading (status bar).
+    heat: Option<crate::heat::HeatSample>,
 }
 
 impl App {
@@ -148,6 +150,7 @@ impl App {
             requests: Vec::new(),
             tokenize,
             variants: config.variants,
+            heat: None,
         };
         if app.corpus.state != CorpusState::Empty {
             app.assign_corpus();
@@ -159,6 +162,16 @@ impl App {
 
     pub fn now(&self) -> Instant {
         self.now
+    }
+
+    /// The latest heat reading; `None` before the first.
+    pub fn heat(&self) -> Option<&crate::heat::HeatSample> {
+        self.heat.as_ref()
+    }
+
+    /// A new heat reading (the event loop samples every [`crate::tui::HEAT_EVERY`]).
+    pub fn set_heat(&mut self, sample: crate::heat::HeatSample) {
+        self.heat = Some(sample);
     }
     pub fn input(&self) -> &InputLine {
         &self.input

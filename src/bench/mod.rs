@@ -37,6 +37,15 @@ pub struct Row {
     pub gflops: f64,
     /// This row's median over its Python counterpart's median (null without one).
     pub ratio_vs_python: Option<f64>,
+    /// The thread count of this row (a `--threads 1,2,3,4` sweep has one row per count).
+    #[serde(default)]
+    pub threads: Option<usize>,
+    /// Temperature, clock and throttling at the start and end of the cell's
+    /// runs (null for Python rows and in JSON from before they were recorded).
+    #[serde(default)]
+    pub heat_start: Option<crate::heat::HeatSample>,
+    #[serde(default)]
+    pub heat_end: Option<crate::heat::HeatSample>,
 }
 
 /// One backend's load.
@@ -65,6 +74,16 @@ pub struct BenchReport {
     /// written before it was measured this way).
     #[serde(default)]
     pub wrapper_overhead: Vec<WrapperOverhead>,
+    /// The thread counts of a `--threads 1,2,3,4` sweep (empty: one count, `threads`).
+    #[serde(default)]
+    pub thread_sweep: Vec<usize>,
+}
+
+impl BenchReport {
+    /// More than one thread count was measured.
+    pub fn is_sweep(&self) -> bool {
+        self.thread_sweep.len() > 1
+    }
 }
 
 /// The Rust wrapper's cost per XNNPACK call at one length. Measured on each
@@ -199,6 +218,9 @@ impl Samples {
             tokens_per_s: seq_len as f64 / (p50 / 1e3),
             gflops: flops / (p50 / 1e3) / 1e9,
             ratio_vs_python: None,
+            threads: None,
+            heat_start: None,
+            heat_end: None,
         })
     }
 }
@@ -296,10 +318,10 @@ pub fn python_counterpart(backend: &str) -> Option<&'static str> {
 
 /// Fill `ratio_vs_python` of every Rust row whose Python counterpart was measured.
 pub fn fill_ratios(rows: &mut [Row]) {
-    let medians: Vec<(String, usize, f64)> = rows.iter().map(|r| (r.backend.clone(), r.seq_len, r.p50_ms)).collect();
+    let medians: Vec<(String, usize, Option<usize>, f64)> = rows.iter().map(|r| (r.backend.clone(), r.seq_len, r.threads, r.p50_ms)).collect();
     for row in rows.iter_mut() {
         row.ratio_vs_python = python_counterpart(&row.backend).and_then(|py| {
-            medians.iter().find(|(b, s, _)| b == py && *s == row.seq_len).map(|(_, _, p)| row.p50_ms / p)
+            medians.iter().find(|(b, s, t, _)| b == py && *s == row.seq_len && *t == row.threads).map(|(_, _, _, p)| row.p50_ms / p)
         });
     }
 }

@@ -1,15 +1,18 @@
 //! `--plot`: median latency against sequence length per backend, both axes
-//! log scale, the Python rows dashed in their Rust counterpart's colour.
+//! log scale, the Python rows dashed in their Rust counterpart's colour. A
+//! thread sweep (`--threads 1,2,3,4`) plots latency against threads instead,
+//! one line per backend and length.
 
 use std::path::Path;
 
 use anyhow::{anyhow, Context};
 use plotters::prelude::*;
 
-use super::BenchReport;
+use super::{BenchReport, Row};
 
 fn colour(backend: &str) -> RGBColor {
     let base = backend.strip_prefix("python-").unwrap_or(backend);
+    let base = base.split(' ').next().unwrap_or(base);
     match base {
         "eager" => RGBColor(214, 39, 40),
         "portable" => RGBColor(31, 119, 180),
@@ -22,8 +25,19 @@ fn colour(backend: &str) -> RGBColor {
 
 /// Write the plot as SVG to `path`.
 pub fn write_svg(report: &BenchReport, path: &Path) -> anyhow::Result<()> {
-    let rows = &report.results;
-    anyhow::ensure!(!rows.is_empty(), "nothing was measured, so there is nothing to plot");
+    anyhow::ensure!(!report.results.is_empty(), "nothing was measured, so there is nothing to plot");
+    let sweep = report.is_sweep();
+    // In a sweep, x is the thread count and each backend and length is a series.
+    let rows: Vec<Row> = if sweep {
+        report
+            .results
+            .iter()
+            .map(|r| Row { backend: format!("{} {} tok", r.backend, r.seq_len), seq_len: r.threads.unwrap_or(report.threads), ..r.clone() })
+            .collect()
+    } else {
+        report.results.clone()
+    };
+    let rows = &rows;
     let mut backends: Vec<&str> = Vec::new();
     for r in rows {
         if !backends.contains(&r.backend.as_str()) {
@@ -37,7 +51,8 @@ pub fn write_svg(report: &BenchReport, path: &Path) -> anyhow::Result<()> {
 
     let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let caption = format!("all-MiniLM-L6-v2, median latency, {} threads — {}", report.threads, report.machine.cpu);
+    let threads = if sweep { report.thread_sweep.iter().map(usize::to_string).collect::<Vec<_>>().join(", ") } else { report.threads.to_string() };
+    let caption = format!("all-MiniLM-L6-v2, median latency, {threads} threads — {}", report.machine.cpu);
     let mut chart = ChartBuilder::on(&root)
         .caption(caption, ("sans-serif", 18))
         .margin(15)
@@ -50,7 +65,7 @@ pub fn write_svg(report: &BenchReport, path: &Path) -> anyhow::Result<()> {
     // points would be 10, 20, ... 100, missing 8 and 128).
     chart
         .configure_mesh()
-        .x_desc("sequence length (tokens)")
+        .x_desc(if sweep { "threads" } else { "sequence length (tokens)" })
         .y_desc("median latency (ms, log)")
         .disable_x_mesh()
         .x_labels(0)

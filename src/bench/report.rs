@@ -7,64 +7,57 @@ use anyhow::Context;
 
 use super::{BenchReport, Row, WrapperOverhead, SHIM_LOOP};
 
-/// The human table: one line per row, then loads and the aims.
+/// The human table: one line per row, then loads and notes (wrapper overhead, heat warnings).
 pub fn table(report: &BenchReport) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "machine: {}", report.machine.summary());
-    let _ = writeln!(out, "threads: {}, warm-ups {}, up to {} runs or {} s per cell{}", report.threads, report.warmup, report.iters, report.max_seconds, if report.interrupted { " (INTERRUPTED: partial results)" } else { "" });
-    let _ = writeln!(out, "{:<22} {:>4} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>8}", "backend", "seq", "runs", "min ms", "p50 ms", "p90 ms", "p99 ms", "max ms", "mean ms", "tok/s", "GFLOP/s", "vs py");
+    let threads = if report.is_sweep() { format!("{} (sweep)", report.thread_sweep.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")) } else { report.threads.to_string() };
+    let _ = writeln!(out, "threads: {}, warm-ups {}, up to {} runs or {} s per cell{}", threads, report.warmup, report.iters, report.max_seconds, if report.interrupted { " (INTERRUPTED: partial results)" } else { "" });
+    // A thread sweep gets a threads column (llama-bench's `t`), rows by length then threads.
+    let sweep = report.is_sweep();
+    let thr = |t: Option<usize>| if sweep { format!("{:>4} ", t.map_or("-".to_string(), |t| t.to_string())) } else { String::new() };
+    let _ = writeln!(out, "{:<22} {}{:>4} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>8}", "backend", if sweep { " thr " } else { "" }, "seq", "runs", "min ms", "p50 ms", "p90 ms", "p99 ms", "max ms", "mean ms", "tok/s", "GFLOP/s", "vs py");
     for r in &report.results {
         let ratio = r.ratio_vs_python.map(|x| format!("{x:.2}x")).unwrap_or_else(|| "-".to_string());
         let _ = writeln!(
             out,
-            "{:<22} {:>4} {:>5} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.0} {:>7.2} {:>8}",
-            r.backend, r.seq_len, r.runs, r.min_ms, r.p50_ms, r.p90_ms, r.p99_ms, r.max_ms, r.mean_ms, r.tokens_per_s, r.gflops, ratio
+            "{:<22} {}{:>4} {:>5} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.0} {:>7.2} {:>8}",
+            r.backend, thr(r.threads), r.seq_len, r.runs, r.min_ms, r.p50_ms, r.p90_ms, r.p99_ms, r.max_ms, r.mean_ms, r.tokens_per_s, r.gflops, ratio
         );
     }
     let _ = writeln!(out, "loads:");
     for l in &report.loads {
         let _ = writeln!(out, "  {:<22} {:>9.1} ms  rss {:>7.1} MB", l.backend, l.load_ms, l.rss_mb);
     }
-    let _ = write!(out, "{}", aims(&report.results, &report.wrapper_overhead));
+    let _ = write!(out, "{}", notes(&report.results, &report.wrapper_overhead));
     out
 }
 
-fn find<'a>(rows: &'a [Row], backend: &str, seq_len: usize) -> Option<&'a Row> {
-    rows.iter().find(|r| r.backend == backend && r.seq_len == seq_len)
-}
-
-/// The three aims, measured: met, missed, or not measured.
-pub fn aims(rows: &[Row], wrapper: &[WrapperOverhead]) -> String {
-    let mut out = String::from("aims:\n");
-    let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
-    match find(rows, "xnnpack", 8).and_then(|r| r.ratio_vs_python) {
-        Some(x) => {
-            let worst = rows.iter().filter(|r| r.backend == "xnnpack").filter_map(|r| r.ratio_vs_python).fold(0.0f64, f64::max);
-            let _ = writeln!(out, "  xnnpack <= 0.75x python at 8 tokens: {x:.2}x ({}); never slower: worst {worst:.2}x ({})", verdict(x <= 0.75), verdict(worst <= 1.0));
-        }
-        None => out.push_str("  xnnpack vs python at 8 tokens: not measured (needs --python and seq len 8)\n"),
-    }
-    match find(rows, "eager", 8).and_then(|r| r.ratio_vs_python) {
-        Some(x) => {
-            let _ = writeln!(out, "  eager <= 0.5x python at 8 tokens: {x:.2}x ({})", verdict(x <= 0.5));
-        }
-        None => out.push_str("  eager vs python at 8 tokens: not measured (needs --python and seq len 8)\n"),
-    }
+/// What the measurements themselves say beyond the table: the wrapper's own
+/// cost per call, and every cell during which the clock dropped or the
+/// firmware flagged throttling (its numbers are suspect; let the Pi cool).
+pub fn notes(rows: &[Row], wrapper: &[WrapperOverhead]) -> String {
+    let mut out = String::new();
     // The wrapper's cost per call, measured inside each call (see WrapperOverhead).
-    if wrapper.is_empty() {
-        out.push_str("  wrapper overhead: not measured (needs xnnpack)\n");
-    }
     for w in wrapper {
         let _ = writeln!(
             out,
-            "  wrapper overhead at {} tokens (Rust call - shim's inner time, {} calls): median {:.1} us, p90 {:.1} us ({}); alternated with {SHIM_LOOP}: median difference {:.1} us (noisier)",
-            w.seq_len,
-            w.calls,
-            w.median_us,
-            w.p90_us,
-            verdict(w.median_us < 20.0),
-            w.paired_median_us
+            "wrapper overhead at {} tokens (Rust call - shim's inner time, {} calls): median {:.1} us, p90 {:.1} us; alternated with {SHIM_LOOP}: median difference {:.1} us (noisier)",
+            w.seq_len, w.calls, w.median_us, w.p90_us, w.paired_median_us
         );
+    }
+    for r in rows {
+        if let (Some(start), Some(end)) = (&r.heat_start, &r.heat_end) {
+            if let Some(why) = crate::heat::drift_warning(start, end) {
+                let _ = writeln!(out, "WARNING: {} at {} tokens: {why} during the measurement", r.backend, r.seq_len);
+            }
+        }
+    }
+    match rows.iter().find_map(|r| r.heat_start.filter(|h| !h.is_unavailable())) {
+        Some(h) => {
+            let _ = writeln!(out, "heat at the first cell: {}", h.short());
+        }
+        None => out.push_str("heat: temperature, clock and throttling unavailable on this machine\n"),
     }
     out
 }

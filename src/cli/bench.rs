@@ -60,8 +60,8 @@ pub fn run(common: &Common, args: &BenchArgs) -> anyhow::Result<()> {
         anyhow::bail!("--seq-lens {l}: the model takes at most {} tokens", dir.max_seq_len());
     }
     let inputs: Vec<Encoded> = lens.iter().map(|&l| Encoded::synthetic(&tokenizer, l)).collect::<anyhow::Result<_>>()?;
-    let threads = common.thread_count();
-    backend::set_threads(threads)?;
+    let sweep = common.thread_counts();
+    let threads = sweep[0];
     let budget = Budget { warmup: args.warmup, iters: args.iters, max_seconds: args.max_seconds };
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -71,36 +71,49 @@ pub fn run(common: &Common, args: &BenchArgs) -> anyhow::Result<()> {
         let _ = ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst));
     }
 
-    let cells = kinds.len() * lens.len() + if kinds.iter().any(|s| s.name == PAIRED) { lens.len() } else { 0 };
-    let bar = ProgressBar::new(cells as u64);
+    let per_count = kinds.len() * lens.len() + if kinds.iter().any(|s| s.name == PAIRED) { lens.len() } else { 0 };
+    let bar = ProgressBar::new((per_count * sweep.len()) as u64);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} cells  {elapsed_precise}  {msg}").expect("static template"));
 
+    // Like llama-bench's -t: every backend and length at each thread count in turn
+    // (each backend loaded again after the count is set: ExecuTorch's pool is sized at load).
     let mut out = Measured::default();
-    for kind in &kinds {
-        if stop.load(Ordering::Relaxed) {
-            break;
+    for &t in &sweep {
+        backend::set_threads(t)?;
+        let first_row = out.rows.len();
+        for kind in &kinds {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            bar.set_message(format!("loading {kind}, {t} threads"));
+            bench_backend(kind, &dir, &inputs, config.as_ref(), budget, &stop, &bar, &mut out)?;
         }
-        bar.set_message(format!("loading {kind}"));
-        bench_backend(kind, &dir, &inputs, config.as_ref(), budget, &stop, &bar, &mut out)?;
+        out.rows[first_row..].iter_mut().for_each(|r| r.threads = Some(t));
     }
     let Measured { mut rows, mut loads, wrapper_overhead } = out;
     bar.finish_and_clear();
 
     let mut machine = Machine::probe(bench::python::venv().as_deref());
     let mut interrupted = stop.load(Ordering::Relaxed);
-    if args.python && !interrupted {
-        eprintln!("running the Python flow (python/bench_python.py) on the same ids, {threads} threads ...");
-        let out = bench::python::run(&dir, &kinds, &inputs, threads, budget)?;
+    for &t in sweep.iter().filter(|_| args.python) {
+        if interrupted {
+            break;
+        }
+        eprintln!("running the Python flow (python/bench_python.py) on the same ids, {t} threads ...");
+        let out = bench::python::run(&dir, &kinds, &inputs, t, budget)?;
         machine.versions.extend(out.versions);
         loads.extend(out.loads);
         for cell in out.results {
             let mut samples = Samples::new();
             cell.times_ms.iter().for_each(|&ms| samples.record_ms(ms));
-            rows.extend(samples.row(&cell.backend, cell.seq_len, flops(config.as_ref(), cell.seq_len)));
+            rows.extend(samples.row(&cell.backend, cell.seq_len, flops(config.as_ref(), cell.seq_len)).map(|mut r| {
+                r.threads = Some(t);
+                r
+            }));
         }
         interrupted |= out.interrupted || stop.load(Ordering::Relaxed);
     }
-    rows.sort_by_key(|r| r.seq_len);
+    rows.sort_by_key(|r| (r.seq_len, r.threads));
     bench::fill_ratios(&mut rows);
 
     let report = BenchReport {
@@ -114,6 +127,7 @@ pub fn run(common: &Common, args: &BenchArgs) -> anyhow::Result<()> {
         results: rows,
         loads,
         wrapper_overhead,
+        thread_sweep: if sweep.len() > 1 { sweep.clone() } else { Vec::new() },
     };
     print!("{}", report::table(&report));
     if let Some(path) = &args.json {
@@ -168,8 +182,11 @@ fn bench_backend(
     let load_ms = et.as_ref().map(|b| b.load_time()).unwrap_or_else(|| start.elapsed()).as_secs_f64() * 1e3;
     out.loads.push(LoadRow { backend: kind.name().to_string(), load_ms, rss_mb: bench::rss_mb() });
 
+    let heat = crate::heat::HeatSource::from_env();
     for input in inputs {
         let flops = flops(config, input.len());
+        let heat_start = heat.sample();
+        let first_row = out.rows.len();
         if let (PAIRED, Some(et)) = (kind.name(), et.as_mut()) {
             bar.set_message(format!("{kind} and {SHIM_LOOP} at {} tokens", input.len()));
             let (paired, nested_ns) = paired_with_shim_loop(et, input, budget, stop)?;
@@ -201,6 +218,11 @@ fn bench_backend(
             })?;
             out.rows.extend(samples.row(kind.name(), input.len(), flops));
             bar.inc(1);
+        }
+        let heat_end = heat.sample();
+        for row in &mut out.rows[first_row..] {
+            row.heat_start = Some(heat_start);
+            row.heat_end = Some(heat_end);
         }
         if stop.load(Ordering::Relaxed) {
             break;

@@ -37,12 +37,33 @@ pub struct Common {
     /// Add a .pte file as one more ExecuTorch backend and column (repeatable), e.g. --program course=distilbert_xnnpack.pte
     #[arg(long = "program", global = true, value_name = "NAME=FILE.pte", value_parser = backend::parse_program)]
     pub programs: Vec<(String, PathBuf)>,
-    /// Threads for libtorch (intra-op) and ExecuTorch's pool (XNNPACK) [default: all cores]
-    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
-    pub threads: Option<u32>,
+    /// Threads for libtorch (intra-op) and ExecuTorch's pool (XNNPACK) [default: all cores]; bench takes a comma list (1,2,3,4) and sweeps them
+    #[arg(long, global = true, value_name = "N", value_parser = parse_threads)]
+    pub threads: Option<ThreadList>,
     /// fill-mask: how many tokens to show per mask
     #[arg(long, global = true, value_name = "K", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub top_k: u32,
+    /// Characters the explorer draws with: unicode, console (the Linux text console's fonts, 16 colours) or ascii [default: from TERM: console for TERM=linux]
+    #[arg(long, global = true, value_name = "SET", value_enum)]
+    pub glyphs: Option<crate::ui::GlyphSet>,
+}
+
+/// The value of `--threads`: one count, or for `bench` a comma list to sweep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadList(pub Vec<usize>);
+
+fn parse_threads(list: &str) -> Result<ThreadList, String> {
+    let mut counts = Vec::new();
+    for part in list.split(',') {
+        let n: usize = part.trim().parse().map_err(|_| format!("{part:?} is not a thread count: give a number from 1 to 256, or for bench a comma list such as 1,2,3,4"))?;
+        if !(1..=256).contains(&n) {
+            return Err(format!("{n} threads: give 1 to 256"));
+        }
+        if !counts.contains(&n) {
+            counts.push(n);
+        }
+    }
+    Ok(ThreadList(counts))
 }
 
 #[derive(Debug, Subcommand)]
@@ -86,12 +107,30 @@ impl Common {
         ModelDir::from_option(self.model.as_deref())
     }
 
-    /// The thread count to use: `--threads`, else every core the process may use.
+    /// The thread count to use: `--threads` (the first of a list), else every core the process may use.
     pub fn thread_count(&self) -> usize {
         self.threads
-            .map(|t| t as usize)
+            .as_ref()
+            .and_then(|t| t.0.first().copied())
             .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
     }
+
+    /// The thread counts `bench` sweeps: `--threads`' list, else [`Common::thread_count`].
+    pub fn thread_counts(&self) -> Vec<usize> {
+        match &self.threads {
+            Some(list) if !list.0.is_empty() => list.0.clone(),
+            _ => vec![self.thread_count()],
+        }
+    }
+
+    /// A list of thread counts is for `bench` only.
+    pub fn require_one_thread_count(&self) -> anyhow::Result<()> {
+        if let Some(list) = &self.threads {
+            anyhow::ensure!(list.0.len() <= 1, "--threads takes one number here; a list ({}) is for `runlens bench`", list.0.iter().map(usize::to_string).collect::<Vec<_>>().join(","));
+        }
+        Ok(())
+    }
+
 
     /// Every backend the directory and `--program` offer.
     pub fn catalog(&self, dir: &ModelDir) -> anyhow::Result<Vec<BackendSpec>> {

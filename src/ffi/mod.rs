@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::Once;
 
+pub mod process;
+
 #[allow(non_camel_case_types, non_upper_case_globals, dead_code)]
 mod sys {
     include!(concat!(env!("OUT_DIR"), "/runlens_et.rs"));

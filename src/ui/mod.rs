@@ -13,6 +13,7 @@ pub mod latency;
 pub mod profile;
 pub mod status;
 pub mod task;
+pub mod theme;
 pub mod tokens;
 
 use ratatui::buffer::Buffer;
@@ -23,6 +24,7 @@ use ratatui::widgets::Widget;
 use ratatui::Frame;
 
 use crate::app::App;
+pub use theme::{GlyphSet, Theme};
 
 /// The smallest terminal the layout is made for.
 pub const MIN_WIDTH: u16 = 80;
@@ -99,10 +101,16 @@ pub fn cursor_position(app: &App, area: Rect) -> Option<Position> {
     Some(Position { x: input.x + (col as u16).min(input.width.saturating_sub(1)), y: input.y })
 }
 
-/// Draw the whole screen and place the cursor.
+/// Draw the whole screen with the Unicode set and place the cursor.
 pub fn draw(frame: &mut Frame, app: &App) {
+    draw_with(frame, app, &Theme::default());
+}
+
+/// Draw the whole screen in `theme`'s glyphs and colours and place the cursor.
+pub fn draw_with(frame: &mut Frame, app: &App, theme: &Theme) {
     let area = frame.area();
     frame.render_widget(app, area);
+    theme.apply(frame.buffer_mut());
     if let Some(p) = cursor_position(app, area) {
         frame.set_cursor_position(p);
     }

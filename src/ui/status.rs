@@ -1,8 +1,9 @@
 //! The status bar: run mode and repeat (each with the key that toggles it),
-//! threads, model, corpus; key hints on the right, as many as fit.
+//! threads, model, corpus, the SoC's temperature and clock (and THROTTLED when
+//! the firmware says so); key hints on the right, as many as fit.
 //!
 //! ```text
-//!  ^S PARALLEL  ^R repeat off  2 threads · all-MiniLM-L6-v2     F1 help  Esc quit
+//!  ^S PARALLEL  ^R repeat off  2 threads · all-MiniLM-L6-v2 · 61°C 2400 MHz   F1 help  Esc quit
 //! ```
 
 use ratatui::buffer::Buffer;
@@ -54,21 +55,30 @@ impl Widget for StatusBar<'_> {
         };
         let help = vec![Span::styled(" F1", key), Span::styled(" help ", bar), Span::styled(" Esc", key), Span::styled(" quit ", bar)];
         let enter = vec![Span::styled(" Enter", key), Span::styled(" run ", bar)];
+        let heat = app.heat().map(|heat| {
+            let throttled = heat.throttled.is_some_and(|t| t & crate::heat::THROTTLED_NOW != 0);
+            let style = if throttled { bar.fg(Color::LightRed).add_modifier(Modifier::BOLD) } else { bar };
+            Span::styled(format!(" · {}", heat.short()), style)
+        });
         let width = area.width as usize;
+        // Optional parts, kept in this order while they fit: help, heat, corpus, Enter.
+        let mut used = width_of(&left);
         let mut right = Vec::new();
-        if width_of(&left) + width_of(&help) <= width {
+        if used + width_of(&help) <= width {
+            used += width_of(&help);
             right = help;
         }
-        if width_of(&left) + width_of(&right) + width_of(&enter) <= width {
+        let heat = heat.filter(|h| used + h.content.chars().count() <= width);
+        used += heat.as_ref().map_or(0, |h| h.content.chars().count());
+        let corpus = corpus.filter(|c| used + c.chars().count() <= width);
+        used += corpus.as_ref().map_or(0, |c| c.chars().count());
+        if used + width_of(&enter) <= width {
             let mut with_enter = enter;
             with_enter.extend(right);
             right = with_enter;
         }
-        if let Some(corpus) = corpus {
-            if width_of(&left) + width_of(&right) + corpus.chars().count() <= width {
-                left.push(Span::styled(corpus, bar));
-            }
-        }
+        left.extend(corpus.map(|c| Span::styled(c, bar)));
+        left.extend(heat);
         let gap = width.saturating_sub(width_of(&left) + width_of(&right));
         let mut spans = left;
         spans.push(Span::styled(" ".repeat(gap), bar));
