@@ -102,6 +102,8 @@ fn stand_in(c: char) -> Option<(&'static str, &'static str)> {
         '↳' => ("└", "`"),
         // Letters and punctuation.
         'Δ' => ("d", "d"),
+        // A token or label that differs from the reference column's.
+        '≠' => ("≠", "!"),
         '…' => ("…", "~"),
         '“' => ("“", "\""),
         '”' => ("”", "\""),
