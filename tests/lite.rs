@@ -75,7 +75,7 @@ fn the_lite_run_is_the_executorch_paths_and_matches_python() {
         for b in backends {
             assert_eq!(b["ok"], true, "{b}");
             let embedding: Vec<f32> = b["embedding"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
-            let p = runlens::model::Embedding(embedding).parity(&sentence.embedding()).unwrap();
+            let p = runlens::task::Embedding(embedding).parity(&sentence.embedding()).unwrap();
             assert!(p.cosine >= 0.99999 && p.max_abs_diff <= 1e-4, "{} on {:?}: {p:?}", b["name"], sentence.text);
         }
     }
