@@ -247,6 +247,8 @@ fn escape_quits_and_restores_the_terminal() {
 /// A damaged `xnnpack.pte` (one kernel argument pointing at a value of the wrong
 /// type, which makes ExecuTorch abort the process): its column says why it
 /// failed to load, the other two show results, and quitting restores the terminal.
+// Drawn with eager as one of the columns: the full build.
+#[cfg(feature = "eager")]
 #[test]
 fn a_damaged_program_fails_in_its_column_and_the_others_run() {
     require_setup();
@@ -272,6 +274,8 @@ fn a_damaged_program_fails_in_its_column_and_the_others_run() {
 /// The probe turned off, so the damaged program reaches ExecuTorch in the
 /// explorer's own process and aborts it: the terminal is restored and the
 /// report (file, method, reason) is on it, status 134.
+// Drawn with eager as one of the columns: the full build.
+#[cfg(feature = "eager")]
 #[test]
 fn an_abort_in_the_explorer_restores_the_terminal_and_says_why() {
     require_setup();
@@ -294,6 +298,7 @@ fn an_abort_in_the_explorer_restores_the_terminal_and_says_why() {
     assert!(modes.contains(" icanon") && modes.contains(" echo"), "the terminal is still in raw mode: {modes:?}");
 }
 
+#[cfg(feature = "eager")]
 /// A models directory linking every file of `models/minilm` but `xnnpack.pte`,
 /// which is a copy with one kernel argument pointing at a value of the wrong
 /// type (ExecuTorch aborts the process on it).
