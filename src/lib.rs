@@ -1,15 +1,17 @@
-//! runlens: one sentence-embedding model run through three CPU runtimes side by side.
+//! runlens: a text model run through three CPU runtimes side by side.
 //!
 //! Layers, in the order data flows through them:
-//! - [`model`]: model files, tokenizer ([`model::Encoded`]), embeddings and parity;
-//! - [`backend`]: the inference paths behind one [`backend::Backend`] trait
-//!   (PyTorch eager on tch, ExecuTorch portable and XNNPACK through [`ffi`]);
+//! - [`model`]: the model directory (manifest, files), tokenizer ([`model::Encoded`]), Python's reference;
+//! - [`task`]: what an output means (embedding, fill-mask, classification) and how two compare;
+//! - [`backend`]: the inference paths, tensor in and tensor out, behind one [`backend::Backend`]
+//!   trait and listed by the manifest (PyTorch eager on tch, any `.pte` through [`ffi`]);
 //! - [`pte`]: a reader for `.pte` files (delegation coverage, no runtime needed);
 //! - [`profile`]: per-operator time of the ExecuTorch paths, from a separate
 //!   run with ExecuTorch's ETDump tracer (`runlens profile`, F4 in the explorer);
 //! - [`bench`]: `runlens bench`'s measurements, Python comparison and outputs;
 //! - [`footprint`]: what each stack costs (disk, memory, time to the first result), `runlens footprint`;
 //! - [`heat`]: SoC temperature, CPU clock and throttling (status bar, bench rows);
+//! - [`corpus_cache`]: the nearest-sentence corpus's embeddings kept between starts;
 //! - [`schedule`]: one worker thread per backend, latest input wins;
 //! - [`app`] (state), [`ui`] (drawing from `&App`), [`tui`] (terminal and event loop): the explorer;
 //! - [`cli`]: the headless subcommands.

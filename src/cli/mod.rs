@@ -16,7 +16,7 @@ use crate::model::{ManifestError, ModelDir, TextTokenizer};
 use crate::task::TaskContext;
 
 #[derive(Debug, Parser)]
-#[command(name = "runlens", version, about = "One model, three CPU runtimes side by side: PyTorch eager, ExecuTorch portable, ExecuTorch XNNPACK.", long_about = None)]
+#[command(name = "runlens", version, about = "A text model on three CPU runtimes side by side: PyTorch eager, ExecuTorch portable, ExecuTorch XNNPACK (and any .pte you add).", long_about = None)]
 pub struct Cli {
     #[command(flatten)]
     pub common: Common,
