@@ -119,7 +119,7 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
 /// first; among those that ran (`ok`), when any did.
 pub fn reference_of(specs: &[BackendSpec], ok: &[&BackendSpec]) -> BackendSpec {
     let pool: Vec<&BackendSpec> = if ok.is_empty() { specs.iter().collect() } else { ok.to_vec() };
-    pool.iter().find(|s| s.is_eager()).unwrap_or(&pool[0]).to_owned().clone()
+    pool.iter().copied().find(|s| s.is_eager()).unwrap_or(pool[0]).clone()
 }
 
 /// Run `repeat` times; the last output and the median latency in ms.
