@@ -3,8 +3,9 @@ what it is, whether it can be exported for a task, loading it, and the files
 runlens' eager path reads (config.json, model.safetensors, tokenizer.json).
 
 What can be exported is one table, `SUPPORTED`: model_type -> task -> the
-transformers class the program is built from. Adding an architecture (GPT-2
-for `text-generation`) adds a row here and, for a new task, a class in tasks.py.
+transformers class the program is built from. Adding an architecture adds a
+row here and, for a new task, a class in tasks.py (GPT-2 for `text-generation`
+did both).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ SUPPORTED: dict[str, dict[str, str]] = {
         "feature-extraction": "DistilBertModel",
         "fill-mask": "DistilBertForMaskedLM",
         "text-classification": "DistilBertForSequenceClassification",
+    },
+    "gpt2": {
+        "text-generation": "GPT2LMHeadModel",
     },
 }
 
