@@ -133,6 +133,7 @@ def main(argv: list[str]) -> int:
             raise ExportError(f"--max-new-tokens {args.max_new_tokens}: must be at least 1")
         if isinstance(task, TextGeneration):
             task.max_new_tokens = args.max_new_tokens
+            task.check_window = not args.no_check
         names = program_names(args.programs, task)
         if args.model is None:
             if task.name != "feature-extraction":
@@ -164,7 +165,7 @@ def main(argv: list[str]) -> int:
     stage.mkdir(parents=True)
     keep_stage = False
     try:
-        ckpt.write_eager_files(model, class_name, tokenizer, stage)
+        ckpt.write_eager_files(model, class_name, tokenizer, stage, resave=task.resave_weights)
         rows = task.reference(model, tokenizer, texts, args.max_seq_len)
         versions = {"torch": torch.__version__, "transformers": __import__("transformers").__version__}
         reference_extra = {k: extra[k] for k in ("max_new_tokens",) if k in extra}

@@ -128,11 +128,14 @@ class Checkpoint:
             raise ExportError(f"{self.path}: transformers made no fast tokenizer from its files, so there is no tokenizer.json for runlens")
         return tok
 
-    def write_eager_files(self, model, class_name: str, tokenizer, out: Path) -> None:
+    def write_eager_files(self, model, class_name: str, tokenizer, out: Path, resave: bool = False) -> None:
         """config.json, model.safetensors and tokenizer.json in `out`: copied when
         the checkpoint already has them for this class, else written by transformers
-        from the loaded model (a pytorch_model.bin checkpoint, or a head the task drops)."""
-        as_saved = (self.path / "model.safetensors").is_file() and (self.packaged or self.architecture == class_name)
+        from the loaded model (a pytorch_model.bin checkpoint, or a head the task drops).
+        `resave`: always written by transformers, so the weight names are the class's
+        own whatever the source (a hub GPT-2 names them `h.N...`, not `transformer.h.N...`)."""
+        as_saved = (not resave and (self.path / "model.safetensors").is_file()
+                    and (self.packaged or self.architecture == class_name))
         if as_saved:
             shutil.copyfile(self.path / "config.json", out / "config.json")
             shutil.copyfile(self.path / "model.safetensors", out / "model.safetensors")

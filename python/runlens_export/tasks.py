@@ -79,6 +79,7 @@ class Task:
     sentences: str  # file name in assets/
     output: str  # the program's output, for the log and the manifest's wording
     default_max_seq_len = 128  # src/model/files.rs's MAX_SEQ_LEN for MiniLM
+    resave_weights = False  # model.safetensors always written by transformers (checkpoint.write_eager_files)
 
     # --- what export.py calls; the encoder tasks share these ---
 
@@ -262,7 +263,9 @@ class TextGeneration(Task):
     sentences = "prompts.txt"
     output = "[1, V] next-token logits (KV-cache and window programs)"
     default_max_seq_len = 64  # the tiny test model's L; GPT-2-sized figures use 192
+    resave_weights = True  # one weight naming (transformer.h.N...) for the Rust eager path, whatever the source
     max_new_tokens = 24  # what reference.json is generated with (export.py --max-new-tokens)
+    check_window = True  # run the padded-window wrapper in eager against generate (off with --no-check)
 
     def program_specs(self) -> dict:
         from .decoder import GENERATION_PROGRAMS
@@ -279,7 +282,6 @@ class TextGeneration(Task):
         return {"eos_token_id": eos, "pad_token_id": int(pad), "max_new_tokens": self.max_new_tokens}
 
     def reference(self, model, tokenizer, texts, max_seq_len):
-        from .decoder import first_divergence
         from .files import say
 
         say(f"reference continuations of {len(texts)} prompts (transformers generate, greedy, "
@@ -295,9 +297,16 @@ class TextGeneration(Task):
             generated = generate(model, ids, self.max_new_tokens, model.config.eos_token_id)
             rows.append({"text": text, "ids": ids, "generated_ids": generated,
                          "generated_text": tokenizer.decode(generated, skip_special_tokens=True)})
-        # The window programs compute positions from the mask: check that the padded
-        # window gives transformers' ids too (the wrapper itself, in eager).
-        from .decoder import DecoderWindow, WindowDecoder, greedy
+        say(f"  {self.notes(rows)}")
+        if self.check_window:
+            self.check_window_wrapper(model, tokenizer, rows, max_seq_len)
+        return rows
+
+    def check_window_wrapper(self, model, tokenizer, rows, max_seq_len):
+        """The window programs compute positions from the mask: the padded window
+        must give transformers' ids too (the wrapper itself, in eager)."""
+        from .decoder import DecoderWindow, WindowDecoder, first_divergence, greedy
+        from .files import say
 
         window = DecoderWindow(model).eval()
         pad = self.extra_fields(model, tokenizer)["pad_token_id"]
@@ -308,13 +317,13 @@ class TextGeneration(Task):
                 if got != row["generated_ids"]:
                     raise ExportError(f"the left-padded window wrapper differs from transformers on {row['text']!r} "
                                       f"at new token {first_divergence(got, row['generated_ids'])}")
-        say(f"  {self.notes(rows)}")
-        return rows
+        say(f"  the left-padded window wrapper (eager, positions from the mask) gives the same ids on all {len(rows)} prompts")
 
     def notes(self, rows):
         n = sum(len(r["generated_ids"]) for r in rows)
         distinct = len({t for r in rows for t in r["generated_ids"]})
-        return f"{n} new tokens over {len(rows)} prompts, {distinct} distinct ids (the padded window in eager agrees)"
+        stopped = sum(1 for r in rows if len(r["generated_ids"]) < self.max_new_tokens)
+        return f"{n} new tokens over {len(rows)} prompts, {distinct} distinct ids, {stopped} stopped at the end-of-text id"
 
     def lower(self, model, names, max_seq_len, out):
         from .decoder import lower_decoder
