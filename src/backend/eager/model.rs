@@ -73,6 +73,7 @@ pub fn load_model(config_file: &Path, weights_file: &Path, task: &str) -> anyhow
                 Task::TextClassification => Head::BertClassification(
                     BertClassificationHead::load(&path, &root, cfg, config.num_labels).with_context(head_context)?,
                 ),
+                Task::TextGeneration => return Err(Unsupported::Task { task: task.name().to_string() }.into()),
             };
             (Encoder::Bert(bert), head)
         }
@@ -87,6 +88,7 @@ pub fn load_model(config_file: &Path, weights_file: &Path, task: &str) -> anyhow
                 Task::TextClassification => Head::DistilBertClassification(
                     DistilBertClassificationHead::load(&root, cfg, config.num_labels).with_context(head_context)?,
                 ),
+                Task::TextGeneration => return Err(Unsupported::Task { task: task.name().to_string() }.into()),
             };
             (Encoder::DistilBert(distilbert), head)
         }
