@@ -234,6 +234,8 @@ pub struct Gpt2LmHeadModel {
     cache: Vec<LayerCache>,
     /// Positions in the cache.
     seen: i64,
+    /// The longest sequence it holds: `n_positions`, or less ([`limit_len`](Self::limit_len)).
+    max_len: i64,
 }
 
 impl Gpt2LmHeadModel {
@@ -256,7 +258,14 @@ impl Gpt2LmHeadModel {
             config: cfg.clone(),
             cache: Vec::new(),
             seen: 0,
+            max_len: cfg.n_positions,
         })
+    }
+
+    /// Hold at most `max_len` positions (the model directory's `max_seq_len`,
+    /// what its programs hold), so that every backend stops at the same length.
+    pub fn limit_len(&mut self, max_len: usize) {
+        self.max_len = self.config.n_positions.min(i64::try_from(max_len).unwrap_or(i64::MAX)).max(1);
     }
 
     pub fn config(&self) -> &Gpt2Config {
@@ -266,7 +275,10 @@ impl Gpt2LmHeadModel {
     /// "GPT-2 2 layers, n_embd 64, 4 heads + LM head (tied), KV cache"
     pub fn describe(&self) -> String {
         let c = &self.config;
-        format!("GPT-2 {} layers, n_embd {}, {} heads + LM head (tied to wte), KV cache", c.n_layer, c.n_embd, c.n_head)
+        format!(
+            "GPT-2 {} layers, n_embd {}, {} heads + LM head (tied to wte), KV cache of {} positions",
+            c.n_layer, c.n_embd, c.n_head, self.max_len
+        )
     }
 
     /// Forget the sequence.
@@ -290,9 +302,10 @@ impl Gpt2LmHeadModel {
         }
         let s = ids.len() as i64;
         anyhow::ensure!(
-            self.seen + s <= self.config.n_positions,
-            "the sequence would have {} tokens; GPT-2 holds at most {} (n_positions)",
+            self.seen + s <= self.max_len,
+            "the sequence would have {} tokens; eager GPT-2 holds at most {} (n_positions {}, limited to the model directory's max_seq_len)",
             self.seen + s,
+            self.max_len,
             self.config.n_positions
         );
         if self.cache.len() != self.blocks.len() {
@@ -317,7 +330,7 @@ impl Gpt2LmHeadModel {
 // libtorch tensors may move between threads.
 impl crate::generate::Decoder for Gpt2LmHeadModel {
     fn max_len(&self) -> usize {
-        self.config.n_positions as usize
+        self.max_len as usize
     }
 
     fn prefill(&mut self, prompt: &[i64]) -> anyhow::Result<Vec<f32>> {

@@ -55,7 +55,10 @@ impl EagerBackend {
     pub fn load(dir: &ModelDir) -> anyhow::Result<EagerBackend> {
         let config_file = dir.config()?;
         let weights_file = dir.weights()?;
-        let model = load_eager(&config_file, &weights_file, dir.task().name())?;
+        let mut model = load_eager(&config_file, &weights_file, dir.task().name())?;
+        if let EagerModel::Decoder(gpt2) = &mut model {
+            gpt2.limit_len(dir.max_seq_len());
+        }
         // load_model has read it without error.
         let max_positions = checkpoint::CheckpointConfig::load(&config_file)?.model.max_positions();
         Ok(EagerBackend {
