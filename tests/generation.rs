@@ -8,6 +8,10 @@
 //!
 //! The weights are random: the text is gibberish (often bytes that are no
 //! UTF-8 alone), which is what exercises the streaming detokenizer.
+//!
+//! Needs the full build (eager is one of the backends checked) and `make
+//! test-models`, like tests/tasks.rs.
+#![cfg(feature = "eager")]
 
 mod common;
 use common::model_dir;
@@ -52,11 +56,7 @@ fn every_backend_generates_transformers_greedy_ids() {
     assert!(reference.sentences.iter().all(|s| s.generated_ids.len() >= 16), "at least 16 new tokens compared per prompt");
     let ctx = context(&dir, max_new);
     let specs = present(&dir);
-    let mut musts = vec!["portable", "portable-nocache", "xnnpack", "xnnpack-nocache"];
-    if backend::HAS_EAGER {
-        musts.push("eager");
-    }
-    for must in musts {
+    for must in ["eager", "portable", "portable-nocache", "xnnpack", "xnnpack-nocache"] {
         assert!(specs.iter().any(|s| s.name == must), "{TINY} has no {must}");
     }
     for spec in &specs {
@@ -212,11 +212,7 @@ fn run_json_reports_ids_text_speed_stop_and_parity_per_backend() {
     assert_eq!(j["ids"], serde_json::json!(s.ids));
     let backends = j["backends"].as_array().unwrap();
     let names: Vec<&str> = backends.iter().map(|b| b["name"].as_str().unwrap()).collect();
-    let mut expected = vec!["portable", "xnnpack", "xnnpack-nocache", "course"];
-    if backend::HAS_EAGER {
-        expected.insert(0, "eager");
-    }
-    assert_eq!(names, expected, "the first program of each column, then --program");
+    assert_eq!(names, ["eager", "portable", "xnnpack", "xnnpack-nocache", "course"], "the first program of each column, then --program");
     for b in backends {
         assert_eq!(b["ok"], true, "{b}");
         assert_eq!(b["generated_ids"], serde_json::json!(s.generated_ids[..16]), "{}", b["name"]);
