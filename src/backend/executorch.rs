@@ -264,3 +264,52 @@ impl crate::generate::Decoder for ExecutorchBackend {
         self.decoding.step(&mut self.module, &self.convention, token)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(sizes: &[i64], dynamic: bool, dtype: &str) -> InputShape {
+        InputShape { sizes: sizes.to_vec(), dynamic, dtype: dtype.into() }
+    }
+
+    fn plan(inputs: Vec<InputShape>, output: InputShape) -> PlanCoverage {
+        PlanCoverage {
+            name: "forward".into(),
+            inputs: inputs.len() as u64,
+            outputs: 1,
+            instructions: 0,
+            kernel_calls: 0,
+            delegate_calls: 0,
+            operators: Default::default(),
+            delegates: Default::default(),
+            xnnpack_nodes: Default::default(),
+            coverage: 0.0,
+            input_shapes: inputs,
+            output_shapes: vec![output],
+            blobs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn kv_cache_and_window_programs_are_told_apart_by_their_inputs() {
+        let logits = shape(&[1, 512], false, "float");
+        let kv = plan(vec![shape(&[1, 64], true, "long"), shape(&[64], true, "long")], logits.clone());
+        let c = InputConvention::of(&kv, Task::TextGeneration).unwrap();
+        assert_eq!(c, InputConvention { with_mask: false, cache_position: true, fixed_len: None, max_len: 64 });
+        assert!(c.describe(Task::TextGeneration).contains("KV cache of 64"));
+
+        let window = plan(vec![shape(&[1, 32], false, "long"), shape(&[1, 32], false, "long")], shape(&[1, 32, 512], false, "float"));
+        let c = InputConvention::of(&window, Task::TextGeneration).unwrap();
+        assert_eq!(c, InputConvention { with_mask: true, cache_position: false, fixed_len: Some(32), max_len: 32 });
+        assert!(c.describe(Task::TextGeneration).contains("left-padded"));
+
+        // A KV-cache program in a directory of another task, and shapes runlens cannot drive, say why.
+        let err = InputConvention::of(&kv, Task::FillMask).unwrap_err();
+        assert!(err.contains("KV cache") && err.contains("fill-mask"), "{err}");
+        let rank2_positions = plan(vec![shape(&[1, 64], true, "long"), shape(&[1, 64], true, "float")], logits.clone());
+        assert!(InputConvention::of(&rank2_positions, Task::TextGeneration).unwrap_err().contains("cache_position int64 [S]"));
+        let rank4_out = plan(vec![shape(&[1, 64], true, "long"), shape(&[64], true, "long")], shape(&[1, 1, 64, 512], true, "float"));
+        assert!(InputConvention::of(&rank4_out, Task::TextGeneration).unwrap_err().contains("[1, V]"));
+    }
+}
