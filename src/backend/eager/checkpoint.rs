@@ -49,6 +49,8 @@ pub enum Unsupported {
     },
     #[error("eager has no head for the task \"{task}\"; it runs {}", TASKS.join(", "))]
     Task { task: String },
+    #[error("{path}: {architecture} is an encoder and text-generation needs a decoder; eager generates with GPT2LMHeadModel")]
+    NotADecoder { path: String, architecture: String },
 }
 
 /// The tasks eager has heads for (the manifest's `task`).

@@ -111,11 +111,7 @@ pub fn load_model(config_file: &Path, weights_file: &Path, task: &str) -> anyhow
 
 /// text-generation asked of an encoder checkpoint.
 fn not_a_decoder(config: &CheckpointConfig) -> anyhow::Error {
-    anyhow::anyhow!(
-        "{}: text-generation needs a decoder and {} is an encoder; eager generates with GPT2LMHeadModel",
-        config.path.display(),
-        config.architecture
-    )
+    Unsupported::NotADecoder { path: config.path.display().to_string(), architecture: config.architecture.clone() }.into()
 }
 
 /// What eager loads for a model directory: an encoder with its task's head, or
