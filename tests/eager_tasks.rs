@@ -315,18 +315,25 @@ fn load_err(dir: &Path, task: &str) -> String {
 
 #[test]
 fn an_unsupported_architecture_names_itself_and_the_supported_ones() {
-    let gpt2 = r#"{"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 48,
-        "n_head": 4, "n_layer": 3, "n_positions": 1024, "vocab_size": 50257}"#;
-    let tmp = checkpoint_with(gpt2, &[("wte.weight".to_string(), Tensor::zeros([4, 4], (Kind::Float, tch::Device::Cpu)))]);
+    let llama = r#"{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 48,
+        "num_attention_heads": 4, "num_hidden_layers": 3, "vocab_size": 32000}"#;
+    let tmp = checkpoint_with(llama, &[("wte.weight".to_string(), Tensor::zeros([4, 4], (Kind::Float, tch::Device::Cpu)))]);
     let err = load(&tmp.path().join("config.json"), &tmp.path().join("model.safetensors"), "text-generation")
         .err()
-        .expect("GPT-2 is not an encoder eager implements");
+        .expect("Llama is not an architecture eager implements");
     let unsupported = err.downcast_ref::<Unsupported>().expect("a typed Unsupported error");
     assert!(matches!(unsupported, Unsupported::Architecture { .. }), "{unsupported:?}");
     let message = err.to_string();
-    assert!(message.contains("GPT2LMHeadModel") && message.contains("gpt2"), "{message}");
+    assert!(message.contains("LlamaForCausalLM") && message.contains("llama"), "{message}");
     assert!(SUPPORTED.iter().all(|name| message.contains(name)), "{message}");
     assert!(message.contains("config.json"), "the error names the file: {message}");
+
+    // GPT-2 is eager's decoder (load_eager, tests/generation.rs), not an encoder with a head.
+    let gpt2 = r#"{"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 48,
+        "n_head": 4, "n_layer": 3, "n_positions": 1024, "vocab_size": 50257}"#;
+    let tmp = checkpoint_with(gpt2, &[("wte.weight".to_string(), Tensor::zeros([4, 4], (Kind::Float, tch::Device::Cpu)))]);
+    let err = load(&tmp.path().join("config.json"), &tmp.path().join("model.safetensors"), "fill-mask").err().expect("not an encoder");
+    assert!(err.to_string().contains("GPT-2 is a decoder"), "{err}");
 }
 
 #[test]
@@ -334,11 +341,14 @@ fn an_unsupported_task_is_a_typed_error() {
     let dir = tiny("bert-mlm");
     let err = load(&dir.join("config.json"), &dir.join("model.safetensors"), "text-generation")
         .err()
-        .expect("eager has no generation head");
+        .expect("an encoder does not generate");
     let unsupported = err.downcast_ref::<Unsupported>().expect("a typed Unsupported error");
-    assert!(matches!(unsupported, Unsupported::Task { .. }), "{unsupported:?}");
+    assert!(matches!(unsupported, Unsupported::NotADecoder { .. }), "{unsupported:?}");
     let message = err.to_string();
-    assert!(message.contains("text-generation") && message.contains("fill-mask"), "{message}");
+    assert!(message.contains("text-generation") && message.contains("BertForMaskedLM") && message.contains("GPT2LMHeadModel"), "{message}");
+    let err = load(&dir.join("config.json"), &dir.join("model.safetensors"), "translation").err().expect("no such task");
+    assert!(matches!(err.downcast_ref::<Unsupported>(), Some(Unsupported::Task { .. })), "{err}");
+    assert!(err.to_string().contains("translation") && err.to_string().contains("fill-mask"), "{err}");
 }
 
 #[test]

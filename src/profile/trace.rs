@@ -46,10 +46,22 @@ pub fn profile_file(name: &str, path: &Path, input: &Encoded, runs: u32) -> Resu
     // it and the warm-up run are taken out and dropped.
     let _ = module.take_etdump();
     let mask = with_mask.then_some(input.attention_mask.as_slice());
-    module.forward(&input.ids, mask)?;
+    // A decoder with its KV cache inside takes cache_position [S] after input_ids: the prefill of the input.
+    let kv_cache = report.plan("forward").and_then(|p| p.input_shapes.get(1)).is_some_and(|s| s.sizes.len() == 1);
+    let len = input.ids.len() as i64;
+    let (ids_sizes, positions, positions_sizes) = ([1, len], (0..len).collect::<Vec<i64>>(), [len]);
+    let forward = |module: &mut EtModule| -> Result<(), ffi::EtError> {
+        if kv_cache {
+            module.execute(&[ffi::LongTensor::new(&input.ids, &ids_sizes), ffi::LongTensor::new(&positions, &positions_sizes)])?;
+        } else {
+            module.forward(&input.ids, mask)?;
+        }
+        Ok(())
+    };
+    forward(&mut module)?;
     let _ = module.take_etdump();
     for _ in 0..runs {
-        module.forward(&input.ids, mask)?;
+        forward(&mut module)?;
     }
     let bytes = module.take_etdump()?;
     let dump = etdump::decode(&bytes).map_err(|source| ProfileError::Dump { file: file.clone(), source })?;

@@ -211,6 +211,8 @@ impl BackendColumn<'_> {
                 });
                 LabelBars { output: c, reference, stale }.render(s.task_area(), buf);
             }
+            // The continuation is drawn by the explorer's generation panel (issue 14, gen-ui).
+            TaskOutput::Generation(_) => {}
         }
         self.render_parity(s, buf, text_style, stale);
     }
@@ -278,6 +280,8 @@ impl BackendColumn<'_> {
                     TaskParity::FillMask(_) => "TOP-1 DIFFERS".to_string(),
                     TaskParity::Classification(c) if c.same_argmax => "same label".to_string(),
                     TaskParity::Classification(_) => "LABEL DIFFERS".to_string(),
+                    TaskParity::Generation(g) if g.same_ids => "same ids".to_string(),
+                    TaskParity::Generation(_) => "IDS DIFFER".to_string(),
                 };
                 let overlap = match p {
                     TaskParity::FillMask(f) => format!(" · top-k {:.0}%", f.topk_overlap * 100.0),
