@@ -23,6 +23,7 @@ pub mod cli;
 pub mod corpus_cache;
 pub mod ffi;
 pub mod footprint;
+pub mod generate;
 pub mod heat;
 pub mod model;
 pub mod profile;

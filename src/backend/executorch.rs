@@ -52,7 +52,7 @@ impl InputConvention {
         }
         let out = plan.output_shapes.first().ok_or_else(|| "its method forward returns no tensor".to_string())?;
         let rank_ok = match task {
-            Task::FillMask => out.sizes.len() == 2 || out.sizes.len() == 3,
+            Task::FillMask | Task::TextGeneration => out.sizes.len() == 2 || out.sizes.len() == 3,
             Task::FeatureExtraction | Task::TextClassification => out.sizes.len() == 2,
         };
         if out.dtype != "float" || !rank_ok || out.sizes.first() != Some(&1) {

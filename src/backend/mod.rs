@@ -27,6 +27,9 @@ pub trait Backend: Send {
     fn describe(&self) -> String;
     /// Run the model on one tokenized input; the first output tensor.
     fn run(&mut self, input: &Encoded) -> anyhow::Result<OutputTensor>;
+    fn as_decoder(&mut self) -> Option<&mut dyn crate::generate::Decoder> {
+        None
+    }
 }
 
 /// Run `backend` on `input` and read its output as the task does.

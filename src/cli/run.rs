@@ -167,6 +167,7 @@ fn build_results(reference: &BackendSpec, results: Vec<(BackendSpec, anyhow::Res
                     TaskOutput::Embedding(e) => result.embedding = Some(e.0),
                     TaskOutput::FillMask(FillMask { masks, .. }) => result.masks = Some(masks),
                     TaskOutput::Classification(Classification { labels, .. }) => result.labels = Some(labels),
+                    TaskOutput::Generation(_) => {}
                 }
                 result
             }
@@ -212,6 +213,7 @@ fn print_human(report: &RunReport, input: &Encoded, ctx: &TaskContext, threads: 
                 if p.same_argmax { "same" } else { "DIFFERS" },
                 p.max_abs_diff
             ),
+            Some(TaskParity::Generation(_)) => String::new(),
             None if b.name == report.reference => "(reference)".to_string(),
             None => "(no reference)".to_string(),
         };

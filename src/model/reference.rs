@@ -65,6 +65,7 @@ impl ReferenceSentence {
                 uncovered: 0,
             }),
             crate::task::Task::TextClassification => TaskOutput::Classification(Classification::from_logits(self.logits.clone(), &ctx.labels)),
+            crate::task::Task::TextGeneration => unimplemented!("stand-in"),
         }
     }
 }

@@ -144,7 +144,7 @@ mod tests {
 
     fn ctx() -> TaskContext {
         let vocab: Vec<String> = ["[PAD]", "a", "b", "c", "[MASK]"].iter().map(|s| s.to_string()).collect();
-        TaskContext { task: Task::FillMask, mask: Some(("[MASK]".into(), 4)), labels: vec![], vocab: Arc::new(vocab), top_k: 2 }
+        TaskContext { task: Task::FillMask, mask: Some(("[MASK]".into(), 4)), labels: vec![], vocab: Arc::new(vocab), top_k: 2, generation: None }
     }
 
     fn input(ids: &[i64]) -> Encoded {

@@ -13,6 +13,7 @@
 pub mod classification;
 pub mod embedding;
 pub mod fill_mask;
+pub mod generation;
 
 use std::fmt;
 
@@ -21,6 +22,7 @@ use serde::{Deserialize, Serialize};
 pub use classification::{Classification, ClassificationParity, LabelProb};
 pub use embedding::{Embedding, Parity};
 pub use fill_mask::{FillMask, FillMaskParity, MaskPrediction, TokenProb};
+pub use generation::GenerationParity;
 
 use crate::model::Encoded;
 
@@ -34,6 +36,7 @@ pub enum Task {
     FillMask,
     /// A probability per class label.
     TextClassification,
+    TextGeneration,
 }
 
 impl Task {
@@ -42,6 +45,7 @@ impl Task {
             Task::FeatureExtraction => "feature-extraction",
             Task::FillMask => "fill-mask",
             Task::TextClassification => "text-classification",
+            Task::TextGeneration => "text-generation",
         }
     }
 
@@ -51,6 +55,7 @@ impl Task {
             Task::FeatureExtraction => "an embedding [1, H]",
             Task::FillMask => "logits per position [1, S, V] or at the one mask [1, V]",
             Task::TextClassification => "class logits [1, C]",
+            Task::TextGeneration => "next-token logits [1, V] or [1, S, V]",
         }
     }
 }
@@ -86,6 +91,7 @@ pub enum TaskOutput {
     Embedding(Embedding),
     FillMask(FillMask),
     Classification(Classification),
+    Generation(crate::generate::Generation),
 }
 
 /// How one output compares with the reference column's, per task.
@@ -95,6 +101,7 @@ pub enum TaskParity {
     Embedding(Parity),
     FillMask(FillMaskParity),
     Classification(ClassificationParity),
+    Generation(GenerationParity),
 }
 
 impl TaskParity {
@@ -105,6 +112,7 @@ impl TaskParity {
             TaskParity::Embedding(p) => p.cosine >= 0.9999,
             TaskParity::FillMask(p) => p.same_top1,
             TaskParity::Classification(p) => p.same_argmax,
+            TaskParity::Generation(p) => p.same_ids,
         }
     }
 
@@ -114,6 +122,7 @@ impl TaskParity {
             TaskParity::Embedding(p) => p.max_abs_diff,
             TaskParity::FillMask(p) => p.max_abs_diff,
             TaskParity::Classification(p) => p.max_abs_diff,
+            TaskParity::Generation(_) => 0.0,
         }
     }
 }
@@ -133,6 +142,7 @@ impl TaskOutput {
             (TaskOutput::Embedding(a), TaskOutput::Embedding(b)) => a.parity(b).map(TaskParity::Embedding),
             (TaskOutput::FillMask(a), TaskOutput::FillMask(b)) => a.parity(b).map(TaskParity::FillMask),
             (TaskOutput::Classification(a), TaskOutput::Classification(b)) => a.parity(b).map(TaskParity::Classification),
+            (TaskOutput::Generation(a), TaskOutput::Generation(b)) => Some(TaskParity::Generation(generation::parity(a, b))),
             _ => None,
         }
     }
@@ -150,12 +160,14 @@ pub struct TaskContext {
     pub vocab: std::sync::Arc<Vec<String>>,
     /// How many tokens to show per mask.
     pub top_k: usize,
+    /// The detokenizer and stopping rules (text-generation).
+    pub generation: Option<std::sync::Arc<generation::GenerationSetup>>,
 }
 
 impl TaskContext {
     /// A context for tasks that need nothing from the directory (feature-extraction).
     pub fn plain(task: Task) -> TaskContext {
-        TaskContext { task, mask: None, labels: Vec::new(), vocab: Default::default(), top_k: 5 }
+        TaskContext { task, mask: None, labels: Vec::new(), vocab: Default::default(), top_k: 5, generation: None }
     }
 
     /// The context of a model directory: the tokenizer's mask token and
@@ -170,6 +182,7 @@ impl TaskContext {
                 ctx.vocab = std::sync::Arc::new(tokenizer.vocab());
             }
             Task::TextClassification => ctx.labels = label_names(&dir.config()?)?,
+            Task::TextGeneration => {}
         }
         Ok(ctx)
     }
@@ -200,6 +213,7 @@ impl TaskContext {
                 anyhow::ensure!(out.shape.len() == 2 && out.shape[0] == 1 && out.shape[1] >= 1, wrong());
                 Ok(TaskOutput::Classification(Classification::from_logits(out.data, &self.labels)))
             }
+            Task::TextGeneration => Err(wrong()),
         }
     }
 }
