@@ -12,10 +12,11 @@ use ratatui::widgets::{Block, BorderType, Widget};
 use super::coverage::{self, CoveragePanel};
 use super::embedding::EmbeddingStrip;
 use super::format;
+use super::generation::{GenerationPanel, GenerationParity};
 use super::latency::{self, LatencyPanel};
 use super::task::{FillMaskPanel, LabelBars};
 use crate::app::{App, ColumnState, CorpusState, Output, ParityView, Phase};
-use crate::task::{Parity, TaskOutput, TaskParity};
+use crate::task::{Parity, Task, TaskOutput, TaskParity};
 
 /// Rows inside the border a column needs at the least.
 pub const MIN_INNER_ROWS: u16 = 17;
@@ -183,6 +184,9 @@ impl BackendColumn<'_> {
             }
             return;
         }
+        if app.task() == Task::TextGeneration {
+            return self.render_generation(s, buf);
+        }
         let Some(output) = &column.output else {
             let hint = match (&column.phase, app.encoded()) {
                 (Phase::Loading, _) => "loading the model…",
@@ -211,8 +215,29 @@ impl BackendColumn<'_> {
                 });
                 LabelBars { output: c, reference, stale }.render(s.task_area(), buf);
             }
+            // Drawn from the tokens as they come (render_generation).
+            TaskOutput::Generation(_) => {}
         }
         self.render_parity(s, buf, text_style, stale);
+    }
+
+    /// text-generation: the continuation of the current text as it grows, and
+    /// how its ids compare with the reference column's.
+    fn render_generation(&self, s: &Sections, buf: &mut Buffer) {
+        let app = self.app;
+        let column = &app.columns()[self.index];
+        let live = app.live(self.index);
+        let running = column.running.is_some_and(|(g, _)| g == app.generation());
+        let hint = match (&column.phase, app.encoded()) {
+            (Phase::Loading, _) => "loading the model…",
+            (_, None) => "type a prompt above",
+            _ if running => "prefilling the prompt…",
+            _ => "waiting for its turn…",
+        };
+        let divergence = app.divergence(self.index);
+        GenerationPanel { live, divergence, hint }.render(s.task_area(), buf);
+        let reference = app.reference().map(|r| app.columns()[r].kind.name()).unwrap_or("-");
+        GenerationParity { live, divergence, reference }.render(s.parity, buf);
     }
 
     /// An embedding: its dimension and norm, the strip, the nearest corpus sentence.
@@ -278,6 +303,8 @@ impl BackendColumn<'_> {
                     TaskParity::FillMask(_) => "TOP-1 DIFFERS".to_string(),
                     TaskParity::Classification(c) if c.same_argmax => "same label".to_string(),
                     TaskParity::Classification(_) => "LABEL DIFFERS".to_string(),
+                    TaskParity::Generation(g) if g.same_ids => "same ids".to_string(),
+                    TaskParity::Generation(_) => "IDS DIFFER".to_string(),
                 };
                 let overlap = match p {
                     TaskParity::FillMask(f) => format!(" · top-k {:.0}%", f.topk_overlap * 100.0),
@@ -334,7 +361,7 @@ impl Widget for BackendColumn<'_> {
         let s = Sections::new(inner, dims);
         line_at(buf, s.state, 0, &self.state_line(s.state.width));
         self.render_output(&s, buf);
-        LatencyPanel { stats: &column.stats }.render(s.latency, buf);
+        LatencyPanel { stats: &column.stats, per_token: self.app.task() == Task::TextGeneration }.render(s.latency, buf);
         self.render_footer(&s, buf);
     }
 }
