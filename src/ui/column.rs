@@ -158,7 +158,11 @@ impl BackendColumn<'_> {
             ColumnState::Queued if app.is_serial() => ("… waiting its turn".to_string(), Style::new().fg(Color::Yellow)),
             ColumnState::Queued => ("… queued".to_string(), Style::new().fg(Color::Yellow)),
             ColumnState::Idle if current_error => ("✖ run failed".to_string(), Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)),
-            ColumnState::Idle => ("● idle".to_string(), Style::new().fg(Color::Green)),
+            // A generation that ended says why it stopped.
+            ColumnState::Idle => match app.live(self.index).and_then(|l| l.stop) {
+                Some(stop) => (format!("● {}", super::generation::stop_words(stop)), Style::new().fg(Color::Green)),
+                None => ("● idle".to_string(), Style::new().fg(Color::Green)),
+            },
         };
         let dropped = match column.stale_dropped {
             0 => String::new(),

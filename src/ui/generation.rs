@@ -5,12 +5,15 @@
 //! compare and why the generation stopped.
 //!
 //! ```text
-//! ttft 41.0 ms  24 tok/s
+//! ttft 41.0 ms
 //! over the hill and the
 //! river ≠ ran down to
-//! vs eager ≠ at token 7
-//! 12 tokens · writing
+//! ≠ eager at token 7
+//! 24 tok/s · 12 tok
 //! ```
+//!
+//! The rows follow the newest tokens, but never scroll the first difference
+//! out of view.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -60,18 +63,8 @@ impl Widget for GenerationPanel<'_> {
             return;
         };
         let ttft = live.ttft().map_or_else(|| "–".to_string(), |d| format!("ttft {} ms", format::ms(d)));
-        let speed = live.decode_tokens_per_s().map_or_else(|| "– tok/s".to_string(), |r| format!("{} tok/s", rate(r)));
         let width = area.width as usize;
-        let header = if ttft.chars().count() + 1 + speed.chars().count() <= width {
-            let gap = width - ttft.chars().count() - speed.chars().count();
-            Line::from(vec![
-                Span::styled(ttft, Style::new().add_modifier(Modifier::BOLD)),
-                Span::raw(" ".repeat(gap)),
-                Span::styled(speed, Style::new().fg(Color::Cyan)),
-            ])
-        } else {
-            Line::styled(format::fit(&ttft, width), Style::new().add_modifier(Modifier::BOLD))
-        };
+        let header = Line::styled(format::fit(&ttft, width), Style::new().add_modifier(Modifier::BOLD));
         line_at(buf, area, 0, &header);
 
         let from = match self.divergence {
@@ -81,10 +74,15 @@ impl Widget for GenerationPanel<'_> {
         let mut cells: Vec<(char, Style)> = Vec::new();
         for (i, t) in live.tokens.iter().enumerate() {
             let style = if from.is_some_and(|f| i >= f) { DIFFERS } else { Style::new() };
+            let mut chars = t.text.chars().peekable();
             if from == Some(i) {
+                // The mark goes before the token's first letter, after its leading space.
+                while let Some(c) = chars.next_if(|c| c.is_whitespace()) {
+                    cells.push((c, style));
+                }
                 cells.push(('≠', MARK));
             }
-            cells.extend(t.text.chars().map(|c| (c, style)));
+            cells.extend(chars.map(|c| (c, style)));
         }
         if from.is_some_and(|f| f >= live.tokens.len()) {
             // It stopped where the reference went on.
@@ -92,7 +90,11 @@ impl Widget for GenerationPanel<'_> {
         }
         let rows = area.height.saturating_sub(1) as usize;
         let lines = wrap_cells(&cells, width);
-        for (row, cells) in lines[lines.len().saturating_sub(rows)..].iter().enumerate() {
+        let mut first = lines.len().saturating_sub(rows);
+        if let Some(marked) = lines.iter().position(|l| l.iter().any(|&(c, style)| c == '≠' && style == MARK)) {
+            first = first.min(marked);
+        }
+        for (row, cells) in lines[first..].iter().take(rows).enumerate() {
             let spans: Vec<Span> = cells.iter().map(|&(c, style)| Span::styled(c.to_string(), style)).collect();
             line_at(buf, area, 1 + row as u16, &Line::from(spans));
         }
@@ -141,13 +143,13 @@ pub struct GenerationParity<'a> {
     pub reference: &'a str,
 }
 
-fn stop_words(stop: Option<Stop>) -> &'static str {
+/// Why a generation stopped, for its state line.
+pub fn stop_words(stop: Stop) -> &'static str {
     match stop {
-        None => "writing",
-        Some(Stop::MaxNewTokens) => "max new tokens",
-        Some(Stop::EndOfText) => "end of text",
-        Some(Stop::MaxLength) => "max length",
-        Some(Stop::Cancelled) => "cancelled",
+        Stop::MaxNewTokens => "max new tokens",
+        Stop::EndOfText => "end of text",
+        Stop::MaxLength => "max length",
+        Stop::Cancelled => "cancelled",
     }
 }
 
@@ -155,23 +157,19 @@ impl Widget for GenerationParity<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let reference = self.reference;
         let bold = Style::new().add_modifier(Modifier::BOLD);
+        let green = Style::new().fg(Color::Green).add_modifier(Modifier::BOLD);
         let first = match self.divergence {
             Divergence::Reference => Line::from(vec![Span::styled("parity: ", bold), Span::raw("reference")]),
-            Divergence::Same { complete, .. } => Line::from(vec![
-                Span::styled(format!("vs {reference} "), bold),
-                Span::styled(if complete { "same ids" } else { "same so far" }, Style::new().fg(Color::Green).add_modifier(Modifier::BOLD)),
-            ]),
-            Divergence::At(i) => Line::from(vec![
-                Span::styled(format!("vs {reference} "), bold),
-                Span::styled(format!("≠ at token {}", i + 1), MARK),
-            ]),
+            Divergence::Same { complete: true, .. } => Line::from(vec![Span::styled("same ids", green), Span::styled(format!(" as {reference}"), bold)]),
+            Divergence::Same { .. } => Line::from(vec![Span::styled("same so far", green), Span::styled(format!(" as {reference}"), bold)]),
+            Divergence::At(i) => Line::from(vec![Span::styled("≠ ", MARK), Span::styled(format!("{reference} at token {}", i + 1), MARK)]),
             Divergence::Waiting => Line::styled(format!("vs {reference}: waiting"), DIM),
         };
         line_at(buf, area, 0, &first);
-        if let Some(live) = self.live {
+        if let Some(live) = self.live.filter(|l| !l.tokens.is_empty()) {
             let n = live.tokens.len();
-            let tokens = if n == 1 { "1 token".to_string() } else { format!("{n} tokens") };
-            line_at(buf, area, 1, &Line::styled(format!("{tokens} · {}", stop_words(live.stop)), DIM));
+            let rate = live.decode_tokens_per_s().map_or_else(|| "– tok/s".to_string(), |r| format!("{} tok/s", rate(r)));
+            line_at(buf, area, 1, &Line::from(vec![Span::styled(rate, Style::new().fg(Color::Cyan)), Span::styled(format!(" · {n} tok"), DIM)]));
         }
     }
 }
