@@ -2,7 +2,8 @@
 //!
 //! Layers, in the order data flows through them:
 //! - [`model`]: the model directory (manifest, files), tokenizer ([`model::Encoded`]), Python's reference;
-//! - [`task`]: what an output means (embedding, fill-mask, classification) and how two compare;
+//! - [`task`]: what an output means (embedding, fill-mask, classification, generation) and how two compare;
+//! - [`generate`]: the greedy decoding loop every decoder backend shares, and the streaming detokenizer;
 //! - [`backend`]: the inference paths, tensor in and tensor out, behind one [`backend::Backend`]
 //!   trait and listed by the manifest (PyTorch eager on tch, any `.pte` through [`ffi`]);
 //! - [`pte`]: a reader for `.pte` files (delegation coverage, no runtime needed);

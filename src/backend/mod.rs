@@ -15,8 +15,9 @@ pub mod probe;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use crate::generate::Decoder;
 use crate::model::{Encoded, ModelDir};
-use crate::task::{OutputTensor, TaskContext, TaskOutput};
+use crate::task::{OutputTensor, Task, TaskContext, TaskOutput};
 
 /// One CPU inference path with its model loaded, ready to run.
 ///
@@ -25,16 +26,25 @@ use crate::task::{OutputTensor, TaskContext, TaskOutput};
 pub trait Backend: Send {
     /// One line for humans: what runs, from which file, with how many threads.
     fn describe(&self) -> String;
-    /// Run the model on one tokenized input; the first output tensor.
+    /// Run the model on one tokenized input; the first output tensor. For a
+    /// decoder: the prefill of the input, the next token's logits `[1, V]`.
     fn run(&mut self, input: &Encoded) -> anyhow::Result<OutputTensor>;
-    fn as_decoder(&mut self) -> Option<&mut dyn crate::generate::Decoder> {
+    /// The backend as a [`Decoder`] (text-generation: eager GPT-2, an ExecuTorch
+    /// KV-cache or window program); `None` for encoders.
+    fn as_decoder(&mut self) -> Option<&mut dyn Decoder> {
         None
     }
 }
 
-/// Run `backend` on `input` and read its output as the task does.
+/// Run `backend` on `input` and read its output as the task does; for
+/// text-generation, the whole greedy generation (no per-token callback: see
+/// [`crate::task::generation::generate`] for streaming).
 pub fn run_task(backend: &mut dyn Backend, ctx: &TaskContext, input: &Encoded) -> anyhow::Result<TaskOutput> {
     ctx.check_input(input)?;
+    if ctx.task == Task::TextGeneration {
+        let generation = crate::task::generation::generate(backend, ctx.generation()?, input, &mut |_| std::ops::ControlFlow::Continue(()))?;
+        return Ok(TaskOutput::Generation(generation));
+    }
     let out = backend.run(input)?;
     ctx.interpret(input, out)
 }

@@ -1,6 +1,10 @@
 //! `runlens run`: one input through each chosen backend, with the task's
-//! output, latency and parity against the reference backend.
+//! output, latency and parity against the reference backend. For
+//! text-generation each backend continues the prompt greedily (streamed to the
+//! terminal as it comes, unless `--json`).
 
+use std::io::Write;
+use std::ops::ControlFlow;
 use std::time::Instant;
 
 use clap::Args;
@@ -9,7 +13,8 @@ use serde::Serialize;
 use super::Common;
 use crate::backend::{self, BackendSpec};
 use crate::model::Encoded;
-use crate::task::{Classification, FillMask, LabelProb, MaskPrediction, TaskContext, TaskOutput, TaskParity};
+use crate::generate::{Stop, DEFAULT_MAX_NEW_TOKENS};
+use crate::task::{Classification, FillMask, LabelProb, MaskPrediction, Task, TaskContext, TaskOutput, TaskParity};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -19,6 +24,9 @@ pub struct RunArgs {
     /// Run each backend N times and report the median latency (the first run included).
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000))]
     pub repeat: u32,
+    /// text-generation: at most N new tokens per backend (it also stops at the end-of-text token and at the program's maximum length).
+    #[arg(long, default_value_t = DEFAULT_MAX_NEW_TOKENS as u32, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_new_tokens: u32,
     /// The text (several words are joined with spaces); for fill-mask, with [MASK] where a word should be predicted.
     #[arg(required = true, num_args = 1.., value_name = "TEXT")]
     pub text: Vec<String>,
@@ -56,6 +64,24 @@ pub struct BackendResult {
     /// text-classification, in label-id order
     #[serde(skip_serializing_if = "Option::is_none")]
     pub labels: Option<Vec<LabelProb>>,
+    /// text-generation: the new ids (the end-of-text id last when it stopped there)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generated_ids: Option<Vec<i64>>,
+    /// text-generation: their text, special tokens left out
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generated_text: Option<String>,
+    /// text-generation: time to the first token (prefill and its argmax)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
+    /// text-generation: tokens after the first per second (null with fewer than 2)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode_tokens_per_s: Option<Option<f64>>,
+    /// text-generation: every new token's latency, the first is the TTFT
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_ms: Option<Vec<f64>>,
+    /// text-generation: why it stopped
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop: Option<Stop>,
     /// Against the reference backend: the task's parity (null for the reference itself).
     pub parity: Option<TaskParity>,
     pub max_abs_diff_vs_reference: Option<f64>,
@@ -68,7 +94,7 @@ pub struct BackendResult {
 pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
     let dir = common.model_dir()?;
     let tokenizer = dir.load_tokenizer()?;
-    let ctx = common.task_context(&dir, &tokenizer)?;
+    let ctx = common.task_context(&dir, &tokenizer)?.with_max_new_tokens(args.max_new_tokens as usize);
     let specs = common.backends(&dir)?;
     for spec in &specs {
         backend::files_present(spec, &dir)?;
@@ -94,11 +120,26 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
         return Err(e);
     }
     backend::set_threads(common.thread_count())?;
+    let stream = !args.json && ctx.task == Task::TextGeneration;
+    if stream {
+        println!("{} · {} · {} prompt tokens, {} threads", report.model, report.task, input.len(), common.thread_count());
+        println!("prompt: {}", input.text);
+    }
 
     let results: Vec<(BackendSpec, anyhow::Result<(TaskOutput, f64)>)> = specs
         .iter()
         .map(|spec| {
-            let outcome = backend::load(spec, &dir).and_then(|mut b| timed_runs(b.as_mut(), &ctx, &input, args.repeat));
+            let outcome = backend::load(spec, &dir).and_then(|mut b| {
+                if stream {
+                    print!("{:<16} ", spec.name);
+                    let _ = std::io::stdout().flush();
+                }
+                let outcome = timed_runs(b.as_mut(), &ctx, &input, args.repeat, stream);
+                if stream {
+                    println!();
+                }
+                outcome
+            });
             (spec.clone(), outcome)
         })
         .collect();
@@ -109,6 +150,8 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
     let all_ok = report.backends.iter().all(|b| b.ok);
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
+    } else if ctx.task == Task::TextGeneration {
+        print_generation(&report);
     } else {
         print_human(&report, &input, &ctx, common.thread_count());
     }
@@ -122,9 +165,31 @@ pub fn reference_of(specs: &[BackendSpec], ok: &[&BackendSpec]) -> BackendSpec {
     pool.iter().copied().find(|s| s.is_eager()).unwrap_or(pool[0]).clone()
 }
 
-/// Run `repeat` times; the last output and the median latency in ms.
-fn timed_runs(backend: &mut dyn backend::Backend, ctx: &TaskContext, input: &Encoded, repeat: u32) -> anyhow::Result<(TaskOutput, f64)> {
+/// Run `repeat` times; the last output and the median latency in ms (for
+/// text-generation: of the whole generation; the last run's tokens are
+/// printed as they come when `stream`).
+fn timed_runs(backend: &mut dyn backend::Backend, ctx: &TaskContext, input: &Encoded, repeat: u32, stream: bool) -> anyhow::Result<(TaskOutput, f64)> {
     let mut times = Vec::with_capacity(repeat as usize);
+    if ctx.task == Task::TextGeneration {
+        let generation_ctx = ctx.generation()?;
+        let mut last = None;
+        for run in 0..repeat {
+            let show = stream && run + 1 == repeat;
+            let start = Instant::now();
+            let generation = crate::task::generation::generate(backend, generation_ctx, input, &mut |step| {
+                if show {
+                    print!("{}", step.text);
+                    let _ = std::io::stdout().flush();
+                }
+                ControlFlow::Continue(())
+            })?;
+            times.push(start.elapsed().as_secs_f64() * 1e3);
+            last = Some(generation);
+        }
+        times.sort_by(f64::total_cmp);
+        let generation = last.expect("repeat >= 1 (clap range)");
+        return Ok((TaskOutput::Generation(generation), times[times.len() / 2]));
+    }
     let mut last = None;
     for _ in 0..repeat {
         let start = Instant::now();
@@ -156,8 +221,14 @@ fn build_results(reference: &BackendSpec, results: Vec<(BackendSpec, anyhow::Res
                     embedding: None,
                     masks: None,
                     labels: None,
+                    generated_ids: None,
+                    generated_text: None,
+                    ttft_ms: None,
+                    decode_tokens_per_s: None,
+                    token_ms: None,
+                    stop: None,
                     parity,
-                    max_abs_diff_vs_reference: parity.map(|p| p.max_abs_diff()),
+                    max_abs_diff_vs_reference: parity.filter(TaskParity::compares_values).map(|p| p.max_abs_diff()),
                     cosine_vs_reference: match parity {
                         Some(TaskParity::Embedding(p)) => Some(p.cosine),
                         _ => None,
@@ -167,7 +238,14 @@ fn build_results(reference: &BackendSpec, results: Vec<(BackendSpec, anyhow::Res
                     TaskOutput::Embedding(e) => result.embedding = Some(e.0),
                     TaskOutput::FillMask(FillMask { masks, .. }) => result.masks = Some(masks),
                     TaskOutput::Classification(Classification { labels, .. }) => result.labels = Some(labels),
-                    TaskOutput::Generation(_) => {}
+                    TaskOutput::Generation(g) => {
+                        result.ttft_ms = Some(g.ttft.as_secs_f64() * 1e3);
+                        result.decode_tokens_per_s = Some(g.decode_tokens_per_s());
+                        result.token_ms = Some(g.token_ms());
+                        result.stop = Some(g.stop);
+                        result.generated_ids = Some(g.ids);
+                        result.generated_text = Some(g.text);
+                    }
                 }
                 result
             }
@@ -179,6 +257,12 @@ fn build_results(reference: &BackendSpec, results: Vec<(BackendSpec, anyhow::Res
                 embedding: None,
                 masks: None,
                 labels: None,
+                generated_ids: None,
+                generated_text: None,
+                ttft_ms: None,
+                decode_tokens_per_s: None,
+                token_ms: None,
+                stop: None,
                 parity: None,
                 max_abs_diff_vs_reference: None,
                 cosine_vs_reference: None,
@@ -231,5 +315,36 @@ fn print_human(report: &RunReport, input: &Encoded, ctx: &TaskContext, threads: 
             let all: Vec<String> = labels.iter().map(|l| format!("{} {:.3}", l.label, l.prob)).collect();
             println!("{:<width$}   {}", "", all.join(" · "));
         }
+    }
+}
+
+/// After the streamed continuations: per backend, TTFT, decode speed, why it
+/// stopped, and whether its ids are the reference's.
+fn print_generation(report: &RunReport) {
+    let width = report.backends.iter().map(|b| b.name.len()).max().unwrap_or(0);
+    for b in &report.backends {
+        if !b.ok {
+            println!("{:<width$} error: {}", b.name, b.error.as_deref().unwrap_or("?"));
+            continue;
+        }
+        let tokens = b.generated_ids.as_ref().map_or(0, Vec::len);
+        let speed = match b.decode_tokens_per_s.flatten() {
+            Some(v) => format!("{v:.1} tokens/s"),
+            None => "- tokens/s".to_string(),
+        };
+        let parity = match &b.parity {
+            Some(TaskParity::Generation(p)) if p.same_ids => format!("vs {}: same ids", report.reference),
+            Some(TaskParity::Generation(p)) => {
+                format!("vs {}: IDS DIFFER from new token {}", report.reference, p.first_divergence.unwrap_or(0))
+            }
+            _ if b.name == report.reference => "(reference)".to_string(),
+            _ => "(no reference)".to_string(),
+        };
+        let stop = b.stop.map_or("?", Stop::name);
+        println!(
+            "{:<width$} TTFT {:>8.2} ms · decode {speed} · {tokens} tokens, stopped at {stop} · {parity}",
+            b.name,
+            b.ttft_ms.unwrap_or(0.0)
+        );
     }
 }

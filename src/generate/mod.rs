@@ -1,72 +1,167 @@
-//! STAND-IN for issue-14-core's generation API (the contract's signatures), so
-//! the explorer builds before that branch lands; replaced by the merge.
+//! Text generation: one greedy decoding loop ([`greedy`]) for every backend
+//! that can continue a sequence ([`Decoder`]: eager GPT-2 with its KV cache, an
+//! ExecuTorch program with a static KV cache, or a fixed window recomputed for
+//! every token), and the streaming [`Detokenizer`] that turns each new token
+//! into the text it completes.
+//!
+//! - [`detokenizer`]: byte-level BPE ids back to text, holding a token that
+//!   ends inside a UTF-8 character until the character completes.
+
+pub mod detokenizer;
 
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+pub use detokenizer::{Detokenizer, TextStream};
+
+/// A model that continues a token sequence one token at a time.
 pub trait Decoder {
+    /// The longest sequence (prompt + generated) it holds.
     fn max_len(&self) -> usize;
+    /// Forget any previous sequence, run `prompt` (>= 1 token): the logits of the next token, [V].
     fn prefill(&mut self, prompt: &[i64]) -> anyhow::Result<Vec<f32>>;
+    /// Append `token` to the sequence: the logits of the next token, [V].
     fn step(&mut self, token: i64) -> anyhow::Result<Vec<f32>>;
 }
 
-#[derive(Clone, Debug)]
+/// What `--max-new-tokens` defaults to.
+pub const DEFAULT_MAX_NEW_TOKENS: usize = 32;
+
+/// When greedy decoding stops, besides the decoder's own length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GenerateOptions {
+    /// At most this many new tokens (>= 1).
     pub max_new_tokens: usize,
+    /// Stop after this token (it is kept in the ids, as transformers does).
     pub eos_token_id: Option<i64>,
 }
 
 impl Default for GenerateOptions {
-    fn default() -> Self {
-        GenerateOptions { max_new_tokens: 32, eos_token_id: None }
+    fn default() -> GenerateOptions {
+        GenerateOptions { max_new_tokens: DEFAULT_MAX_NEW_TOKENS, eos_token_id: None }
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// Why generation stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Stop {
+    /// `max_new_tokens` were generated.
     MaxNewTokens,
+    /// The end-of-text token came (it is the last id).
     EndOfText,
+    /// Prompt and generated tokens fill the decoder's maximum length.
     MaxLength,
+    /// The caller's `on_token` asked to stop (a newer input is waiting).
     Cancelled,
 }
 
+impl Stop {
+    /// As in JSON: `max-new-tokens`, `end-of-text`, `max-length`, `cancelled`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stop::MaxNewTokens => "max-new-tokens",
+            Stop::EndOfText => "end-of-text",
+            Stop::MaxLength => "max-length",
+            Stop::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One new token, as it comes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TokenStep {
+    /// 0 for the first new token.
     pub index: usize,
     pub id: i64,
+    /// The text completed by this token (empty while a UTF-8 character is
+    /// held, and for special tokens such as the end of text).
     pub text: String,
+    /// The decoder call and the argmax that produced it (the first: prefill).
     pub latency: Duration,
 }
 
+/// A finished (or cancelled) greedy generation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Generation {
+    /// Tokens of the prompt.
     pub prompt_len: usize,
+    /// The new ids; the end-of-text id is the last one when generation stopped there.
     pub ids: Vec<i64>,
+    /// The new text, special tokens left out.
     pub text: String,
+    /// Time to the first token: the prefill and its argmax (== `token_latencies[0]`).
     pub ttft: Duration,
+    /// One per new token.
     pub token_latencies: Vec<Duration>,
     pub stop: Stop,
 }
 
-/// Stand-in: a text per id.
-#[derive(Clone, Debug, Default)]
-pub struct Detokenizer {
-    pub pieces: Vec<String>,
-}
+impl Generation {
+    /// Decode speed: tokens after the first per second of their latencies; `None` with fewer than 2 tokens.
+    pub fn decode_tokens_per_s(&self) -> Option<f64> {
+        let rest: Duration = self.token_latencies.iter().skip(1).sum();
+        (self.token_latencies.len() >= 2 && !rest.is_zero()).then(|| (self.token_latencies.len() - 1) as f64 / rest.as_secs_f64())
+    }
 
-impl Detokenizer {
-    pub fn from_pieces(pieces: Vec<String>) -> Detokenizer {
-        Detokenizer { pieces }
+    /// Per-token latencies in milliseconds.
+    pub fn token_ms(&self) -> Vec<f64> {
+        self.token_latencies.iter().map(|d| d.as_secs_f64() * 1e3).collect()
     }
 }
 
-fn argmax(v: &[f32]) -> i64 {
-    v.iter().enumerate().fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &x)| if x > bv { (i, x) } else { (bi, bv) }).0 as i64
+/// Why a prompt cannot be generated from.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PromptError {
+    #[error("the prompt is empty: type some text to continue")]
+    Empty,
+    #[error(
+        "the prompt has {prompt_len} tokens and this decoder holds at most {max_len} (prompt and new tokens together), \
+         which leaves no room for a new token; shorten the prompt to at most {} tokens",
+        max_len.saturating_sub(1)
+    )]
+    TooLong { prompt_len: usize, max_len: usize },
 }
 
+/// Check a prompt against a decoder's maximum length before anything runs.
+pub fn check_prompt(prompt_len: usize, max_len: usize) -> Result<(), PromptError> {
+    if prompt_len == 0 {
+        return Err(PromptError::Empty);
+    }
+    if prompt_len >= max_len {
+        return Err(PromptError::TooLong { prompt_len, max_len });
+    }
+    Ok(())
+}
+
+/// The index of the largest logit (the first one on ties, as torch's argmax).
+pub fn argmax(logits: &[f32]) -> anyhow::Result<i64> {
+    anyhow::ensure!(!logits.is_empty(), "the decoder returned no logits");
+    let mut best = 0;
+    for (i, &v) in logits.iter().enumerate() {
+        anyhow::ensure!(!v.is_nan(), "the decoder returned NaN at logit {i}");
+        if v > logits[best] {
+            best = i;
+        }
+    }
+    Ok(best as i64)
+}
+
+/// Greedy decoding: prefill `prompt`, then append the likeliest token until
+/// `max_new_tokens`, the end-of-text token, or the decoder's maximum length.
+/// `on_token` sees every new token as it comes; returning `Break` stops after
+/// that token ([`Stop::Cancelled`], unless it was the last anyway).
+///
+/// An empty prompt, or one that leaves no room for a new token, is a
+/// [`PromptError`] before the decoder runs.
 pub fn greedy(
     decoder: &mut dyn Decoder,
     detok: &Detokenizer,
@@ -74,39 +169,41 @@ pub fn greedy(
     opts: &GenerateOptions,
     on_token: &mut dyn FnMut(&TokenStep) -> ControlFlow<()>,
 ) -> anyhow::Result<Generation> {
-    anyhow::ensure!(!prompt.is_empty(), "the prompt is empty");
-    let mut g = Generation { prompt_len: prompt.len(), ids: vec![], text: String::new(), ttft: Duration::ZERO, token_latencies: vec![], stop: Stop::MaxNewTokens };
-    let mut at = Instant::now();
-    let mut logits = decoder.prefill(prompt)?;
-    loop {
-        let id = argmax(&logits);
-        let latency = at.elapsed();
-        let index = g.ids.len();
-        if index == 0 {
-            g.ttft = latency;
+    let max_len = decoder.max_len();
+    check_prompt(prompt.len(), max_len)?;
+    anyhow::ensure!(opts.max_new_tokens >= 1, "max_new_tokens is 0: ask for at least one new token");
+    let mut stream = detok.stream();
+    let mut ids = Vec::new();
+    let mut token_latencies = Vec::new();
+
+    let start = Instant::now();
+    let logits = decoder.prefill(prompt)?;
+    let mut next = argmax(&logits)?;
+    let mut latency = start.elapsed();
+    let stop = loop {
+        ids.push(next);
+        token_latencies.push(latency);
+        let step = TokenStep { index: ids.len() - 1, id: next, text: stream.push(next), latency };
+        let flow = on_token(&step);
+        if opts.eos_token_id == Some(next) {
+            break Stop::EndOfText;
         }
-        g.ids.push(id);
-        g.token_latencies.push(latency);
-        let text = if opts.eos_token_id == Some(id) { String::new() } else { detok.pieces.get(id as usize).cloned().unwrap_or_default() };
-        g.text.push_str(&text);
-        let step = TokenStep { index, id, text, latency };
-        if on_token(&step).is_break() {
-            g.stop = Stop::Cancelled;
-            break;
+        if ids.len() >= opts.max_new_tokens {
+            break Stop::MaxNewTokens;
         }
-        if opts.eos_token_id == Some(id) {
-            g.stop = Stop::EndOfText;
-            break;
+        if prompt.len() + ids.len() >= max_len {
+            break Stop::MaxLength;
         }
-        if g.ids.len() >= opts.max_new_tokens {
-            break;
+        if flow.is_break() {
+            break Stop::Cancelled;
         }
-        if prompt.len() + g.ids.len() >= decoder.max_len() {
-            g.stop = Stop::MaxLength;
-            break;
-        }
-        at = Instant::now();
-        logits = decoder.step(id)?;
-    }
-    Ok(g)
+        let start = Instant::now();
+        let logits = decoder.step(next)?;
+        next = argmax(&logits)?;
+        latency = start.elapsed();
+    };
+    Ok(Generation { prompt_len: prompt.len(), text: detok.decode(&ids), ttft: token_latencies[0], ids, token_latencies, stop })
 }
+
+#[cfg(test)]
+mod tests;

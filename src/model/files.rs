@@ -87,9 +87,12 @@ impl ModelDir {
         self.require(&self.manifest.tokenizer)
     }
 
-    /// The tokenizer, truncating at the model's maximum length.
+    /// The tokenizer, truncating at the model's maximum length; for
+    /// text-generation it does not cut: a prompt too long for the decoder is an
+    /// error that says both lengths ([`crate::generate::PromptError`]).
     pub fn load_tokenizer(&self) -> anyhow::Result<TextTokenizer> {
-        TextTokenizer::load(&self.tokenizer()?, self.max_seq_len())
+        let max_len = if self.task() == Task::TextGeneration { usize::MAX / 2 } else { self.max_seq_len() };
+        TextTokenizer::load(&self.tokenizer()?, max_len)
     }
 
     pub fn config(&self) -> Result<PathBuf, ModelsMissing> {

@@ -40,6 +40,15 @@ pub struct Manifest {
     pub programs: Vec<ProgramEntry>,
     #[serde(default)]
     pub sha256: BTreeMap<String, String>,
+    /// text-generation: the end-of-text id (config.json's), where greedy decoding stops.
+    #[serde(default)]
+    pub eos_token_id: Option<i64>,
+    /// text-generation: what a left-padded window is padded with (config's pad, else eos).
+    #[serde(default)]
+    pub pad_token_id: Option<i64>,
+    /// text-generation: the `max_new_tokens` reference.json was generated with.
+    #[serde(default)]
+    pub max_new_tokens: Option<usize>,
 }
 
 fn default_tokenizer() -> String {
@@ -70,6 +79,9 @@ pub struct ProgramEntry {
     pub quantization: Option<String>,
     #[serde(default)]
     pub fixed_len: Option<usize>,
+    /// text-generation: `"static"` for a program with a KV cache inside, null for a window.
+    #[serde(default)]
+    pub cache: Option<String>,
 }
 
 /// Why a model directory cannot be used. Exit code 2 at the CLI, like a missing file.

@@ -7,12 +7,18 @@ use std::path::Path;
 use anyhow::Context;
 use serde::Deserialize;
 
+use std::time::Duration;
+
+use crate::generate::{Generation, Stop};
 use crate::task::{Classification, Embedding, FillMask, MaskPrediction, TaskContext, TaskOutput, TokenProb};
 
 #[derive(Debug, Deserialize)]
 pub struct Reference {
     pub model: String,
     pub max_seq_len: usize,
+    /// text-generation: what `generated_ids` were generated with.
+    #[serde(default)]
+    pub max_new_tokens: Option<usize>,
     pub sentences: Vec<ReferenceSentence>,
 }
 
@@ -29,6 +35,12 @@ pub struct ReferenceSentence {
     /// text-classification
     #[serde(default)]
     pub logits: Vec<f32>,
+    /// text-generation: transformers' greedy new ids (the end-of-text id last when it stopped there).
+    #[serde(default)]
+    pub generated_ids: Vec<i64>,
+    /// text-generation: the new tokens' text, special tokens skipped.
+    #[serde(default)]
+    pub generated_text: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -65,7 +77,18 @@ impl ReferenceSentence {
                 uncovered: 0,
             }),
             crate::task::Task::TextClassification => TaskOutput::Classification(Classification::from_logits(self.logits.clone(), &ctx.labels)),
-            crate::task::Task::TextGeneration => unimplemented!("stand-in"),
+            crate::task::Task::TextGeneration => {
+                let eos = ctx.generation.as_ref().and_then(|g| g.options.eos_token_id);
+                let stop = if eos.is_some() && self.generated_ids.last().copied() == eos { Stop::EndOfText } else { Stop::MaxNewTokens };
+                TaskOutput::Generation(Generation {
+                    prompt_len: self.ids.len(),
+                    ids: self.generated_ids.clone(),
+                    text: self.generated_text.clone(),
+                    ttft: Duration::ZERO,
+                    token_latencies: vec![Duration::ZERO; self.generated_ids.len()],
+                    stop,
+                })
+            }
         }
     }
 }

@@ -98,14 +98,8 @@ impl Worker {
     /// Greedy generation from the job's ids: every token reported as it comes;
     /// stops between tokens once a newer input (or a cancel) supersedes this one.
     fn generate(&self, backend: &mut dyn Backend, job: &Job) -> Result<TaskOutput, String> {
-        let Some(setup) = self.ctx.generation.clone() else {
-            return Err("text-generation needs the model's tokenizer to decode tokens; none was loaded".to_string());
-        };
         let kind = &self.kind;
         let run = || -> anyhow::Result<TaskOutput> {
-            let Some(decoder) = backend.as_decoder() else {
-                anyhow::bail!("{kind} cannot generate text: it is not a decoder (a program that returns next-token logits)");
-            };
             let mut on_token = |step: &TokenStep| {
                 (self.sink)(WorkerEvent::Token { kind: kind.clone(), generation: job.generation, step: step.clone() });
                 if self.inbox.is_superseded() {
@@ -114,7 +108,7 @@ impl Worker {
                     ControlFlow::Continue(())
                 }
             };
-            crate::generate::greedy(decoder, &setup.detok, &job.input.ids, &setup.opts, &mut on_token).map(TaskOutput::Generation)
+            crate::task::generation::generate(backend, self.ctx.generation()?, &job.input, &mut on_token).map(TaskOutput::Generation)
         };
         match catch_unwind(AssertUnwindSafe(run)) {
             Ok(Ok(output)) => Ok(output),

@@ -1,23 +1,78 @@
-//! STAND-IN for issue-14-core's text-generation task; replaced by the merge.
+//! text-generation: a prompt continued greedily, token by token
+//! ([`crate::generate::greedy`]), and two continuations compared id by id.
+//!
+//! Unlike the other tasks one forward is not the output: a backend that can
+//! continue a sequence ([`Backend::as_decoder`]) is driven by the greedy loop,
+//! and what a person reads is the [`Generation`] (ids, text, time to the first
+//! token, per-token latencies, why it stopped).
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::generate::{Detokenizer, GenerateOptions, Generation};
+use crate::backend::Backend;
+use crate::generate::{self, Detokenizer, GenerateOptions, Generation, TokenStep};
+use crate::model::Encoded;
 
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+/// How one continuation compares with the reference's for the same prompt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct GenerationParity {
+    /// The same new ids, the same number of them.
     pub same_ids: bool,
+    /// Index into the new ids of the first that differs (or where one of the
+    /// two ends first); `None` when they are the same.
     pub first_divergence: Option<usize>,
 }
 
-pub fn parity(a: &Generation, b: &Generation) -> GenerationParity {
-    let first_divergence = a.ids.iter().zip(&b.ids).position(|(x, y)| x != y).or((a.ids.len() != b.ids.len()).then(|| a.ids.len().min(b.ids.len())));
-    GenerationParity { same_ids: first_divergence.is_none(), first_divergence }
+impl GenerationParity {
+    pub fn of(ids: &[i64], reference: &[i64]) -> GenerationParity {
+        let first_divergence = ids
+            .iter()
+            .zip(reference)
+            .position(|(a, b)| a != b)
+            .or_else(|| (ids.len() != reference.len()).then(|| ids.len().min(reference.len())));
+        GenerationParity { same_ids: first_divergence.is_none(), first_divergence }
+    }
 }
 
-/// What the greedy loop needs from the model directory.
-#[derive(Clone, Debug)]
-pub struct GenerationSetup {
-    pub detok: std::sync::Arc<Detokenizer>,
-    pub opts: GenerateOptions,
+/// What generating needs from the model directory.
+#[derive(Clone, Debug, Default)]
+pub struct GenerationContext {
+    /// Ids back to text (the model's byte-level BPE tokenizer).
+    pub detokenizer: Arc<Detokenizer>,
+    /// `max_new_tokens` and the end-of-text id (the manifest's `eos_token_id`).
+    pub options: GenerateOptions,
+}
+
+/// A text-generation program or model that cannot continue a sequence.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}: this backend cannot generate text (it is not a decoder: no KV-cache program, window program or eager GPT-2)")]
+pub struct NotADecoder(pub String);
+
+/// Continue `input` greedily on `backend`, `on_token` called for every new token
+/// (return `Break` to stop after it).
+pub fn generate(
+    backend: &mut dyn Backend,
+    ctx: &GenerationContext,
+    input: &Encoded,
+    on_token: &mut dyn FnMut(&TokenStep) -> ControlFlow<()>,
+) -> anyhow::Result<Generation> {
+    let describe = backend.describe();
+    let decoder = backend.as_decoder().ok_or(NotADecoder(describe))?;
+    generate::greedy(decoder, &ctx.detokenizer, &input.ids, &ctx.options, on_token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parity_names_the_first_new_token_that_differs() {
+        assert_eq!(GenerationParity::of(&[1, 2, 3], &[1, 2, 3]), GenerationParity { same_ids: true, first_divergence: None });
+        assert_eq!(GenerationParity::of(&[1, 5, 3], &[1, 2, 3]).first_divergence, Some(1));
+        assert_eq!(GenerationParity::of(&[1, 2], &[1, 2, 3]), GenerationParity { same_ids: false, first_divergence: Some(2) });
+        assert_eq!(GenerationParity::of(&[1, 2, 3, 4], &[1, 2, 3]).first_divergence, Some(3));
+        assert_eq!(GenerationParity::of(&[], &[]).first_divergence, None);
+    }
 }

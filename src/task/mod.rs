@@ -4,7 +4,9 @@
 //!
 //! - [`embedding`]: feature-extraction, a sentence embedding `[1, H]`;
 //! - [`fill_mask`]: fill-mask, the likeliest tokens at every `[MASK]`;
-//! - [`classification`]: text-classification, a probability per label.
+//! - [`classification`]: text-classification, a probability per label;
+//! - [`generation`]: text-generation, a prompt continued greedily token by token
+//!   (the [`crate::generate`] loop; one forward is not its output).
 //!
 //! [`TaskContext`] holds what interpreting an output needs from the model
 //! directory (the mask token, the label names, the vocabulary) and turns a
@@ -22,7 +24,9 @@ use serde::{Deserialize, Serialize};
 pub use classification::{Classification, ClassificationParity, LabelProb};
 pub use embedding::{Embedding, Parity};
 pub use fill_mask::{FillMask, FillMaskParity, MaskPrediction, TokenProb};
-pub use generation::GenerationParity;
+pub use generation::{GenerationContext, GenerationParity, NotADecoder};
+
+use crate::generate::Generation;
 
 use crate::model::Encoded;
 
@@ -36,6 +40,7 @@ pub enum Task {
     FillMask,
     /// A probability per class label.
     TextClassification,
+    /// A prompt continued greedily, token by token (GPT-2).
     TextGeneration,
 }
 
@@ -55,7 +60,7 @@ impl Task {
             Task::FeatureExtraction => "an embedding [1, H]",
             Task::FillMask => "logits per position [1, S, V] or at the one mask [1, V]",
             Task::TextClassification => "class logits [1, C]",
-            Task::TextGeneration => "next-token logits [1, V] or [1, S, V]",
+            Task::TextGeneration => "next-token logits [1, V], or per position [1, S, V]",
         }
     }
 }
@@ -91,7 +96,7 @@ pub enum TaskOutput {
     Embedding(Embedding),
     FillMask(FillMask),
     Classification(Classification),
-    Generation(crate::generate::Generation),
+    Generation(Generation),
 }
 
 /// How one output compares with the reference column's, per task.
@@ -106,7 +111,7 @@ pub enum TaskParity {
 
 impl TaskParity {
     /// The outputs agree on what a person reads (the same top token at every
-    /// mask, the same label, an embedding within cosine 0.9999).
+    /// mask, the same label, an embedding within cosine 0.9999, the same generated ids).
     pub fn agrees(&self) -> bool {
         match self {
             TaskParity::Embedding(p) => p.cosine >= 0.9999,
@@ -116,7 +121,8 @@ impl TaskParity {
         }
     }
 
-    /// The largest element-wise difference of the compared values.
+    /// The largest element-wise difference of the compared values; 0 for
+    /// text-generation, which compares ids, not values (see [`TaskParity::compares_values`]).
     pub fn max_abs_diff(&self) -> f64 {
         match self {
             TaskParity::Embedding(p) => p.max_abs_diff,
@@ -124,6 +130,11 @@ impl TaskParity {
             TaskParity::Classification(p) => p.max_abs_diff,
             TaskParity::Generation(_) => 0.0,
         }
+    }
+
+    /// Whether [`max_abs_diff`](Self::max_abs_diff) means something (not for generated ids).
+    pub fn compares_values(&self) -> bool {
+        !matches!(self, TaskParity::Generation(_))
     }
 }
 
@@ -142,7 +153,7 @@ impl TaskOutput {
             (TaskOutput::Embedding(a), TaskOutput::Embedding(b)) => a.parity(b).map(TaskParity::Embedding),
             (TaskOutput::FillMask(a), TaskOutput::FillMask(b)) => a.parity(b).map(TaskParity::FillMask),
             (TaskOutput::Classification(a), TaskOutput::Classification(b)) => a.parity(b).map(TaskParity::Classification),
-            (TaskOutput::Generation(a), TaskOutput::Generation(b)) => Some(TaskParity::Generation(generation::parity(a, b))),
+            (TaskOutput::Generation(a), TaskOutput::Generation(b)) => Some(TaskParity::Generation(GenerationParity::of(&a.ids, &b.ids))),
             _ => None,
         }
     }
@@ -160,8 +171,8 @@ pub struct TaskContext {
     pub vocab: std::sync::Arc<Vec<String>>,
     /// How many tokens to show per mask.
     pub top_k: usize,
-    /// The detokenizer and stopping rules (text-generation).
-    pub generation: Option<std::sync::Arc<generation::GenerationSetup>>,
+    /// The detokenizer and the stopping rules (text-generation).
+    pub generation: Option<GenerationContext>,
 }
 
 impl TaskContext {
@@ -182,7 +193,11 @@ impl TaskContext {
                 ctx.vocab = std::sync::Arc::new(tokenizer.vocab());
             }
             Task::TextClassification => ctx.labels = label_names(&dir.config()?)?,
-            Task::TextGeneration => {}
+            Task::TextGeneration => {
+                let detokenizer = crate::generate::Detokenizer::from_file(&dir.tokenizer()?)?;
+                let options = crate::generate::GenerateOptions { eos_token_id: dir.manifest().eos_token_id, ..Default::default() };
+                ctx.generation = Some(GenerationContext { detokenizer: std::sync::Arc::new(detokenizer), options });
+            }
         }
         Ok(ctx)
     }
@@ -195,7 +210,21 @@ impl TaskContext {
         Ok(())
     }
 
-    /// Interpret `out`, the output of a backend for `input`.
+    /// The generation context (text-generation), or an error naming the task.
+    pub fn generation(&self) -> anyhow::Result<&GenerationContext> {
+        self.generation.as_ref().ok_or_else(|| anyhow::anyhow!("a {} model does not generate text", self.task))
+    }
+
+    /// Set `--max-new-tokens` (text-generation; no effect for other tasks).
+    pub fn with_max_new_tokens(mut self, max_new_tokens: usize) -> TaskContext {
+        if let Some(g) = &mut self.generation {
+            g.options.max_new_tokens = max_new_tokens;
+        }
+        self
+    }
+
+    /// Interpret `out`, the output of a backend for `input`. Text-generation's
+    /// output is not one forward's: [`crate::backend::run_task`] runs the greedy loop.
     pub fn interpret(&self, input: &Encoded, out: OutputTensor) -> anyhow::Result<TaskOutput> {
         let shape = out.describe_shape();
         let wrong = || anyhow::anyhow!("the program returned {shape}; a {} program returns {}", self.task, self.task.expected_outputs());
@@ -213,7 +242,9 @@ impl TaskContext {
                 anyhow::ensure!(out.shape.len() == 2 && out.shape[0] == 1 && out.shape[1] >= 1, wrong());
                 Ok(TaskOutput::Classification(Classification::from_logits(out.data, &self.labels)))
             }
-            Task::TextGeneration => Err(wrong()),
+            Task::TextGeneration => {
+                anyhow::bail!("a text-generation output is a generation, not one forward's {shape}: run the greedy loop (generate::greedy)")
+            }
         }
     }
 }

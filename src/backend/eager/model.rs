@@ -70,10 +70,10 @@ pub fn load_model(config_file: &Path, weights_file: &Path, task: &str) -> anyhow
                 Task::FillMask => {
                     Head::BertMaskedLm(BertMaskedLmHead::load(&root, cfg, bert.word_embeddings()).with_context(head_context)?)
                 }
-                Task::TextGeneration => anyhow::bail!("stand-in"),
                 Task::TextClassification => Head::BertClassification(
                     BertClassificationHead::load(&path, &root, cfg, config.num_labels).with_context(head_context)?,
                 ),
+                Task::TextGeneration => return Err(Unsupported::Task { task: task.name().to_string() }.into()),
             };
             (Encoder::Bert(bert), head)
         }
@@ -85,10 +85,10 @@ pub fn load_model(config_file: &Path, weights_file: &Path, task: &str) -> anyhow
                 Task::FillMask => Head::DistilBertMaskedLm(
                     DistilBertMaskedLmHead::load(&root, cfg, distilbert.word_embeddings()).with_context(head_context)?,
                 ),
-                Task::TextGeneration => anyhow::bail!("stand-in"),
                 Task::TextClassification => Head::DistilBertClassification(
                     DistilBertClassificationHead::load(&root, cfg, config.num_labels).with_context(head_context)?,
                 ),
+                Task::TextGeneration => return Err(Unsupported::Task { task: task.name().to_string() }.into()),
             };
             (Encoder::DistilBert(distilbert), head)
         }
