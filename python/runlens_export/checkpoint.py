@@ -3,8 +3,9 @@ what it is, whether it can be exported for a task, loading it, and the files
 runlens' eager path reads (config.json, model.safetensors, tokenizer.json).
 
 What can be exported is one table, `SUPPORTED`: model_type -> task -> the
-transformers class the program is built from. Adding an architecture (GPT-2
-for `text-generation`) adds a row here and, for a new task, a class in tasks.py.
+transformers class the program is built from. Adding an architecture adds a
+row here and, for a new task, a class in tasks.py (GPT-2 for `text-generation`
+did both).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ SUPPORTED: dict[str, dict[str, str]] = {
         "feature-extraction": "DistilBertModel",
         "fill-mask": "DistilBertForMaskedLM",
         "text-classification": "DistilBertForSequenceClassification",
+    },
+    "gpt2": {
+        "text-generation": "GPT2LMHeadModel",
     },
 }
 
@@ -124,11 +128,14 @@ class Checkpoint:
             raise ExportError(f"{self.path}: transformers made no fast tokenizer from its files, so there is no tokenizer.json for runlens")
         return tok
 
-    def write_eager_files(self, model, class_name: str, tokenizer, out: Path) -> None:
+    def write_eager_files(self, model, class_name: str, tokenizer, out: Path, resave: bool = False) -> None:
         """config.json, model.safetensors and tokenizer.json in `out`: copied when
         the checkpoint already has them for this class, else written by transformers
-        from the loaded model (a pytorch_model.bin checkpoint, or a head the task drops)."""
-        as_saved = (self.path / "model.safetensors").is_file() and (self.packaged or self.architecture == class_name)
+        from the loaded model (a pytorch_model.bin checkpoint, or a head the task drops).
+        `resave`: always written by transformers, so the weight names are the class's
+        own whatever the source (a hub GPT-2 names them `h.N...`, not `transformer.h.N...`)."""
+        as_saved = (not resave and (self.path / "model.safetensors").is_file()
+                    and (self.packaged or self.architecture == class_name))
         if as_saved:
             shutil.copyfile(self.path / "config.json", out / "config.json")
             shutil.copyfile(self.path / "model.safetensors", out / "model.safetensors")

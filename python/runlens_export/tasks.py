@@ -4,9 +4,13 @@
   - its fields of reference.json (Python transformers' outputs),
   - how a program's output is compared with those (verify.py).
 
-Every program takes (input_ids, attention_mask), int64 [1, S]
-(docs/model-directory.md). A `text-generation` task slots in as one more class
-here and a row in checkpoint.SUPPORTED.
+The encoder tasks' programs take (input_ids, attention_mask), int64 [1, S]
+(docs/model-directory.md): one forward pass, one output, compared with one
+transformers output. `text-generation` (GPT-2) is a peer with other programs
+(decoder.py: a KV-cache program and a window one) and a different reference
+(transformers' greedy `generate`), so a task also says how its reference is
+made, how its programs are lowered and how they are checked (`reference`,
+`program_specs`, `lower`, `verify`; the encoder tasks share one way).
 """
 
 from __future__ import annotations
@@ -74,6 +78,49 @@ class Task:
     name: str
     sentences: str  # file name in assets/
     output: str  # the program's output, for the log and the manifest's wording
+    default_max_seq_len = 128  # src/model/files.rs's MAX_SEQ_LEN for MiniLM
+    resave_weights = False  # model.safetensors always written by transformers (checkpoint.write_eager_files)
+
+    # --- what export.py calls; the encoder tasks share these ---
+
+    def program_specs(self) -> dict:
+        from .programs import PROGRAMS
+
+        return PROGRAMS
+
+    def reference(self, model, tokenizer, texts: list[str], max_seq_len: int) -> list[dict]:
+        """reference.json's sentences: the wrapper's output on each text, one forward pass."""
+        from .files import say
+
+        say(f"reference outputs for {len(texts)} sentences (transformers eager, {self.name})")
+        wrapper = self.wrap(model)
+        rows = []
+        with torch.inference_mode():
+            for text in texts:
+                enc = tokenizer(text, truncation=True, max_length=max_seq_len, return_tensors="pt")
+                ids = enc["input_ids"][0].tolist()
+                output = wrapper(enc["input_ids"], enc["attention_mask"])
+                rows.append({"text": text, "ids": ids, **self.reference_row(output, ids, model, tokenizer)})
+        note = self.notes(rows)
+        if note:
+            say(f"  {note}")
+        return rows
+
+    def lower(self, model, names: list[str], max_seq_len: int, out: Path) -> list[dict]:
+        from .programs import lower
+
+        return lower(self.wrap(model), names, max_seq_len, out)
+
+    def verify(self, out: Path, programs: list[dict], rows: list[dict], pad_id: int, max_seq_len: int) -> list[str]:
+        from .verify import verify
+
+        return verify(out, programs, self, rows, pad_id)
+
+    def extra_fields(self, model, tokenizer) -> dict:
+        """Fields of manifest.json and reference.json this task adds (none for the encoders)."""
+        return {}
+
+    # --- the encoder tasks' parts ---
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         raise NotImplementedError
@@ -209,4 +256,97 @@ class TextClassification(Task):
         return f"smallest gap between neighbouring label probabilities: {min(gaps):.3g}" if gaps else ""
 
 
-TASKS: dict[str, Task] = {t.name: t for t in (FeatureExtraction(), FillMask(), TextClassification())}
+class TextGeneration(Task):
+    """GPT-2: greedy continuation of a prompt (decoder.py holds the programs)."""
+
+    name = "text-generation"
+    sentences = "prompts.txt"
+    output = "[1, V] next-token logits (KV-cache and window programs)"
+    default_max_seq_len = 64  # the tiny test model's L; GPT-2-sized figures use 192
+    resave_weights = True  # one weight naming (transformer.h.N...) for the Rust eager path, whatever the source
+    max_new_tokens = 24  # what reference.json is generated with (export.py --max-new-tokens)
+    check_window = True  # run the padded-window wrapper in eager against generate (off with --no-check)
+
+    def program_specs(self) -> dict:
+        from .decoder import GENERATION_PROGRAMS
+
+        return GENERATION_PROGRAMS
+
+    def extra_fields(self, model, tokenizer) -> dict:
+        config = model.config
+        eos = config.eos_token_id
+        pad = config.pad_token_id if config.pad_token_id is not None else eos
+        if pad is None:
+            raise ExportError("the checkpoint's config has neither pad_token_id nor eos_token_id: "
+                              "nothing to left-pad the no-cache window with")
+        return {"eos_token_id": eos, "pad_token_id": int(pad), "max_new_tokens": self.max_new_tokens}
+
+    def reference(self, model, tokenizer, texts, max_seq_len):
+        from .files import say
+
+        say(f"reference continuations of {len(texts)} prompts (transformers generate, greedy, "
+            f"max_new_tokens {self.max_new_tokens})")
+        rows = []
+        for text in texts:
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+            if not ids:
+                raise ExportError(f"the prompt {text!r} encodes to no tokens")
+            if len(ids) + self.max_new_tokens - 1 > max_seq_len:
+                raise ExportError(f"the prompt {text!r} is {len(ids)} tokens: with {self.max_new_tokens} new tokens "
+                                  f"it does not fit in --max-seq-len {max_seq_len}; shorten it")
+            generated = generate(model, ids, self.max_new_tokens, model.config.eos_token_id)
+            rows.append({"text": text, "ids": ids, "generated_ids": generated,
+                         "generated_text": tokenizer.decode(generated, skip_special_tokens=True)})
+        say(f"  {self.notes(rows)}")
+        if self.check_window:
+            self.check_window_wrapper(model, tokenizer, rows, max_seq_len)
+        return rows
+
+    def check_window_wrapper(self, model, tokenizer, rows, max_seq_len):
+        """The window programs compute positions from the mask: the padded window
+        must give transformers' ids too (the wrapper itself, in eager)."""
+        from .decoder import DecoderWindow, WindowDecoder, first_divergence, greedy
+        from .files import say
+
+        window = DecoderWindow(model).eval()
+        pad = self.extra_fields(model, tokenizer)["pad_token_id"]
+        with torch.inference_mode():
+            for row in rows:
+                got = greedy(WindowDecoder(lambda args: [window(*args)], max_seq_len, pad), row["ids"],
+                             self.max_new_tokens, model.config.eos_token_id)
+                if got != row["generated_ids"]:
+                    raise ExportError(f"the left-padded window wrapper differs from transformers on {row['text']!r} "
+                                      f"at new token {first_divergence(got, row['generated_ids'])}")
+        say(f"  the left-padded window wrapper (eager, positions from the mask) gives the same ids on all {len(rows)} prompts")
+
+    def notes(self, rows):
+        n = sum(len(r["generated_ids"]) for r in rows)
+        distinct = len({t for r in rows for t in r["generated_ids"]})
+        stopped = sum(1 for r in rows if len(r["generated_ids"]) < self.max_new_tokens)
+        return f"{n} new tokens over {len(rows)} prompts, {distinct} distinct ids, {stopped} stopped at the end-of-text id"
+
+    def lower(self, model, names, max_seq_len, out):
+        from .decoder import lower_decoder
+
+        return lower_decoder(model, names, max_seq_len, out)
+
+    def verify(self, out, programs, rows, pad_id, max_seq_len):
+        import json
+
+        from .verify import verify_generation
+
+        eos = json.loads((out / "config.json").read_text())["eos_token_id"]
+        return verify_generation(out, programs, rows, pad_id, max_seq_len, self.max_new_tokens, eos)
+
+
+def generate(model, ids: list[int], max_new_tokens: int, eos_id: int | None) -> list[int]:
+    """transformers' greedy generate: the new ids, the EOS id included when it stopped there."""
+    with torch.inference_mode():
+        out = model.generate(
+            torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            do_sample=False, max_new_tokens=max_new_tokens, pad_token_id=eos_id,
+        )
+    return out[0, len(ids):].tolist()
+
+
+TASKS: dict[str, Task] = {t.name: t for t in (FeatureExtraction(), FillMask(), TextClassification(), TextGeneration())}

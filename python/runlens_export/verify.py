@@ -63,3 +63,36 @@ def worst_line(summaries: list[str]) -> str:
         return float(m.group(1)) if m else 0.0
 
     return "worst " + max(summaries, key=diff) if summaries else ""
+
+
+def verify_generation(out: Path, programs: list[dict], rows: list[dict], pad_id: int, max_seq_len: int,
+                      max_new_tokens: int, eos_id: int | None) -> list[str]:
+    """Each text-generation program's greedy ids (a Python loop over ExecuTorch's
+    runtime) against transformers' `generated_ids`. The prompts run longest first
+    on one loaded program, so a KV-cache program shows it keeps its cache between
+    calls (prefill, then steps) and that a shorter prompt restarting at position 0
+    is not disturbed by the longer one's stale entries."""
+    from executorch.runtime import Runtime
+
+    from .decoder import decoder_for, first_divergence, greedy
+
+    runtime = Runtime.get()
+    order = sorted(range(len(rows)), key=lambda i: -len(rows[i]["ids"]))
+    failures = []
+    for entry in programs:
+        method = runtime.load_program(out / entry["file"]).load_method("forward")
+        decoder = decoder_for(entry, method.execute, max_seq_len, pad_id)
+        bad = []
+        for i in order:
+            row = rows[i]
+            got = greedy(decoder, row["ids"], max_new_tokens, eos_id)
+            if got != row["generated_ids"]:
+                bad.append(f"{row['text']!r}: greedy ids differ from transformers' at new token "
+                           f"{first_divergence(got, row['generated_ids'])} ({got} vs {row['generated_ids']})")
+        n = sum(len(rows[i]["generated_ids"]) for i in order)
+        lens = ", ".join(str(len(rows[i]["ids"])) for i in order)
+        verdict = f"{len(bad)} DISAGREE" if bad else "ok, same ids"
+        say(f"  {entry['name']:16} vs transformers, {len(rows)} prompts of {lens} tokens in turn on one loaded "
+            f"program, {n} new tokens: {verdict}")
+        failures += [f"{entry['file']} {b}" for b in bad]
+    return failures

@@ -1,0 +1,254 @@
+"""The programs of a `text-generation` directory (GPT-2) and the greedy loops
+that drive them (verify, bench_generate.py, export_course_gpt2.py).
+
+Two kinds of program (docs/model-directory.md, "text-generation"):
+
+  KV cache (`cache: "static"`)   forward(input_ids int64 [1, S] (S 1..L), cache_position int64 [S])
+                                 -> float32 [1, V]: the logits of the last input position.
+      The keys and values of every layer live in the program as mutable buffers
+      of length L (a transformers StaticCache, as transformers.integrations.executorch
+      does it), written at `cache_position` by standard ops (index_copy); the causal
+      mask hides every entry after the query's position, so a new prompt simply
+      starts again at position 0. The buffers start as zeros (InitializedMutableBufferPass).
+  window (`cache: null`)         forward(input_ids int64 [1, L], attention_mask int64 [1, L])
+                                 -> float32 [1, V]: the logits of position L-1.
+      The course's way: the sequence left-padded with the pad id into a window of
+      L, mask 0 on the padding; positions come from the mask (cumsum - 1), so the
+      real tokens get 0..n-1 and the result equals transformers on the unpadded
+      sequence. Every new token recomputes the whole window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from .files import ExportError, say, write_atomic
+
+XNNPACK = "XnnpackBackend"
+# Operator namespaces the wheel's C++ runtime has kernels for (no custom ops):
+# ATen's, ExecuTorch's dim-order copies and its own primitives (et_view, sym arithmetic).
+STANDARD_OP_NAMESPACES = ("aten", "dim_order_ops", "executorch_prim")
+CACHE_BUFFERS = ("key_cache", "value_cache", "cumulative_length")
+
+
+class DecoderWithStaticCache(torch.nn.Module):
+    """A causal LM with a static KV cache of `max_len` positions held as buffers."""
+
+    def __init__(self, model: torch.nn.Module, max_len: int):
+        super().__init__()
+        from transformers.cache_utils import StaticCache
+
+        config = model.config
+        self.model = model
+        self.cache = StaticCache(max_cache_len=max_len, config=config)
+        head_dim = config.n_embd // config.n_head
+        self.cache.early_initialization(1, config.n_head, head_dim, model.dtype, torch.device("cpu"))
+        for i, layer in enumerate(self.cache.layers):
+            self.register_buffer(f"key_cache_{i}", layer.keys, persistent=False)
+            self.register_buffer(f"value_cache_{i}", layer.values, persistent=False)
+            self.register_buffer(f"cumulative_length_{i}", layer.cumulative_length, persistent=False)
+
+    def forward(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
+        # The cache writes its S new entries at cumulative_length..+S-1: start them at cache_position[0].
+        for layer in self.cache.layers:
+            layer.cumulative_length.copy_(cache_position[0])
+        out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True,
+                         position_ids=cache_position.unsqueeze(0), logits_to_keep=1)
+        return out.logits[:, -1, :]  # [1, V]
+
+
+class DecoderWindow(torch.nn.Module):
+    """A causal LM over a left-padded window: the last position's logits [1, V]
+    (or every position's, [1, L, V], with `per_position`)."""
+
+    def __init__(self, model: torch.nn.Module, per_position: bool = False):
+        super().__init__()
+        self.model, self.per_position = model, per_position
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                         use_cache=False, logits_to_keep=0 if self.per_position else 1)
+        return out.logits if self.per_position else out.logits[:, -1, :]
+
+
+@dataclass(frozen=True)
+class DecoderProgramSpec:
+    name: str
+    title: str
+    column: str
+    delegate: str | None
+    cache: bool  # True: KV cache, dynamic S; False: a fixed window of max_seq_len
+
+    @property
+    def file(self) -> str:
+        return f"{self.name}.pte"
+
+    def about(self, max_seq_len: int) -> str:
+        on = ("XnnpackPartitioner: supported subgraphs on XNNPACK, the rest on the default kernels"
+              if self.delegate else "no delegate: every operator on ExecuTorch's default CPU kernels")
+        if self.cache:
+            how = (f"KV cache of {max_seq_len} positions inside the program (static, mutable buffers on the default "
+                   f"kernels); prompt in one call, then one token per call")
+        else:
+            how = (f"no cache: a left-padded window of {max_seq_len} tokens, the whole window recomputed for "
+                   f"every new token (the course's way)")
+        return f"{how}; {on}"
+
+    def manifest_entry(self, max_seq_len: int) -> dict:
+        return {
+            "name": self.name,
+            "file": self.file,
+            "title": self.title,
+            "column": self.column,
+            "about": self.about(max_seq_len),
+            "delegate": self.delegate,
+            "quantization": None,
+            "fixed_len": None if self.cache else max_seq_len,
+            "cache": "static" if self.cache else None,
+        }
+
+
+GENERATION_PROGRAMS: dict[str, DecoderProgramSpec] = {
+    p.name: p
+    for p in (
+        DecoderProgramSpec("portable", "ExecuTorch portable", "portable", None, True),
+        DecoderProgramSpec("portable-nocache", "ExecuTorch portable, no cache", "portable", None, False),
+        DecoderProgramSpec("xnnpack", "ExecuTorch XNNPACK", "xnnpack", XNNPACK, True),
+        DecoderProgramSpec("xnnpack-nocache", "ExecuTorch XNNPACK, no cache", "xnnpack-nocache", XNNPACK, False),
+    )
+}
+
+
+def export_with_cache(model: torch.nn.Module, max_len: int):
+    """torch.export of DecoderWithStaticCache, S dynamic 1..max_len. strict=True, as
+    transformers' integration does: the non-strict trace of the in-place cache
+    updates fails later in to_edge's decompositions."""
+    wrapper = DecoderWithStaticCache(model, max_len).eval()
+    seq = torch.export.Dim("seq", min=1, max=max_len)
+    example = (torch.zeros(1, 4, dtype=torch.long), torch.arange(4, dtype=torch.long))
+    return torch.export.export(wrapper, example, dynamic_shapes=({1: seq}, {0: seq}), strict=True)
+
+
+def export_window(model: torch.nn.Module, length: int, per_position: bool = False):
+    wrapper = DecoderWindow(model, per_position).eval()
+    example = (torch.zeros(1, length, dtype=torch.long), torch.ones(1, length, dtype=torch.long))
+    return torch.export.export(wrapper, example, strict=False)
+
+
+def to_program(ep, delegate: bool):
+    """An ExportedProgram lowered (XnnpackPartitioner or none) to an ExecuTorch
+    program; mutable buffers (the KV cache) start as zeros. An ExportError when
+    an operator outside the standard namespaces is left."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_and_lower
+    from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+
+    edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]) if delegate else to_edge(ep)
+    config = ExecutorchBackendConfig(passes=[InitializedMutableBufferPass(list(CACHE_BUFFERS))])
+    program = edge.to_executorch(config=config)
+    ops = sorted({op.name for plan in program.executorch_program.execution_plan for op in plan.operators})
+    custom = [op for op in ops if op.split("::")[0] not in STANDARD_OP_NAMESPACES]
+    if custom:
+        raise ExportError(f"the program calls operators the ExecuTorch runtime has no standard kernels for: {', '.join(custom)}")
+    say(f"  {len(ops)} operators, all standard: {', '.join(op.split('::')[1] for op in ops)}")
+    return program
+
+
+def lower_decoder(model: torch.nn.Module, names: list[str], max_seq_len: int, out: Path) -> list[dict]:
+    """Writes the named programs into `out`; returns their manifest entries in
+    the order of GENERATION_PROGRAMS."""
+    model.requires_grad_(False)
+    wanted = [GENERATION_PROGRAMS[n] for n in GENERATION_PROGRAMS if n in names]
+    exported = {}
+    for spec in wanted:
+        if spec.cache not in exported:
+            if spec.cache:
+                say(f"torch.export with a static KV cache of {max_seq_len}, input length dynamic 1..{max_seq_len}")
+                exported[True] = export_with_cache(model, max_seq_len)
+            else:
+                say(f"torch.export of a left-padded window of {max_seq_len} (no cache)")
+                exported[False] = export_window(model, max_seq_len)
+        say(f"lowering {spec.file} ({'XnnpackPartitioner' if spec.delegate else 'no delegate'})")
+        write_atomic(out / spec.file, to_program(exported[spec.cache], spec.delegate is not None).buffer)
+    return [spec.manifest_entry(max_seq_len) for spec in wanted]
+
+
+# --- driving a program: the greedy loop as a Python user writes it ---------------------------
+
+Forward = Callable[[list[torch.Tensor]], list[torch.Tensor]]
+
+
+class CacheDecoder:
+    """A KV-cache program: prefill with the prompt at positions 0..n-1, then one token per call."""
+
+    def __init__(self, forward: Forward, max_len: int):
+        self.forward, self.max_len, self.length = forward, max_len, 0
+
+    def prefill(self, prompt: list[int]) -> torch.Tensor:
+        n = len(prompt)
+        self.length = n
+        return self.forward([torch.tensor([prompt], dtype=torch.long), torch.arange(n, dtype=torch.long)])[0]
+
+    def step(self, token: int) -> torch.Tensor:
+        position = self.length
+        self.length += 1
+        return self.forward([torch.tensor([[token]], dtype=torch.long), torch.tensor([position], dtype=torch.long)])[0]
+
+
+class WindowDecoder:
+    """A window program: the sequence so far left-padded into the window, recomputed per token."""
+
+    def __init__(self, forward: Forward, max_len: int, pad_id: int):
+        self.forward, self.max_len, self.pad_id = forward, max_len, pad_id
+        self.ids: list[int] = []
+
+    def run(self) -> torch.Tensor:
+        n, length = len(self.ids), self.max_len
+        input_ids = torch.full((1, length), self.pad_id, dtype=torch.long)
+        input_ids[0, length - n:] = torch.tensor(self.ids, dtype=torch.long)
+        mask = torch.zeros(1, length, dtype=torch.long)
+        mask[0, length - n:] = 1
+        out = self.forward([input_ids, mask])[0]
+        return out[:, -1, :] if out.dim() == 3 else out  # [1, L, V]: position L-1 is the last real token
+
+    def prefill(self, prompt: list[int]) -> torch.Tensor:
+        self.ids = list(prompt)
+        return self.run()
+
+    def step(self, token: int) -> torch.Tensor:
+        self.ids.append(token)
+        return self.run()
+
+
+def decoder_for(entry: dict, forward: Forward, max_seq_len: int, pad_id: int):
+    """The driver of a program from its manifest entry."""
+    if entry.get("cache") == "static":
+        return CacheDecoder(forward, max_seq_len)
+    return WindowDecoder(forward, entry.get("fixed_len") or max_seq_len, pad_id)
+
+
+def greedy(decoder, prompt: list[int], max_new_tokens: int, eos_id: int | None) -> list[int]:
+    """Greedy ids as transformers' generate gives them: the EOS id included when it stops there."""
+    if len(prompt) + max_new_tokens - 1 > decoder.max_len:
+        raise ExportError(f"a prompt of {len(prompt)} tokens and {max_new_tokens} new ones do not fit in "
+                          f"{decoder.max_len} positions; shorten the prompt or raise --max-seq-len")
+    logits = decoder.prefill(prompt)
+    ids: list[int] = []
+    while True:
+        token = int(torch.argmax(logits.reshape(-1)))
+        ids.append(token)
+        if len(ids) == max_new_tokens or token == eos_id:
+            return ids
+        logits = decoder.step(token)
+
+
+def first_divergence(a: list[int], b: list[int]) -> int | None:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
