@@ -202,8 +202,8 @@ struct rl_module {
   std::string path;
   std::string method = "forward";
   // Inputs are copied here: from_blob needs mutable memory, and the caller's stays untouched.
-  std::vector<int64_t> ids;
-  std::vector<int64_t> mask;
+  std::vector<std::vector<int64_t>> input_data;
+  std::vector<std::vector<executorch::aten::SizesType>> input_sizes;
   std::vector<int64_t> out_shape;  // sizes of the last successful run's first output
   void *etdump = nullptr;  // from ETDumpGen::get_etdump_data(), malloc'd by flatcc
   uint64_t last_run_ns = 0;  // wall time of the last successful timed_run()
@@ -228,16 +228,39 @@ struct rl_module {
               executorch::aten::Tensor *output) {
     if (!input_ids || seq_len <= 0 || seq_len > (1 << 20))
       return fail(RL_ERR_ARGUMENT, "forward: null input or bad sequence length " + std::to_string(seq_len));
-    ids.assign(input_ids, input_ids + seq_len);
+    const int64_t shape[2] = {1, seq_len};
+    rl_long_tensor inputs[2] = {{input_ids, shape, 2}, {attention_mask, shape, 2}};
+    return run_tensors(inputs, attention_mask ? 2 : 1, output);
+  }
+
+  // Run forward once on int64 tensors of any rank; on success *output is the
+  // first output tensor.
+  int32_t run_tensors(const rl_long_tensor *tensors, size_t n, executorch::aten::Tensor *output) {
+    if (!tensors || n == 0 || n > RL_MAX_INPUTS)
+      return fail(RL_ERR_ARGUMENT, "forward: " + std::to_string(n) + " inputs; 1 to " +
+                                       std::to_string(RL_MAX_INPUTS) + " are taken");
     using executorch::aten::ScalarType;
-    std::vector<executorch::aten::SizesType> shape{1, static_cast<executorch::aten::SizesType>(seq_len)};
-    auto ids_t = executorch::extension::from_blob(ids.data(), shape, ScalarType::Long);
-    std::vector<executorch::runtime::EValue> inputs{ids_t};
-    executorch::extension::TensorPtr mask_t;
-    if (attention_mask) {
-      mask.assign(attention_mask, attention_mask + seq_len);
-      mask_t = executorch::extension::from_blob(mask.data(), shape, ScalarType::Long);
-      inputs.emplace_back(mask_t);
+    input_data.resize(n);
+    input_sizes.resize(n);
+    std::vector<executorch::extension::TensorPtr> held;
+    std::vector<executorch::runtime::EValue> inputs;
+    for (size_t i = 0; i < n; ++i) {
+      const rl_long_tensor &t = tensors[i];
+      if (!t.data || !t.sizes || t.rank == 0 || t.rank > RL_MAX_RANK)
+        return fail(RL_ERR_ARGUMENT, "forward: input " + std::to_string(i) + " is null or of rank " +
+                                         std::to_string(t.rank) + " (1 to " + std::to_string(RL_MAX_RANK) + ")");
+      int64_t numel = 1;
+      input_sizes[i].clear();
+      for (size_t d = 0; d < t.rank; ++d) {
+        if (t.sizes[d] < 1 || t.sizes[d] > (1 << 20) || numel > (1 << 20) / t.sizes[d])
+          return fail(RL_ERR_ARGUMENT, "forward: input " + std::to_string(i) + " has a bad size " +
+                                           std::to_string(t.sizes[d]) + " (dimension " + std::to_string(d) + ")");
+        numel *= t.sizes[d];
+        input_sizes[i].push_back(static_cast<executorch::aten::SizesType>(t.sizes[d]));
+      }
+      input_data[i].assign(t.data, t.data + numel);
+      held.push_back(executorch::extension::from_blob(input_data[i].data(), input_sizes[i], ScalarType::Long));
+      inputs.emplace_back(held.back());
     }
     SerialBlasScope serial_blas;
     ContextScope context(this, "running");
@@ -362,6 +385,27 @@ int32_t rl_module_forward(rl_module *module, const int64_t *input_ids, const int
     executorch::aten::Tensor output(nullptr);
     int32_t status = module->timed_run(input_ids, attention_mask, seq_len, &output);
     if (status != RL_OK) return status;
+    size_t n = static_cast<size_t>(output.numel());
+    *out_len = n;
+    if (!out || n > out_cap)
+      return fail(RL_ERR_ARGUMENT, module->path + ": output has " + std::to_string(n) +
+                                       " values, buffer holds " + std::to_string(out_cap));
+    std::memcpy(out, output.const_data_ptr<float>(), n * sizeof(float));
+    return RL_OK;
+  });
+}
+
+int32_t rl_module_execute(rl_module *module, const rl_long_tensor *inputs, size_t n_inputs, float *out,
+                          size_t out_cap, size_t *out_len) {
+  return guard("execute", [&] {
+    if (!module || !out_len) return fail(RL_ERR_ARGUMENT, "execute: null argument");
+    executorch::aten::Tensor output(nullptr);
+    auto start = std::chrono::steady_clock::now();
+    int32_t status = module->run_tensors(inputs, n_inputs, &output);
+    auto end = std::chrono::steady_clock::now();
+    if (status != RL_OK) return status;
+    module->last_run_ns =
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
     size_t n = static_cast<size_t>(output.numel());
     *out_len = n;
     if (!out || n > out_cap)

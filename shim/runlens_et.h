@@ -97,6 +97,27 @@ void rl_module_destroy(rl_module *module);
 int32_t rl_module_forward(rl_module *module, const int64_t *input_ids, const int64_t *attention_mask,
                           int64_t seq_len, float *out, size_t out_cap, size_t *out_len);
 
+/** One int64 input tensor: rank sizes, data holds their product of values, row-major. */
+typedef struct rl_long_tensor {
+  const int64_t *data;
+  const int64_t *sizes;
+  size_t rank;
+} rl_long_tensor;
+
+/** The most inputs rl_module_execute takes, and the highest rank of each. */
+#define RL_MAX_INPUTS 8
+#define RL_MAX_RANK 4
+
+/**
+ * Run forward on n_inputs int64 tensors of any rank (1..RL_MAX_RANK, every size
+ * at least 1): e.g. input_ids [1, S] and cache_position [S] for a decoder with
+ * its KV cache inside. State the program keeps (mutable buffers) persists from
+ * one call to the next. The first output (a float tensor) is copied into out as
+ * rl_module_forward does.
+ */
+int32_t rl_module_execute(rl_module *module, const rl_long_tensor *inputs, size_t n_inputs, float *out,
+                          size_t out_cap, size_t *out_len);
+
 /**
  * OpenMP's thread count for the calling thread (omp_get_max_threads), or 0 when
  * no OpenMP runtime is in the process. Each forward runs with 1 and restores it

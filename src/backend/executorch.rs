@@ -3,11 +3,19 @@
 //! ExecuTorch's C++ `Module` via [`crate::ffi`].
 //!
 //! How to drive a program is read from the file with runlens' own reader,
-//! never guessed: its inputs (`input_ids`, or `input_ids` and
-//! `attention_mask`, int64 `[1, S]`, S dynamic up to a bound or fixed: then the
-//! input is padded and the padding masked) and its first output (float, of a
-//! shape the task can read). A program of another shape is an error that
-//! names the file, what it has and what runlens expects.
+//! never guessed (and never from its name): its inputs and its first output
+//! (float, of a shape the task can read). The input conventions are peers:
+//!
+//! - tokens: `input_ids`, or `input_ids` and `attention_mask`, int64 `[1, S]`,
+//!   S dynamic up to a bound or fixed (then the input is padded and the
+//!   padding masked; right-padded for encoders, left-padded windows for
+//!   text-generation, see [`super::executorch_decoder`]);
+//! - KV cache: `input_ids` int64 `[1, S]` (S dynamic) and `cache_position`
+//!   int64 `[S]`: a decoder holding its KV cache in the program
+//!   (text-generation only).
+//!
+//! A program of another shape is an error that names the file, what it has
+//! and what runlens expects.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -21,16 +29,21 @@ use crate::pte::{CoverageReport, InputShape, PlanCoverage};
 use crate::task::{OutputTensor, Task};
 
 /// What runlens expects of a program's inputs, for error messages.
-const EXPECTED_INPUTS: &str = "input_ids, or input_ids and attention_mask: int64 [1, S]";
+const EXPECTED_INPUTS: &str =
+    "input_ids, or input_ids and attention_mask: int64 [1, S]; or (text-generation) input_ids int64 [1, S] and cache_position int64 [S]";
 
 /// How a program takes its input, read from the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InputConvention {
     /// It takes `attention_mask` after `input_ids`.
     pub with_mask: bool,
+    /// It takes `cache_position` (int64 `[S]`) after `input_ids`: a decoder
+    /// with its KV cache inside (never together with `with_mask`).
+    pub cache_position: bool,
     /// `Some(n)`: exactly `n` tokens (the input is padded); `None`: any length up to `max_len`.
     pub fixed_len: Option<usize>,
-    /// The longest input it takes.
+    /// The longest input it takes (for a KV-cache program: the longest
+    /// sequence, prompt and new tokens, its cache holds).
     pub max_len: usize,
 }
 
@@ -47,8 +60,22 @@ impl InputConvention {
         };
         let inputs = &plan.input_shapes;
         let ok_input = |s: &InputShape| s.dtype == "long" && s.sizes.len() == 2 && s.sizes[0] == 1 && s.sizes[1] >= 1;
-        if !(1..=2).contains(&inputs.len()) || plan.inputs as usize != inputs.len() || !inputs.iter().all(ok_input) || inputs.iter().any(|s| s.sizes != inputs[0].sizes) {
-            return Err(format!("its method forward takes {} input(s): {}; runlens drives programs that take {EXPECTED_INPUTS}", plan.inputs, describe(inputs)));
+        let wrong_inputs = || format!("its method forward takes {} input(s): {}; runlens drives programs that take {EXPECTED_INPUTS}", plan.inputs, describe(inputs));
+        // input_ids [1, S] and cache_position [S], both dynamic up to the same bound.
+        let kv_cache = inputs.len() == 2
+            && ok_input(&inputs[0])
+            && inputs[0].dynamic
+            && inputs[1].dtype == "long"
+            && inputs[1].sizes.len() == 1
+            && inputs[1].sizes[0] == inputs[0].sizes[1];
+        if kv_cache && task != Task::TextGeneration {
+            return Err(format!("it is a decoder with a KV cache (input_ids and cache_position); this model directory's task is {task}, not text-generation"));
+        }
+        if plan.inputs as usize != inputs.len() {
+            return Err(wrong_inputs());
+        }
+        if !kv_cache && (!(1..=2).contains(&inputs.len()) || !inputs.iter().all(ok_input) || inputs.iter().any(|s| s.sizes != inputs[0].sizes)) {
+            return Err(wrong_inputs());
         }
         let out = plan.output_shapes.first().ok_or_else(|| "its method forward returns no tensor".to_string())?;
         let rank_ok = match task {
@@ -63,7 +90,24 @@ impl InputConvention {
             ));
         }
         let len = usize::try_from(inputs[0].sizes[1]).unwrap_or(0);
-        Ok(InputConvention { with_mask: inputs.len() == 2, fixed_len: (!inputs[0].dynamic).then_some(len), max_len: len })
+        Ok(InputConvention {
+            with_mask: inputs.len() == 2 && !kv_cache,
+            cache_position: kv_cache,
+            fixed_len: (!inputs[0].dynamic).then_some(len),
+            max_len: len,
+        })
+    }
+
+    /// For people: "KV cache of 64 positions", "fixed length 32 (input padded)", ...
+    pub fn describe(&self, task: Task) -> String {
+        let inputs = if self.with_mask || self.cache_position { "" } else { ", input_ids only" };
+        match (self.cache_position, self.fixed_len) {
+            (true, _) => format!(", KV cache of {} positions (cache_position input)", self.max_len),
+            (false, Some(n)) if task == Task::TextGeneration => format!(", a window of {n} tokens, left-padded and recomputed per token{inputs}"),
+            (false, None) if task == Task::TextGeneration => format!(", no cache: the whole sequence (up to {}) recomputed per token{inputs}", self.max_len),
+            (false, Some(n)) => format!(", fixed length {n} (input padded){inputs}"),
+            (false, None) => inputs.to_string(),
+        }
     }
 }
 
@@ -74,6 +118,9 @@ pub struct ExecutorchBackend {
     load_time: Duration,
     coverage: CoverageReport,
     convention: InputConvention,
+    task: Task,
+    /// text-generation: the sequence so far, and what a window is padded with.
+    decoding: super::executorch_decoder::Decoding,
 }
 
 impl ExecutorchBackend {
@@ -94,7 +141,27 @@ impl ExecutorchBackend {
         super::probe::check(path)?;
         let start = Instant::now();
         let module = EtModule::load(path, false)?;
-        Ok(ExecutorchBackend { spec: spec.clone(), module, path: path.to_path_buf(), load_time: start.elapsed(), coverage, convention })
+        Ok(ExecutorchBackend {
+            spec: spec.clone(),
+            module,
+            path: path.to_path_buf(),
+            load_time: start.elapsed(),
+            coverage,
+            convention,
+            task,
+            decoding: Default::default(),
+        })
+    }
+
+    /// text-generation: pad a fixed window with `pad_id` (the manifest's `pad_token_id`; 0 unless set).
+    pub fn with_pad_id(mut self, pad_id: i64) -> ExecutorchBackend {
+        self.decoding.pad_id = pad_id;
+        self
+    }
+
+    /// The task it was loaded for.
+    pub fn task(&self) -> Task {
+        self.task
     }
 
     /// How the program takes its input.
@@ -123,6 +190,11 @@ impl ExecutorchBackend {
     /// The input as this program takes it: padded to a fixed length, checked against its bound.
     pub fn prepare(&self, input: &Encoded) -> anyhow::Result<Encoded> {
         let name = || self.path.display().to_string();
+        anyhow::ensure!(
+            !self.convention.cache_position,
+            "{}: a KV-cache program takes input_ids and cache_position; drive it as a decoder (Backend::as_decoder)",
+            name()
+        );
         match self.convention.fixed_len {
             Some(len) => input.padded_to(len).with_context(name),
             None => {
@@ -160,16 +232,35 @@ impl ExecutorchBackend {
 
 impl Backend for ExecutorchBackend {
     fn describe(&self) -> String {
-        let shape = match self.convention.fixed_len {
-            Some(n) => format!(", fixed length {n} (input padded)"),
-            None => String::new(),
-        };
-        let inputs = if self.convention.with_mask { "" } else { ", input_ids only" };
-        format!("{}: {}, {}{shape}{inputs}, {} pool threads", self.spec.title, self.spec.about, self.path.display(), crate::ffi::threads())
+        let shape = self.convention.describe(self.task);
+        format!("{}: {}, {}{shape}, {} pool threads", self.spec.title, self.spec.about, self.path.display(), crate::ffi::threads())
     }
 
     fn run(&mut self, input: &Encoded) -> anyhow::Result<OutputTensor> {
+        if self.task == Task::TextGeneration {
+            // A decoder's one forward: the prefill, the next token's logits.
+            let logits = crate::generate::Decoder::prefill(self, &input.ids)?;
+            return Ok(OutputTensor::new(vec![1, logits.len()], logits));
+        }
         let prepared = self.prepare(input)?;
         self.run_prepared(&prepared, input.len())
+    }
+
+    fn as_decoder(&mut self) -> Option<&mut dyn crate::generate::Decoder> {
+        (self.task == Task::TextGeneration).then_some(self as &mut dyn crate::generate::Decoder)
+    }
+}
+
+impl crate::generate::Decoder for ExecutorchBackend {
+    fn max_len(&self) -> usize {
+        self.convention.max_len
+    }
+
+    fn prefill(&mut self, prompt: &[i64]) -> anyhow::Result<Vec<f32>> {
+        self.decoding.prefill(&mut self.module, &self.convention, prompt)
+    }
+
+    fn step(&mut self, token: i64) -> anyhow::Result<Vec<f32>> {
+        self.decoding.step(&mut self.module, &self.convention, token)
     }
 }

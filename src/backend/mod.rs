@@ -10,6 +10,7 @@
 #[cfg(feature = "eager")]
 pub mod eager;
 pub mod executorch;
+pub mod executorch_decoder;
 pub mod probe;
 
 use std::fmt;
@@ -257,7 +258,11 @@ pub fn load(spec: &BackendSpec, dir: &ModelDir) -> anyhow::Result<Box<dyn Backen
         Source::Eager => Box::new(eager::EagerBackend::load(dir)?),
         #[cfg(not(feature = "eager"))]
         Source::Eager => return Err(NotBuilt(spec.name.clone()).into()),
-        Source::Program(path) => Box::new(executorch::ExecutorchBackend::load_file(spec, path, dir.task())?),
+        Source::Program(path) => {
+            let manifest = dir.manifest();
+            let pad_id = manifest.pad_token_id.or(manifest.eos_token_id).unwrap_or(0);
+            Box::new(executorch::ExecutorchBackend::load_file(spec, path, dir.task())?.with_pad_id(pad_id))
+        }
     })
 }
 

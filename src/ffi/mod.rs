@@ -152,6 +152,24 @@ pub fn threads() -> u32 {
     unsafe { sys::rl_threadpool_threads() }
 }
 
+/// One int64 input of any rank for [`EtModule::execute`]: `data` holds the
+/// product of `sizes` values, row-major.
+#[derive(Clone, Copy, Debug)]
+pub struct LongTensor<'a> {
+    pub data: &'a [i64],
+    pub sizes: &'a [i64],
+}
+
+impl<'a> LongTensor<'a> {
+    pub fn new(data: &'a [i64], sizes: &'a [i64]) -> LongTensor<'a> {
+        LongTensor { data, sizes }
+    }
+
+    fn describe(&self) -> String {
+        format!("[{}]", self.sizes.iter().map(i64::to_string).collect::<Vec<_>>().join(", "))
+    }
+}
+
 /// A loaded `.pte` program with its `forward` method, owned by one thread at a time.
 pub struct EtModule {
     handle: NonNull<sys::rl_module>,
@@ -237,12 +255,53 @@ impl EtModule {
         }
     }
 
+    /// Run `forward` on int64 inputs of any rank (e.g. input_ids `[1, S]` and
+    /// cache_position `[S]`); returns the first output. State the program keeps
+    /// (a KV cache in mutable buffers) persists from one call to the next.
+    pub fn execute(&mut self, inputs: &[LongTensor<'_>]) -> Result<&[f32], EtError> {
+        let bad = |message: String| EtError { code: -2, name: error_name(-2), message: format!("{}: {message}", self.path.display()) };
+        if inputs.is_empty() || inputs.len() > sys::RL_MAX_INPUTS as usize {
+            return Err(bad(format!("{} inputs; 1 to {} are taken", inputs.len(), sys::RL_MAX_INPUTS)));
+        }
+        for (i, t) in inputs.iter().enumerate() {
+            let numel = t.sizes.iter().try_fold(1i64, |n, &d| if d >= 1 { n.checked_mul(d) } else { None });
+            if t.sizes.is_empty() || t.sizes.len() > sys::RL_MAX_RANK as usize || numel != Some(t.data.len() as i64) {
+                return Err(bad(format!("input {i} has {} values for sizes {}", t.data.len(), t.describe())));
+            }
+        }
+        let raw: Vec<sys::rl_long_tensor> =
+            inputs.iter().map(|t| sys::rl_long_tensor { data: t.data.as_ptr(), sizes: t.sizes.as_ptr(), rank: t.sizes.len() }).collect();
+        loop {
+            let mut len = 0usize;
+            let cap = self.output.capacity();
+            // SAFETY: every raw tensor points at `data` holding the product of its `sizes`
+            // (checked above), both borrowed for this call; output has room for `cap` floats
+            // and the shim writes at most that many; len is an out-pointer.
+            let status = unsafe {
+                sys::rl_module_execute(self.handle.as_ptr(), raw.as_ptr(), raw.len(), self.output.as_mut_ptr(), cap, &mut len)
+            };
+            if status == sys::RL_ERR_ARGUMENT && len > cap {
+                self.output.reserve(len);
+                continue;
+            }
+            check(status)?;
+            // SAFETY: the shim initialised exactly `len` <= capacity floats.
+            unsafe { self.output.set_len(len) };
+            return Ok(&self.output);
+        }
+    }
+
     /// Nanoseconds the last successful forward ([`forward`](Self::forward) or a run of
     /// [`forward_loop`](Self::forward_loop)) spent inside the shim, in the span the loop
     /// times; 0 before the first.
     pub fn last_run_ns(&self) -> u64 {
         // SAFETY: the handle is a live module owned by self; the call only reads a field.
         unsafe { sys::rl_module_last_run_ns(self.handle.as_ptr()) }
+    }
+
+    /// The first output of the last successful forward or execute (empty before one).
+    pub fn last_output(&self) -> &[f32] {
+        &self.output
     }
 
     /// The sizes of the first output of the last successful forward (empty before one).
