@@ -140,9 +140,11 @@ mod tests {
         let path = dir.path().join("gen.svg");
         write_svg(&report, &path).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
-        for text in ["time to first token", "decode speed", "xnnpack-nocache", "python-xnnpack", ">8<", ">32<"] {
-            assert!(svg.contains(text), "{text} missing");
+        let texts: Vec<&str> = svg.split("<text").skip(1).filter_map(|t| t.split('>').nth(1)?.split('<').next()).map(str::trim).collect();
+        for text in ["time to first token", "decode speed", "xnnpack-nocache", "python-xnnpack", "8", "32"] {
+            assert!(texts.contains(&text), "{text} missing: {texts:?}");
         }
-        assert_eq!(svg.matches(">python-xnnpack<").count(), 2, "a legend entry in each panel");
+        assert_eq!(texts.iter().filter(|t| **t == "python-xnnpack").count(), 2, "a legend entry in each panel");
+        assert_eq!(texts.iter().filter(|t| **t == "32").count(), 2, "the lengths label both x axes");
     }
 }
