@@ -178,7 +178,7 @@ fn timed_runs(backend: &mut dyn backend::Backend, ctx: &TaskContext, input: &Enc
             let start = Instant::now();
             let generation = crate::task::generation::generate(backend, generation_ctx, input, &mut |step| {
                 if show {
-                    print!("{}", step.text);
+                    print!("{}", crate::generate::terminal_safe(&step.text));
                     let _ = std::io::stdout().flush();
                 }
                 ControlFlow::Continue(())

@@ -127,6 +127,22 @@ impl TextStream<'_> {
     }
 }
 
+/// `text` safe to write to a terminal: control characters (a random model
+/// emits bytes such as ESC that would start escape sequences) become their
+/// Unicode control pictures (`␅`, `␛`; DEL `␡`), C1 controls U+FFFD; newlines
+/// and tabs stay. The generated text itself keeps them (it equals Python's).
+pub fn terminal_safe(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '\n' | '\t' => c,
+            '\u{0}'..='\u{1f}' => char::from_u32(0x2400 + c as u32).unwrap_or(char::REPLACEMENT_CHARACTER),
+            '\u{7f}' => '\u{2421}',
+            '\u{80}'..='\u{9f}' => char::REPLACEMENT_CHARACTER,
+            _ => c,
+        })
+        .collect()
+}
+
 /// GPT-2's table from the characters of byte-level tokens back to bytes (the
 /// inverse of `bytes_to_unicode` in GPT-2's `encoder.py`): printable bytes
 /// stand for themselves, the others are shifted to U+0100 and up.

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-pub use detokenizer::{Detokenizer, TextStream};
+pub use detokenizer::{terminal_safe, Detokenizer, TextStream};
 
 /// A model that continues a token sequence one token at a time.
 pub trait Decoder {

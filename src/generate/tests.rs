@@ -214,6 +214,11 @@ fn bytes_no_later_token_can_complete_become_a_replacement_character() {
 }
 
 #[test]
+fn terminal_safe_text_has_no_control_characters_but_keeps_newlines() {
+    assert_eq!(terminal_safe("a\u{1b}[2Jb\u{5}\n\tc\u{7f}\u{9b}é"), "a␛[2Jb␅\n\tc␡\u{FFFD}é");
+}
+
+#[test]
 fn argmax_takes_the_first_of_equal_logits_and_rejects_nan() {
     assert_eq!(argmax(&[0.0, 2.0, 2.0, 1.0]).unwrap(), 1);
     assert!(argmax(&[]).is_err());

@@ -2,7 +2,7 @@
 //! file once; `architectures[0]` (or `model_type` when the file names no class)
 //! picks the architecture, then that architecture's own field names are parsed
 //! ([`BertConfig`]: `hidden_size`, `num_hidden_layers`, ...; [`DistilBertConfig`]:
-//! `dim`, `n_layers`, ...). Fields the encoder does not need (dropout, token ids, ...)
+//! `dim`, `n_layers`, ...; [`Gpt2Config`]: `n_embd`, `n_layer`, ...). Fields the encoder does not need (dropout, token ids, ...)
 //! are ignored; a field left out takes transformers' default, as `from_pretrained`
 //! does. A class eager does not implement is [`Unsupported`].
 
@@ -13,6 +13,7 @@ use serde::Deserialize;
 use super::bert::BertConfig;
 use super::config::{self, ConfigError};
 use super::distilbert::DistilBertConfig;
+use super::gpt2::Gpt2Config;
 
 /// The checkpoint classes eager implements (`config.json`'s `architectures[0]`).
 pub const SUPPORTED: &[&str] = &[
@@ -22,6 +23,7 @@ pub const SUPPORTED: &[&str] = &[
     "DistilBertModel",
     "DistilBertForMaskedLM",
     "DistilBertForSequenceClassification",
+    "GPT2LMHeadModel",
 ];
 
 /// An encoder family eager has a file for; the head comes from the task.
@@ -31,6 +33,8 @@ pub enum Architecture {
     Bert,
     /// `model_type` "distilbert".
     DistilBert,
+    /// `model_type` "gpt2": a decoder with its LM head (text-generation).
+    Gpt2,
 }
 
 /// The checkpoint is of a kind eager does not implement. The ExecuTorch programs of the
@@ -48,7 +52,7 @@ pub enum Unsupported {
 }
 
 /// The tasks eager has heads for (the manifest's `task`).
-pub const TASKS: &[&str] = &["feature-extraction", "fill-mask", "text-classification"];
+pub const TASKS: &[&str] = &["feature-extraction", "fill-mask", "text-classification", "text-generation"];
 
 /// `config.json` read once: what the checkpoint is and its sizes.
 #[derive(Clone, Debug)]
@@ -68,6 +72,7 @@ pub struct CheckpointConfig {
 pub enum ModelConfig {
     Bert(BertConfig),
     DistilBert(DistilBertConfig),
+    Gpt2(Gpt2Config),
 }
 
 /// The fields every architecture's config.json may carry that say what it is.
@@ -122,6 +127,7 @@ impl CheckpointConfig {
             Architecture::DistilBert => {
                 ModelConfig::DistilBert(config::parse(&shown, "DistilBERT", &value, DistilBertConfig::check)?)
             }
+            Architecture::Gpt2 => ModelConfig::Gpt2(config::parse(&shown, "GPT-2", &value, Gpt2Config::check)?),
         };
         let num_labels = match (&header.id2label, header.num_labels) {
             (Some(labels), _) if !labels.is_empty() => labels.len() as i64,
@@ -154,6 +160,7 @@ impl CheckpointConfig {
             _ => match header.model_type.as_deref()? {
                 "bert" => "BertModel".to_string(),
                 "distilbert" => "DistilBertModel".to_string(),
+                "gpt2" => "GPT2LMHeadModel".to_string(),
                 _ => return None,
             },
         };
@@ -162,6 +169,8 @@ impl CheckpointConfig {
         }
         let family = if name.starts_with("DistilBert") {
             Architecture::DistilBert
+        } else if name.starts_with("GPT2") {
+            Architecture::Gpt2
         } else {
             Architecture::Bert
         };
@@ -174,6 +183,7 @@ impl ModelConfig {
         match self {
             ModelConfig::Bert(c) => c.vocab_size,
             ModelConfig::DistilBert(c) => c.vocab_size,
+            ModelConfig::Gpt2(c) => c.vocab_size,
         }
     }
 
@@ -181,6 +191,7 @@ impl ModelConfig {
         match self {
             ModelConfig::Bert(c) => c.hidden_size,
             ModelConfig::DistilBert(c) => c.dim,
+            ModelConfig::Gpt2(c) => c.n_embd,
         }
     }
 
@@ -189,6 +200,7 @@ impl ModelConfig {
         match self {
             ModelConfig::Bert(c) => c.max_position_embeddings,
             ModelConfig::DistilBert(c) => c.max_position_embeddings,
+            ModelConfig::Gpt2(c) => c.n_positions,
         }
     }
 
@@ -200,6 +212,7 @@ impl ModelConfig {
                 c.num_hidden_layers, c.hidden_size, c.num_attention_heads
             ),
             ModelConfig::DistilBert(c) => format!("DistilBERT {} layers, dim {}, {} heads", c.n_layers, c.dim, c.n_heads),
+            ModelConfig::Gpt2(c) => format!("GPT-2 {} layers, n_embd {}, {} heads", c.n_layer, c.n_embd, c.n_head),
         }
     }
 }
@@ -255,15 +268,30 @@ mod tests {
 
     #[test]
     fn an_unknown_architecture_names_itself_and_the_supported_ones() {
-        let err = load(r#"{"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 768}"#).unwrap_err();
+        let err = load(r#"{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 768}"#).unwrap_err();
         let LoadConfigError::Unsupported(unsupported) = &err else {
             panic!("{err}")
         };
         let message = unsupported.to_string();
-        assert!(message.contains("GPT2LMHeadModel") && message.contains("\"gpt2\""), "{message}");
+        assert!(message.contains("LlamaForCausalLM") && message.contains("\"llama\""), "{message}");
         assert!(SUPPORTED.iter().all(|name| message.contains(name)), "{message}");
         let err = load(r#"{"model_type": "roberta"}"#).unwrap_err();
         assert!(err.to_string().contains("roberta"), "{err}");
+    }
+
+    #[test]
+    fn reads_gpt2_under_its_own_field_names_with_transformers_defaults() {
+        let checkpoint = load(r#"{"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64, "n_layer": 2,
+            "n_head": 4, "n_positions": 128, "n_inner": null, "vocab_size": 512, "activation_function": "gelu_new"}"#)
+        .unwrap();
+        let ModelConfig::Gpt2(c) = &checkpoint.model else { panic!("{checkpoint:?}") };
+        assert_eq!((c.n_embd, c.n_layer, c.n_head, c.head_size(), c.inner_size()), (64, 2, 4, 16, 256));
+        assert_eq!((c.activation_function, c.layer_norm_epsilon, c.scale_attn_weights), (HiddenAct::GeluTanh, 1e-5, true));
+        assert_eq!(checkpoint.model.max_positions(), 128);
+        assert_eq!(checkpoint.model.describe(), "GPT-2 2 layers, n_embd 64, 4 heads");
+        assert_eq!(load(r#"{"model_type": "gpt2"}"#).unwrap().architecture, "GPT2LMHeadModel");
+        let err = load(r#"{"model_type": "gpt2", "n_embd": 64, "n_head": 5}"#).unwrap_err();
+        assert!(err.to_string().contains("n_head = 5"), "{err}");
     }
 
     #[test]

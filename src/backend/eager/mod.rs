@@ -1,14 +1,15 @@
-//! PyTorch eager: BERT-family encoders written with tch operations, each one
-//! dispatched by libtorch as it comes, as a PyTorch user runs the model.
+//! PyTorch eager: BERT-family encoders and GPT-2 written with tch operations,
+//! each one dispatched by libtorch as it comes, as a PyTorch user runs the model.
 //!
 //! - [`checkpoint`]: `config.json` -> which architecture ([`SUPPORTED`]) and its sizes;
 //! - [`config`]: what the architectures' configs share (activations, defaults, [`ConfigError`]);
 //! - [`weights`]: `model.safetensors`, read once, every tensor checked by name and shape;
 //! - [`nn`]: `nn.Linear`, `nn.LayerNorm`, the activations and the attention both encoders share;
-//! - [`bert`], [`distilbert`]: one file per architecture, its config fields and its modules;
+//! - [`bert`], [`distilbert`], [`gpt2`]: one file per architecture, its config fields and its
+//!   modules (GPT-2: a decoder with its KV cache and tied LM head);
 //! - [`heads`]: what each task puts on the last hidden state (pooling, masked-LM, classification);
-//! - [`model`]: [`load_model`], the one place that picks the architecture and the head,
-//!   and [`EncoderModel`], tensors in, tensors out, shaped like the task's programs.
+//! - [`model`]: [`load_eager`] / [`load_model`], the one place that picks the architecture and
+//!   the head, and [`EncoderModel`], tensors in, tensors out, shaped like the task's programs.
 //!
 //! [`EagerBackend`] is the [`Backend`] on top, for the model directory's task.
 
@@ -16,6 +17,7 @@ pub mod bert;
 pub mod checkpoint;
 pub mod config;
 pub mod distilbert;
+pub mod gpt2;
 pub mod heads;
 pub mod model;
 pub mod nn;
@@ -34,14 +36,15 @@ pub use bert::BertConfig;
 pub use checkpoint::{Unsupported, SUPPORTED, TASKS};
 pub use config::{ConfigError, HiddenAct};
 pub use distilbert::DistilBertConfig;
-pub use model::{load_model, parse_task, EncoderModel};
+pub use gpt2::{Gpt2Config, Gpt2LmHeadModel};
+pub use model::{load_eager, load_model, parse_task, EagerModel, EncoderModel};
 pub use weights::WeightError;
 
-/// The eager path: a BERT-family checkpoint with its task's head in libtorch tensors.
+/// The eager path: a BERT-family checkpoint with its task's head, or GPT-2, in libtorch tensors.
 pub struct EagerBackend {
     weights_file: PathBuf,
     max_positions: i64,
-    model: Box<dyn EncoderModel>,
+    model: EagerModel,
 }
 
 impl EagerBackend {
@@ -52,7 +55,7 @@ impl EagerBackend {
     pub fn load(dir: &ModelDir) -> anyhow::Result<EagerBackend> {
         let config_file = dir.config()?;
         let weights_file = dir.weights()?;
-        let model = load_model(&config_file, &weights_file, dir.task().name())?;
+        let model = load_eager(&config_file, &weights_file, dir.task().name())?;
         // load_model has read it without error.
         let max_positions = checkpoint::CheckpointConfig::load(&config_file)?.model.max_positions();
         Ok(EagerBackend {
@@ -72,18 +75,36 @@ impl Backend for EagerBackend {
     fn describe(&self) -> String {
         format!(
             "PyTorch eager (libtorch via tch): {}, from {}, {} intra-op threads",
-            self.model.describe(),
+            match &self.model {
+                EagerModel::Encoder(m) => m.describe(),
+                EagerModel::Decoder(m) => m.describe(),
+            },
             self.weights_file.display(),
             tch::get_num_threads()
         )
     }
 
     fn run(&mut self, input: &Encoded) -> anyhow::Result<OutputTensor> {
+        let model = match &mut self.model {
+            EagerModel::Encoder(model) => model,
+            EagerModel::Decoder(model) => {
+                // A decoder's one forward: the prefill, the next token's logits.
+                let logits = crate::generate::Decoder::prefill(model.as_mut(), &input.ids)?;
+                return Ok(OutputTensor::new(vec![1, logits.len()], logits));
+            }
+        };
         let ids = Tensor::f_from_slice(&input.ids)?; // [S]
         let mask = Tensor::f_from_slice(&input.attention_mask)?; // [S]
-        let out = self.model.forward(&ids, &mask)?; // [1, H], [1, S, V] or [1, C]
+        let out = model.forward(&ids, &mask)?; // [1, H], [1, S, V] or [1, C]
         let shape = out.size().iter().map(|&d| usize::try_from(d).unwrap_or(0)).collect();
         let data = Vec::<f32>::try_from(&out.f_flatten(0, -1).context("the output")?)?;
         Ok(OutputTensor::new(shape, data))
+    }
+
+    fn as_decoder(&mut self) -> Option<&mut dyn crate::generate::Decoder> {
+        match &mut self.model {
+            EagerModel::Decoder(model) => Some(model.as_mut()),
+            EagerModel::Encoder(_) => None,
+        }
     }
 }

@@ -12,6 +12,7 @@ use super::checkpoint::{CheckpointConfig, LoadConfigError, ModelConfig, Unsuppor
 #[cfg(doc)]
 use super::checkpoint::TASKS;
 use super::distilbert::DistilBertModel;
+use super::gpt2::Gpt2LmHeadModel;
 use super::heads::{
     BertClassificationHead, BertMaskedLmHead, DistilBertClassificationHead, DistilBertMaskedLmHead, SentenceEmbedding,
 };
@@ -73,7 +74,7 @@ pub fn load_model(config_file: &Path, weights_file: &Path, task: &str) -> anyhow
                 Task::TextClassification => Head::BertClassification(
                     BertClassificationHead::load(&path, &root, cfg, config.num_labels).with_context(head_context)?,
                 ),
-                Task::TextGeneration => return Err(Unsupported::Task { task: task.name().to_string() }.into()),
+                Task::TextGeneration => return Err(not_a_decoder(&config)),
             };
             (Encoder::Bert(bert), head)
         }
@@ -88,10 +89,15 @@ pub fn load_model(config_file: &Path, weights_file: &Path, task: &str) -> anyhow
                 Task::TextClassification => Head::DistilBertClassification(
                     DistilBertClassificationHead::load(&root, cfg, config.num_labels).with_context(head_context)?,
                 ),
-                Task::TextGeneration => return Err(Unsupported::Task { task: task.name().to_string() }.into()),
+                Task::TextGeneration => return Err(not_a_decoder(&config)),
             };
             (Encoder::DistilBert(distilbert), head)
         }
+        ModelConfig::Gpt2(_) => anyhow::bail!(
+            "{}: GPT-2 is a decoder: eager runs it for text-generation (load_eager), not as an encoder for {}",
+            config_file.display(),
+            task
+        ),
     };
     let description = format!("{} + {}", config.model.describe(), head.describe(config.num_labels));
     Ok(Box::new(TaskModel {
@@ -101,6 +107,45 @@ pub fn load_model(config_file: &Path, weights_file: &Path, task: &str) -> anyhow
         max_positions: config.model.max_positions(),
         description,
     }))
+}
+
+/// text-generation asked of an encoder checkpoint.
+fn not_a_decoder(config: &CheckpointConfig) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{}: text-generation needs a decoder and {} is an encoder; eager generates with GPT2LMHeadModel",
+        config.path.display(),
+        config.architecture
+    )
+}
+
+/// What eager loads for a model directory: an encoder with its task's head, or
+/// a decoder that continues a sequence (text-generation).
+pub enum EagerModel {
+    Encoder(Box<dyn EncoderModel>),
+    Decoder(Box<Gpt2LmHeadModel>),
+}
+
+/// Like [`load_model`], for any architecture eager implements: a GPT-2
+/// checkpoint is a decoder (text-generation only), the others encoders.
+pub fn load_eager(config_file: &Path, weights_file: &Path, task: &str) -> anyhow::Result<EagerModel> {
+    let config = match CheckpointConfig::load(config_file) {
+        Ok(config) => config,
+        Err(LoadConfigError::Unsupported(unsupported)) => return Err(unsupported.into()),
+        Err(LoadConfigError::Config(error)) => return Err(error.into()),
+    };
+    let ModelConfig::Gpt2(cfg) = &config.model else {
+        return load_model(config_file, weights_file, task).map(EagerModel::Encoder);
+    };
+    let task = parse_task(task)?;
+    anyhow::ensure!(
+        task == Task::TextGeneration,
+        "{}: {} is a decoder: eager runs it for text-generation, not {task}",
+        config_file.display(),
+        config.architecture
+    );
+    let _no_grad = tch::no_grad_guard();
+    let weights = Weights::read(weights_file)?;
+    Ok(EagerModel::Decoder(Box::new(Gpt2LmHeadModel::load(&weights, cfg)?)))
 }
 
 /// The encoders eager implements, one file each.
@@ -219,8 +264,8 @@ mod tests {
         for name in super::super::TASKS {
             assert_eq!(parse_task(name).unwrap().name(), *name);
         }
-        let err = parse_task("text-generation").unwrap_err();
-        assert_eq!(err, Unsupported::Task { task: "text-generation".into() });
-        assert!(err.to_string().contains("feature-extraction, fill-mask, text-classification"), "{err}");
+        let err = parse_task("translation").unwrap_err();
+        assert_eq!(err, Unsupported::Task { task: "translation".into() });
+        assert!(err.to_string().contains("feature-extraction, fill-mask, text-classification, text-generation"), "{err}");
     }
 }

@@ -29,6 +29,38 @@ pub fn representative_input(plan: Option<&PlanCoverage>) -> (Vec<i64>, Vec<i64>)
     (ids, mask)
 }
 
+/// The probe's inputs as `(data, sizes)` per input of `forward`, for every
+/// convention runlens drives: `input_ids` (and `attention_mask`) `[1, S]` from
+/// [`representative_input`], or for a decoder with its KV cache inside
+/// (a second input of rank 1) `input_ids [1, S]` and `cache_position [S] = 0..S`.
+/// Ids are kept below the output's last dimension when it is smaller than
+/// them (a small vocabulary: the tiny GPT-2 has 512 tokens).
+pub fn probe_inputs(plan: Option<&PlanCoverage>) -> Vec<(Vec<i64>, Vec<i64>)> {
+    let (mut ids, mask) = representative_input(plan);
+    let vocab = plan
+        .and_then(|p| p.output_shapes.first())
+        .filter(|s| (2..=3).contains(&s.sizes.len()))
+        .and_then(|s| s.sizes.last().copied())
+        .filter(|&v| v >= 1);
+    if let Some(v) = vocab {
+        for id in &mut ids {
+            *id %= v;
+        }
+    }
+    let len = ids.len() as i64;
+    let second = plan.and_then(|p| p.input_shapes.get(1));
+    let inputs = plan.map_or(2, |p| p.inputs);
+    if second.is_some_and(|s| s.sizes.len() == 1) {
+        let positions = (0..len).collect();
+        return vec![(ids, vec![1, len]), (positions, vec![len])];
+    }
+    if inputs >= 2 {
+        vec![(ids, vec![1, len]), (mask, vec![1, len])]
+    } else {
+        vec![(ids, vec![1, len])]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,5 +98,23 @@ mod tests {
         assert_eq!(representative_input(None).0.len(), 8);
         assert_eq!(representative_input(Some(&plan(vec![1, i64::MAX], false))).0.len(), 1 << 16);
         assert_eq!(representative_input(Some(&plan(vec![1, 0], false))).0, vec![102]);
+    }
+
+    #[test]
+    fn a_kv_cache_decoder_gets_cache_positions_and_ids_inside_its_vocabulary() {
+        let mut p = plan(vec![1, 64], true);
+        p.input_shapes.push(InputShape { sizes: vec![64], dynamic: true, dtype: "long".into() });
+        p.output_shapes.push(InputShape { sizes: vec![1, 512], dynamic: false, dtype: "float".into() });
+        let inputs = probe_inputs(Some(&p));
+        assert_eq!(inputs.len(), 2);
+        assert_eq!(inputs[0].1, vec![1, 8]);
+        assert!(inputs[0].0.iter().all(|&id| (0..512).contains(&id)));
+        assert_eq!(inputs[1], ((0..8).collect(), vec![8]));
+        // An encoder keeps its ids and its mask.
+        let mut p = plan(vec![1, 128], true);
+        p.output_shapes.push(InputShape { sizes: vec![1, 8, 30522], dynamic: true, dtype: "float".into() });
+        let inputs = probe_inputs(Some(&p));
+        assert_eq!(inputs[0].0, representative_input(Some(&p)).0);
+        assert_eq!(inputs[1], (vec![1; 8], vec![1, 8]));
     }
 }

@@ -30,7 +30,7 @@ mod input;
 
 pub use cache::cache_dir;
 use cache::{cache_path, file_key, read_cached, write_cached};
-pub use input::representative_input;
+pub use input::{probe_inputs, representative_input};
 
 /// The hidden subcommand the child runs.
 pub const PROBE_COMMAND: &str = "probe-program";
@@ -135,10 +135,10 @@ fn probe_here(path: &Path) -> Verdict {
         Ok(m) => m,
         Err(e) => return Verdict::RefusesLoad { error: e.message },
     };
-    let (ids, mask) = representative_input(plan);
-    // A program that takes input_ids alone gets no mask.
-    let with_mask = plan.is_none_or(|p| p.inputs >= 2);
-    match module.forward(&ids, with_mask.then_some(mask.as_slice())) {
+    // input_ids (with attention_mask, or cache_position for a KV-cache decoder, when it takes one).
+    let inputs = probe_inputs(plan);
+    let tensors: Vec<crate::ffi::LongTensor> = inputs.iter().map(|(data, sizes)| crate::ffi::LongTensor::new(data, sizes)).collect();
+    match module.execute(&tensors) {
         Ok(_) => Verdict::Runs,
         Err(e) => Verdict::RefusesRun { error: e.message },
     }

@@ -1,0 +1,332 @@
+//! GPT-2 (transformers' `modeling_gpt2.py`, `GPT2LMHeadModel`, the eager
+//! attention path) with a KV cache: its `config.json` fields under their own
+//! names ([`Gpt2Config`]: `n_embd`, `n_layer`, `n_head`, `n_positions`,
+//! `activation_function`) and the decoder, one struct per module.
+//!
+//! What differs from the BERT family: a causal decoder with pre-LayerNorm
+//! blocks (`ln_1`, `ln_2`, a final `ln_f`); the projections are `Conv1D`s,
+//! whose weights are stored `[in, out]` (transposed here once, at load); the
+//! query, key and value come from one `c_attn`; the LM head is tied to `wte`.
+//! Every block keeps the keys and values of the positions seen so far, so a
+//! new token costs one position, not the whole sequence.
+//!
+//! One sequence at a time, no batch dimension: `S` = new tokens of this call,
+//! `T` = all positions so far, `E` = `n_embd`, `nh` = `n_head`, `d` = head size,
+//! `I` = `n_inner`. Weight paths mirror the checkpoint keys
+//! (`transformer.h.{i}.attn.c_attn`).
+
+use anyhow::Context;
+use serde::Deserialize;
+use tch::{Kind, Tensor};
+
+use super::config::{self, Check, HiddenAct};
+use super::nn::{LayerNorm, Linear, LoadResult, Result};
+use super::weights::{WeightPath, Weights};
+
+/// The GPT-2 hyper-parameters under their own names (transformers' `GPT2Config`; defaults are GPT-2 124M's).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct Gpt2Config {
+    #[serde(default = "defaults::vocab_size")]
+    pub vocab_size: i64,
+    /// The longest sequence the position embeddings cover.
+    #[serde(default = "defaults::n_positions")]
+    pub n_positions: i64,
+    #[serde(default = "defaults::n_embd")]
+    pub n_embd: i64,
+    #[serde(default = "defaults::n_layer")]
+    pub n_layer: usize,
+    #[serde(default = "defaults::n_head")]
+    pub n_head: i64,
+    /// The feed-forward size; `null` means `4 * n_embd`.
+    #[serde(default)]
+    pub n_inner: Option<i64>,
+    #[serde(default = "defaults::activation", deserialize_with = "activation_function")]
+    pub activation_function: HiddenAct,
+    #[serde(default = "defaults::layer_norm_epsilon")]
+    pub layer_norm_epsilon: f64,
+    /// Scores divided by sqrt(d).
+    #[serde(default = "defaults::yes")]
+    pub scale_attn_weights: bool,
+    /// Scores also divided by the layer's index + 1.
+    #[serde(default)]
+    pub scale_attn_by_inverse_layer_idx: bool,
+}
+
+mod defaults {
+    use super::HiddenAct;
+    pub fn vocab_size() -> i64 {
+        50257
+    }
+    pub fn n_positions() -> i64 {
+        1024
+    }
+    pub fn n_embd() -> i64 {
+        768
+    }
+    pub fn n_layer() -> usize {
+        12
+    }
+    pub fn n_head() -> i64 {
+        12
+    }
+    pub fn activation() -> HiddenAct {
+        HiddenAct::GeluTanh
+    }
+    pub fn layer_norm_epsilon() -> f64 {
+        1e-5
+    }
+    pub fn yes() -> bool {
+        true
+    }
+}
+
+fn activation_function<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<HiddenAct, D::Error> {
+    let name = String::deserialize(d)?;
+    HiddenAct::from_name(&name, "activation_function").map_err(serde::de::Error::custom)
+}
+
+impl Gpt2Config {
+    /// The size of one attention head (`n_embd / n_head`).
+    pub fn head_size(&self) -> i64 {
+        self.n_embd / self.n_head
+    }
+
+    pub fn inner_size(&self) -> i64 {
+        self.n_inner.unwrap_or(4 * self.n_embd)
+    }
+
+    pub(crate) fn check(&self) -> Check {
+        config::check_positive(&[
+            ("vocab_size", self.vocab_size),
+            ("n_positions", self.n_positions),
+            ("n_embd", self.n_embd),
+            ("n_layer", self.n_layer as i64),
+            ("n_head", self.n_head),
+            ("n_inner", self.inner_size()),
+        ])?;
+        config::check_heads(self.n_embd, ("n_head", self.n_head))
+    }
+}
+
+/// A `Conv1D` of transformers: `x @ weight + bias` with `weight` stored `[in, out]`;
+/// kept as an `nn.Linear` (`[out, in]`) so it runs as one addmm.
+fn conv1d(p: &WeightPath, in_features: i64, out_features: i64) -> LoadResult<Linear> {
+    let weight = p.get_map("weight", &[in_features, out_features], |w| w.f_transpose(0, 1)?.f_contiguous())?;
+    Ok(Linear::from_parts(weight, p.get("bias", &[out_features])?))
+}
+
+/// `h.{i}.attn`: causal multi-head attention over the cached positions and the new ones.
+struct Gpt2Attention {
+    c_attn: Linear, // E -> 3E
+    c_proj: Linear, // E -> E
+    n_head: i64,
+    head_size: i64,
+    scale: f64,
+}
+
+/// The keys and values of one block for the positions seen so far: [nh, T, d] each.
+#[derive(Default)]
+struct LayerCache {
+    kv: Option<(Tensor, Tensor)>,
+}
+
+impl Gpt2Attention {
+    fn load(p: &WeightPath, cfg: &Gpt2Config, layer_idx: usize) -> LoadResult<Gpt2Attention> {
+        let e = cfg.n_embd;
+        let head_size = cfg.head_size();
+        let mut scale = if cfg.scale_attn_weights { (head_size as f64).powf(-0.5) } else { 1.0 };
+        if cfg.scale_attn_by_inverse_layer_idx {
+            scale /= (layer_idx + 1) as f64;
+        }
+        Ok(Gpt2Attention {
+            c_attn: conv1d(&p.pp("c_attn"), e, 3 * e)?,
+            c_proj: conv1d(&p.pp("c_proj"), e, e)?,
+            n_head: cfg.n_head,
+            head_size,
+            scale,
+        })
+    }
+
+    /// x [S, E] of positions past..past+S -> [S, E]; appends their keys and values to `cache`.
+    fn forward(&self, x: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
+        let s = x.size2()?.0;
+        // query, key, value = self.c_attn(hidden_states).split(self.split_size, dim=2)
+        let qkv = self.c_attn.forward(x)?; // [S, 3E]
+        let parts = qkv.f_split(self.n_head * self.head_size, 1)?;
+        // [S, E] -> [S, nh, d] -> [nh, S, d]
+        let heads = |t: &Tensor| t.f_view([s, self.n_head, self.head_size])?.f_transpose(0, 1);
+        let query = heads(&parts[0])?;
+        let (mut key, mut value) = (heads(&parts[1])?, heads(&parts[2])?);
+        if let Some((past_key, past_value)) = &cache.kv {
+            key = Tensor::f_cat(&[past_key, &key], 1)?; // [nh, T, d]
+            value = Tensor::f_cat(&[past_value, &value], 1)?;
+        }
+        let t = key.size()[1];
+        let past = t - s;
+        // attn_weights = torch.matmul(query, key.transpose(-1, -2)) * scaling
+        let mut scores = query.f_matmul(&key.f_transpose(1, 2)?)?; // [nh, S, T]
+        let _ = scores.f_mul_scalar_(self.scale)?;
+        if s > 1 {
+            // The causal mask: query i (at past + i) sees keys 0..=past + i; masked scores get float32's min.
+            let future = Tensor::f_ones([s, t], (Kind::Bool, x.device()))?.f_triu(past + 1)?;
+            scores = scores.f_masked_fill(&future, f64::from(f32::MIN))?;
+        }
+        let probs = scores.f_softmax(-1, None::<Kind>)?;
+        let context = probs.f_matmul(&value)?.f_transpose(0, 1)?.f_reshape([s, -1])?; // [S, E]
+        cache.kv = Some((key, value));
+        self.c_proj.forward(&context)
+    }
+}
+
+/// `h.{i}.mlp`: `c_proj(act(c_fc(x)))`.
+struct Gpt2Mlp {
+    c_fc: Linear,   // E -> I
+    c_proj: Linear, // I -> E
+    act: HiddenAct,
+}
+
+impl Gpt2Mlp {
+    fn load(p: &WeightPath, cfg: &Gpt2Config) -> LoadResult<Gpt2Mlp> {
+        let (e, i) = (cfg.n_embd, cfg.inner_size());
+        Ok(Gpt2Mlp { c_fc: conv1d(&p.pp("c_fc"), e, i)?, c_proj: conv1d(&p.pp("c_proj"), i, e)?, act: cfg.activation_function })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let mut h = self.c_fc.forward(x)?;
+        self.c_proj.forward(&self.act.forward_(&mut h)?)
+    }
+}
+
+/// `h.{i}`: a pre-LayerNorm block.
+struct Gpt2Block {
+    ln_1: LayerNorm,
+    attn: Gpt2Attention,
+    ln_2: LayerNorm,
+    mlp: Gpt2Mlp,
+}
+
+impl Gpt2Block {
+    fn load(p: &WeightPath, cfg: &Gpt2Config, layer_idx: usize) -> LoadResult<Gpt2Block> {
+        let (e, eps) = (cfg.n_embd, cfg.layer_norm_epsilon);
+        Ok(Gpt2Block {
+            ln_1: LayerNorm::load(&p.pp("ln_1"), e, eps)?,
+            attn: Gpt2Attention::load(&p.pp("attn"), cfg, layer_idx)?,
+            ln_2: LayerNorm::load(&p.pp("ln_2"), e, eps)?,
+            mlp: Gpt2Mlp::load(&p.pp("mlp"), cfg)?,
+        })
+    }
+
+    fn forward(&self, x: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
+        // hidden_states = attn_output + residual; hidden_states = residual + feed_forward_hidden_states
+        let x = self.attn.forward(&self.ln_1.forward(x)?, cache)?.f_add(x)?;
+        self.mlp.forward(&self.ln_2.forward(&x)?)?.f_add(&x)
+    }
+}
+
+/// `GPT2LMHeadModel` with a KV cache of the sequence so far.
+pub struct Gpt2LmHeadModel {
+    wte: Tensor,     // [V, E]
+    lm_head: Tensor, // [V, E]: wte itself (tied), unless the file has lm_head.weight
+    wpe: Tensor,     // [n_positions, E]
+    blocks: Vec<Gpt2Block>,
+    ln_f: LayerNorm,
+    config: Gpt2Config,
+    cache: Vec<LayerCache>,
+    /// Positions in the cache.
+    seen: i64,
+}
+
+impl Gpt2LmHeadModel {
+    /// The model from the checkpoint's tensors: keys under `transformer.` (a
+    /// saved `GPT2LMHeadModel`) or at the root (a bare `GPT2Model`); the LM head
+    /// is `lm_head.weight` when the file has it, else `wte` (tied, as GPT-2 is).
+    pub fn load(weights: &Weights, cfg: &Gpt2Config) -> LoadResult<Gpt2LmHeadModel> {
+        let root = if weights.contains("transformer.wte.weight") { weights.root("transformer") } else { weights.root("") };
+        let e = cfg.n_embd;
+        let wte = root.get("wte.weight", &[cfg.vocab_size, e])?;
+        let head = weights.root("");
+        let lm_head = if head.contains("lm_head.weight") { head.get("lm_head.weight", &[cfg.vocab_size, e])? } else { wte.shallow_clone() };
+        let blocks = (0..cfg.n_layer).map(|i| Gpt2Block::load(&root.pp(&format!("h.{i}")), cfg, i)).collect::<LoadResult<Vec<_>>>()?;
+        Ok(Gpt2LmHeadModel {
+            wte,
+            lm_head,
+            wpe: root.get("wpe.weight", &[cfg.n_positions, e])?,
+            blocks,
+            ln_f: LayerNorm::load(&root.pp("ln_f"), e, cfg.layer_norm_epsilon)?,
+            config: cfg.clone(),
+            cache: Vec::new(),
+            seen: 0,
+        })
+    }
+
+    pub fn config(&self) -> &Gpt2Config {
+        &self.config
+    }
+
+    /// "GPT-2 2 layers, n_embd 64, 4 heads + LM head (tied), KV cache"
+    pub fn describe(&self) -> String {
+        let c = &self.config;
+        format!("GPT-2 {} layers, n_embd {}, {} heads + LM head (tied to wte), KV cache", c.n_layer, c.n_embd, c.n_head)
+    }
+
+    /// Forget the sequence.
+    pub fn reset(&mut self) {
+        self.cache = (0..self.blocks.len()).map(|_| LayerCache::default()).collect();
+        self.seen = 0;
+    }
+
+    /// Positions in the cache.
+    pub fn seen(&self) -> i64 {
+        self.seen
+    }
+
+    /// Append `ids` to the cached sequence: the next token's logits [V] (the
+    /// LM head on the last position only). Ids outside the vocabulary and a
+    /// sequence past `n_positions` are errors before libtorch sees them.
+    pub fn append(&mut self, ids: &[i64]) -> anyhow::Result<Vec<f32>> {
+        anyhow::ensure!(!ids.is_empty(), "no tokens to append");
+        if let Some(&id) = ids.iter().find(|&&id| !(0..self.config.vocab_size).contains(&id)) {
+            anyhow::bail!("token id {id} is outside the vocabulary (vocab_size {})", self.config.vocab_size);
+        }
+        let s = ids.len() as i64;
+        anyhow::ensure!(
+            self.seen + s <= self.config.n_positions,
+            "the sequence would have {} tokens; GPT-2 holds at most {} (n_positions)",
+            self.seen + s,
+            self.config.n_positions
+        );
+        if self.cache.len() != self.blocks.len() {
+            self.reset();
+        }
+        let _no_grad = tch::no_grad_guard();
+        let ids_t = Tensor::f_from_slice(ids)?;
+        // hidden_states = inputs_embeds + position_embeds
+        let mut x = Tensor::f_embedding(&self.wte, &ids_t, -1, false, false)?;
+        let _ = x.f_add_(&self.wpe.f_narrow(0, self.seen, s)?)?;
+        for (block, cache) in self.blocks.iter().zip(self.cache.iter_mut()) {
+            x = block.forward(&x, cache).context("eager GPT-2 block")?;
+        }
+        self.seen += s;
+        let last = self.ln_f.forward(&x.f_select(0, s - 1)?)?; // [E]
+        let logits = self.lm_head.f_mv(&last)?; // lm_logits = self.lm_head(hidden_states): [V]
+        Ok(Vec::<f32>::try_from(&logits)?)
+    }
+}
+
+// The model is used by one thread at a time (the backend is Send, not Sync);
+// libtorch tensors may move between threads.
+impl crate::generate::Decoder for Gpt2LmHeadModel {
+    fn max_len(&self) -> usize {
+        self.config.n_positions as usize
+    }
+
+    fn prefill(&mut self, prompt: &[i64]) -> anyhow::Result<Vec<f32>> {
+        self.reset();
+        self.append(prompt)
+    }
+
+    fn step(&mut self, token: i64) -> anyhow::Result<Vec<f32>> {
+        anyhow::ensure!(self.seen > 0, "a step before any prefill (no sequence to continue)");
+        self.append(&[token])
+    }
+}
