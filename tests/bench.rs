@@ -198,3 +198,56 @@ fn bench_sweeps_thread_counts_in_one_table_and_plot() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("a list (1,2) is for `runlens bench`"));
 }
+
+/// A text-generation model (`models/tiny-gpt2`, `make test-models`): llama-bench's
+/// pp and tg rows for every program, cache and no-cache, a prompt that leaves no
+/// room skipped, the KV cache's speed-up line, and the files. No timing assertions.
+#[test]
+fn generation_bench_gives_prefill_and_decode_rows_for_every_program() {
+    #[cfg(feature = "eager")]
+    let backends = ["eager", "portable", "portable-nocache", "xnnpack", "xnnpack-nocache"];
+    #[cfg(not(feature = "eager"))]
+    let backends = ["portable", "portable-nocache", "xnnpack", "xnnpack-nocache"];
+    let tmp = tempfile::tempdir().unwrap();
+    let (json, csv, plot) = (tmp.path().join("gen.json"), tmp.path().join("gen.csv"), tmp.path().join("gen.svg"));
+    let out = Command::new(env!("CARGO_BIN_EXE_runlens"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["--model", "models/tiny-gpt2", "--threads", "1", "--backends", &backends.join(","), "bench"])
+        // 125 + 8 new tokens fit neither the programs' 64 positions nor eager's 128.
+        .args(["--prompt-lens", "4,125", "--gen-tokens", "8", "--iters", "2", "--warmup", "0", "--max-seconds", "1"])
+        .arg("--json")
+        .arg(&json)
+        .arg("--csv")
+        .arg(&csv)
+        .arg("--plot")
+        .arg(&plot)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "bench failed: {}\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    for text in ["pp4", "tg8 @4", "KV cache: xnnpack over xnnpack-nocache at a 4-token prompt", "KV cache: portable over portable-nocache", "skipped: xnnpack at 125 tokens: 125 + 8 new tokens do not fit its 64 positions"] {
+        assert!(stdout.contains(text), "{text:?} missing:\n{stdout}");
+    }
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!((report["gen_tokens"].as_u64(), report["model"].as_str()), (Some(8), Some("tiny-gpt2")));
+    assert!(report["weights"].as_str().unwrap().contains("random weights"));
+    let rows = report["results"].as_array().unwrap();
+    assert_eq!(rows.len(), backends.len(), "one row per backend at 4 tokens: {rows:?}");
+    for (row, name) in rows.iter().zip(backends) {
+        assert_eq!((row["backend"].as_str(), row["prompt_len"].as_u64()), (Some(name), Some(4)));
+        let cache = if name.ends_with("-nocache") { "none" } else { "static" };
+        assert_eq!(row["cache"].as_str(), Some(cache), "{name}");
+        assert!((1..=2).contains(&row["runs"].as_u64().unwrap()), "{row}");
+        for key in ["ttft_ms", "ttft_min_ms", "prompt_tokens_per_s", "decode_tokens_per_s", "decode_min"] {
+            assert!(row[key].as_f64().unwrap() > 0.0, "{name}: {key} in {row}");
+        }
+        assert!(row["ttft_min_ms"].as_f64() <= row["ttft_ms"].as_f64() && row["ttft_ms"].as_f64() <= row["ttft_max_ms"].as_f64());
+        assert!(row["decode_speedup_vs_python"].is_null(), "no Python rows without --python");
+    }
+    let skipped = report["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), backends.len());
+    assert!(skipped.iter().all(|s| s["prompt_len"] == 125 && s["why"].as_str().unwrap().contains("do not fit")), "{skipped:?}");
+    assert_eq!(std::fs::read_to_string(&csv).unwrap().lines().count(), 1 + backends.len());
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.contains("time to first token") && svg.contains("xnnpack-nocache"));
+}

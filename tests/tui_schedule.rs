@@ -385,3 +385,233 @@ fn switching_the_variant_loads_the_new_program_and_runs_the_current_text_on_it()
     assert_eq!(log.runs_of(spec("xnnpack")).len(), 1, "the old program finished its run and took no more");
     assert!(app.column("xnnpack").is_none(), "its late result did not bring the old column back");
 }
+
+// ---- text generation: the greedy loop on fake decoders ----
+
+mod generation {
+    use std::ops::ControlFlow;
+
+    use runlens::generate::{Decoder, Detokenizer, GenerateOptions, Stop};
+    use runlens::task::GenerationContext;
+    use runlens::task::TaskOutput;
+
+    use super::*;
+
+    const VOCAB: usize = 50;
+
+    /// The id a fake decoder predicts after `last`: a fixed walk through the vocabulary.
+    fn next_id(last: i64) -> i64 {
+        (last * 7 + 3) % VOCAB as i64
+    }
+
+    /// What a fake writes after `prompt`: its greedy ids.
+    fn expected_ids(prompt: &[i64], n: usize) -> Vec<i64> {
+        let mut ids = vec![next_id(*prompt.last().unwrap())];
+        while ids.len() < n {
+            ids.push(next_id(*ids.last().unwrap()));
+        }
+        ids
+    }
+
+    /// A fake decoder: sleeps `delay` per call, then puts all the weight on
+    /// [`next_id`] of the last token. Every call is logged with its backend.
+    struct FakeDecoder {
+        kind: BackendSpec,
+        delay: Duration,
+        calls: Arc<Mutex<Vec<BackendSpec>>>,
+    }
+
+    impl FakeDecoder {
+        fn logits(&self, last: i64) -> Vec<f32> {
+            std::thread::sleep(self.delay);
+            self.calls.lock().unwrap().push(self.kind.clone());
+            let mut logits = vec![0.0; VOCAB];
+            logits[next_id(last) as usize] = 1.0;
+            logits
+        }
+    }
+
+    impl Decoder for FakeDecoder {
+        fn max_len(&self) -> usize {
+            1024
+        }
+        fn prefill(&mut self, prompt: &[i64]) -> anyhow::Result<Vec<f32>> {
+            Ok(self.logits(*prompt.last().expect("a prompt")))
+        }
+        fn step(&mut self, token: i64) -> anyhow::Result<Vec<f32>> {
+            Ok(self.logits(token))
+        }
+    }
+
+    impl Backend for FakeDecoder {
+        fn describe(&self) -> String {
+            format!("fake decoder {} sleeping {:?} a token", self.kind, self.delay)
+        }
+        fn run(&mut self, input: &Encoded) -> anyhow::Result<OutputTensor> {
+            Ok(OutputTensor::new(vec![1, VOCAB], self.prefill(&input.ids)?))
+        }
+        fn as_decoder(&mut self) -> Option<&mut dyn Decoder> {
+            Some(self)
+        }
+    }
+
+    fn decoders(delays: &[(BackendSpec, u64)], calls: &Arc<Mutex<Vec<BackendSpec>>>) -> Loader {
+        let delays = delays.to_vec();
+        let calls = calls.clone();
+        Arc::new(move |kind| {
+            let ms = delays.iter().find(|(k, _)| k == kind).map_or(1, |(_, ms)| *ms);
+            Ok(Box::new(FakeDecoder { kind: kind.clone(), delay: Duration::from_millis(ms), calls: calls.clone() }) as Box<dyn Backend>)
+        })
+    }
+
+    fn generation_ctx(max_new_tokens: usize) -> Arc<TaskContext> {
+        // The fakes' ids are checked, not their text: a detokenizer without tokens will do.
+        let setup = GenerationContext { detokenizer: Arc::new(Detokenizer::default()), options: GenerateOptions { max_new_tokens, eos_token_id: None } };
+        Arc::new(TaskContext { generation: Some(setup), ..TaskContext::plain(Task::TextGeneration) })
+    }
+
+    fn prompt(generation: u64, ids: &[i64]) -> Job {
+        let input = Encoded { text: format!("prompt {generation}"), tokens: ids.iter().map(|i| format!("t{i}")).collect(), ids: ids.to_vec(), attention_mask: vec![1; ids.len()], truncated: false };
+        Job { generation, input: Arc::new(input) }
+    }
+
+    #[test]
+    fn a_new_prompt_cancels_the_generation_in_flight_within_one_token() {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let (sink, rx) = channel_sink();
+        let scheduler = Scheduler::start(&[spec("portable")], generation_ctx(32), decoders(&[(spec("portable"), 100)], &calls), sink).unwrap();
+        loaded(&rx, 1);
+        scheduler.submit(prompt(1, &[3, 4]));
+        wait_for(&rx, "the third token of the first prompt", |e| matches!(e, WorkerEvent::Token { generation: 1, step, .. } if step.index == 2));
+        scheduler.submit(prompt(2, &[5]));
+        let mut late_tokens = Vec::new();
+        let mut first_outcome = None;
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let e = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the second prompt to finish");
+            match e {
+                WorkerEvent::Token { generation: 1, step, .. } => late_tokens.push(step.index),
+                WorkerEvent::Finished { generation: 1, outcome, .. } => first_outcome = Some(outcome),
+                WorkerEvent::Finished { generation: 2, outcome, .. } => {
+                    let Ok(TaskOutput::Generation(g)) = outcome else { panic!("the second prompt generates: {outcome:?}") };
+                    assert_eq!(g.ids, expected_ids(&[5], 32), "the new prompt's continuation, all of it");
+                    assert_eq!(g.stop, Stop::MaxNewTokens);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        assert!(late_tokens.len() <= 1, "at most the token in progress comes after the new prompt: {late_tokens:?}");
+        let Some(Ok(TaskOutput::Generation(first))) = first_outcome else { panic!("the first generation ends, cancelled: {first_outcome:?}") };
+        assert_eq!(first.stop, Stop::Cancelled);
+        assert!(first.ids.len() <= 4, "{} tokens of 32", first.ids.len());
+        assert_eq!(first.ids, expected_ids(&[3, 4], first.ids.len()));
+        assert_eq!(calls.lock().unwrap().len(), first.ids.len() + 32, "no decoder call after the cancel");
+        assert!(scheduler.shutdown(WAIT));
+    }
+
+    #[test]
+    fn stale_tokens_never_show_under_a_new_prompt() {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let (sink, rx) = channel_sink();
+        let kinds = [spec("eager"), spec("portable")];
+        let loader = decoders(&[(spec("eager"), 2), (spec("portable"), 60)], &calls);
+        let mut scheduler = Scheduler::start(&kinds, generation_ctx(12), loader, sink).unwrap();
+        let config = AppConfig { kinds: kinds.to_vec(), threads: 2, model: "fake-gpt2".into(), task: Task::TextGeneration, corpus: vec![], variants: vec![] };
+        let mut app = App::new(config, Box::new(fake_encode), Instant::now());
+        for c in "first".chars() {
+            app.apply(Action::Insert(c));
+        }
+        app.apply(Action::RunNow);
+        pump(&mut app, &mut scheduler);
+        let first = app.generation();
+        // Portable has written a token of the first prompt when the text changes.
+        loop {
+            let e = wait_for(&rx, "events of the first prompt", |_| true);
+            let portable_token = matches!(&e, WorkerEvent::Token { kind, .. } if kind.name == "portable");
+            app.on_worker(e);
+            if portable_token {
+                break;
+            }
+        }
+        let portable = app.columns().iter().position(|c| c.kind.name == "portable").unwrap();
+        assert_eq!(app.live(portable).map(|l| l.tokens.len()), Some(1));
+        for c in " second".chars() {
+            app.apply(Action::Insert(c));
+        }
+        assert!(app.drain_requests().iter().any(|r| matches!(r, Request::Cancel)), "typing stops the generation in flight");
+        scheduler.handle(Request::Cancel);
+        assert!(app.columns().iter().enumerate().all(|(i, _)| app.live(i).is_none()), "the old continuation is gone at once");
+        app.set_now(Instant::now() + Duration::from_secs(1));
+        assert!(app.tick());
+        pump(&mut app, &mut scheduler);
+        let second = app.generation();
+        let want = expected_ids(&fake_encode("first second").unwrap().ids, 12);
+
+        let mut stale_tokens = 0;
+        let deadline = Instant::now() + WAIT;
+        while !app.column("portable").unwrap().output.as_ref().is_some_and(|o| o.generation == second) {
+            let e = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("portable to finish the new prompt");
+            stale_tokens += matches!(&e, WorkerEvent::Token { generation, .. } if *generation == first) as usize;
+            app.on_worker(e);
+            for i in 0..app.columns().len() {
+                if let Some(live) = app.live(i) {
+                    assert_eq!(live.generation, second);
+                    assert_eq!(live.ids().collect::<Vec<_>>(), want[..live.tokens.len()], "only the new prompt's tokens show");
+                }
+            }
+        }
+        assert!(stale_tokens <= 2, "the old generations stopped within a token: {stale_tokens} late tokens");
+        for i in 0..2 {
+            let live = app.live(i).unwrap();
+            assert_eq!((live.ids().collect::<Vec<_>>(), live.stop), (want.clone(), Some(Stop::MaxNewTokens)));
+            assert_eq!(app.columns()[i].stats.count(), 11, "per-token latencies of the new prompt only (decode tokens)");
+        }
+        assert_eq!(app.divergence(portable), runlens::app::Divergence::Same { compared: 12, complete: true });
+        assert!(scheduler.shutdown(WAIT));
+    }
+
+    #[test]
+    fn serial_mode_generates_one_backend_at_a_time() {
+        let kinds = ["eager", "portable", "xnnpack"].map(spec);
+        let delays: Vec<(BackendSpec, u64)> = kinds.iter().map(|k| (k.clone(), 10)).collect();
+        for serial in [false, true] {
+            let calls = Arc::new(Mutex::new(Vec::new()));
+            let (sink, rx) = channel_sink();
+            let mut scheduler = Scheduler::start(&kinds, generation_ctx(8), decoders(&delays, &calls), sink).unwrap();
+            scheduler.handle(Request::SetSerial(serial));
+            loaded(&rx, 3);
+            scheduler.submit(prompt(1, &[9, 10, 11]));
+            for _ in 0..3 {
+                let e = wait_for(&rx, "every backend to finish", |e| matches!(e, WorkerEvent::Finished { .. }));
+                let WorkerEvent::Finished { outcome: Ok(TaskOutput::Generation(g)), .. } = e else { panic!("a generation: {e:?}") };
+                assert_eq!(g.ids, expected_ids(&[11], 8));
+            }
+            // Serial: each backend's calls in one block (the turn is held for the whole generation).
+            let calls = calls.lock().unwrap();
+            let blocks = 1 + calls.windows(2).filter(|w| w[0] != w[1]).count();
+            assert_eq!(calls.len(), 24);
+            if serial {
+                assert_eq!(blocks, 3, "serial: one generation after another: {calls:?}");
+            } else {
+                assert!(blocks > 3, "parallel: the generations interleave: {calls:?}");
+            }
+            assert!(scheduler.shutdown(WAIT));
+        }
+    }
+
+    /// The greedy loop's callback is where the worker stops; a Break ends it at once.
+    #[test]
+    fn a_break_from_the_callback_ends_the_loop() {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let mut fake = FakeDecoder { kind: spec("eager"), delay: Duration::ZERO, calls };
+        let detok = Detokenizer::default();
+        let mut seen = 0;
+        let g = runlens::generate::greedy(&mut fake, &detok, &[1], &GenerateOptions { max_new_tokens: 32, eos_token_id: None }, &mut |_| {
+            seen += 1;
+            if seen == 3 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+        })
+        .unwrap();
+        assert_eq!((g.ids.len(), g.stop), (3, Stop::Cancelled));
+    }
+}

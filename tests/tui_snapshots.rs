@@ -321,6 +321,101 @@ fn classification_panels_show_every_label() {
     check("classification_120x40", make().screen(120, 40));
 }
 
+// ---- text generation: four columns writing as they go ----
+
+use runlens::generate::{Generation, Stop, TokenStep};
+
+/// The continuation every column writes (a reference run), one token a piece.
+const CONTINUATION: [&str; 24] = [
+    " the", " river", " ran", " down", " to", " the", " sea", " and", " the", " old", " man", " walked", " along", " the", " shore", " until",
+    " the", " sun", " went", " down", " over", " the", " hills", ".",
+];
+
+/// The columns of a GPT-2 model directory: the cache's difference beside the delegate's.
+fn generation_kinds() -> Vec<BackendSpec> {
+    let mut nocache = spec("xnnpack-nocache");
+    nocache.column = "xnnpack-nocache".into();
+    nocache.title = "XNNPACK no cache".into();
+    vec![spec("eager"), spec("portable"), spec("xnnpack"), nocache]
+}
+
+/// A prompt typed and run; `tokens` per column: how many it has written,
+/// its TTFT and per-token time (ms), whether it is done, the index where its
+/// ids leave the reference's (if they do).
+fn generation_scene(columns: [(usize, f64, f64, bool, Option<usize>); 4]) -> Scene {
+    let t0 = Instant::now();
+    let kinds = generation_kinds();
+    let config = AppConfig {
+        kinds: kinds.clone(),
+        threads: 2,
+        model: "tiny-gpt2".to_string(),
+        task: Task::TextGeneration,
+        corpus: app::corpus_sentences(),
+        variants: kinds.clone(),
+    };
+    let mut s = Scene { app: App::new(config, Box::new(fake_encode), t0), t0 };
+    s.at(600);
+    for kind in &kinds {
+        s.load(kind.clone(), 150);
+    }
+    s.at(2_000).type_text("Once upon a time").at(2_200);
+    s.app.tick();
+    let input = Arc::new(s.app.encoded().unwrap().clone());
+    let generation = s.app.generation();
+    for (kind, (n, ttft, per_token, done, diverge)) in kinds.into_iter().zip(columns) {
+        s.send(WorkerEvent::Started { kind: kind.clone(), generation, at: s.t0 + Duration::from_millis(2_200) });
+        let mut ids = Vec::new();
+        let mut latencies = Vec::new();
+        for index in 0..n {
+            let differs = diverge.is_some_and(|d| index >= d);
+            let (id, text) = if differs { (900 + index as i64, [" a", " little", " boat"][index % 3].to_string()) } else { (index as i64, CONTINUATION[index].to_string()) };
+            // Latencies vary a little, so the sparkline has a shape.
+            let ms = if index == 0 { ttft } else { per_token * (1.0 + 0.25 * ((index * 5 % 7) as f64 / 7.0)) };
+            let latency = Duration::from_secs_f64(ms / 1e3);
+            ids.push(id);
+            latencies.push(latency);
+            s.send(WorkerEvent::Token { kind: kind.clone(), generation, step: TokenStep { index, id, text, latency } });
+        }
+        if done {
+            let g = Generation { prompt_len: input.len(), text: String::new(), ttft: latencies[0], token_latencies: latencies.clone(), ids, stop: Stop::MaxNewTokens };
+            let elapsed = latencies.iter().sum();
+            s.send(WorkerEvent::Finished { kind, generation, input: input.clone(), outcome: Ok(TaskOutput::Generation(g)), elapsed });
+        }
+    }
+    s.at(4_600);
+    s
+}
+
+/// eager and the two XNNPACK programs have finished 24 tokens (XNNPACK's ids
+/// leave eager's at the 8th); portable is still crawling at its 6th.
+fn generating() -> Scene {
+    generation_scene([(24, 12.4, 4.1, true, None), (6, 380.0, 96.0, false, None), (24, 3.1, 1.2, true, Some(7)), (24, 6.2, 5.3, true, None)])
+}
+
+#[test]
+fn generation_columns_write_and_mark_the_divergence() {
+    let screen = generating().screen(80, 24);
+    assert!(screen.contains("≠ eager at token 8") && screen.contains("same ids as eager"), "{screen}");
+    assert!(screen.contains("sea ≠little"), "the first differing token is marked: {screen}");
+    assert!(screen.contains("ttft 380 ms"), "portable's time to first token: {screen}");
+    assert!(screen.contains("9.2 tok/s · 6 tok") && screen.contains("▶ running"), "portable is still writing: {screen}");
+    check("generation_80x24", screen);
+    check("generation_120x40", generating().screen(120, 40));
+}
+
+#[test]
+fn a_new_prompt_clears_every_column_at_once() {
+    let mut s = generating();
+    s.type_text(" there").at(4_700);
+    let screen = s.screen(80, 24);
+    assert!(!screen.contains("river"), "no token of the old prompt under the new one: {screen}");
+    s.app.tick();
+    let generation = s.app.generation();
+    s.send(WorkerEvent::Started { kind: spec("portable"), generation, at: s.t0 + Duration::from_millis(4_900) }).at(5_000);
+    let screen = s.screen(80, 24);
+    assert!(!screen.contains("river") && screen.contains("prefilling"), "{screen}");
+}
+
 /// Glyph sets: every screen drawn with the console set uses only characters
 /// that all of console-setup's Lat15 / Uni2 fonts (Fixed, Terminus,
 /// TerminusBold, VGA, 16 px) draw, read from the fonts' own Unicode tables by
@@ -423,6 +518,8 @@ mod glyphs {
         };
         out.push(("classification 80x24", labels(), 80, 24));
         out.push(("classification 120x40", labels(), 120, 40));
+        out.push(("generation 80x24", super::generating(), 80, 24));
+        out.push(("generation 120x40", super::generating(), 120, 40));
         for outcome in [None, Some(Ok(profile_report())), Some(Err("xnnpack.pte: not a readable ExecuTorch program".to_string()))] {
             let mut profile = Scene::with_results();
             profile.app.apply(Action::ToggleProfile);

@@ -75,6 +75,8 @@ pub struct Column {
     pub stale_dropped: u64,
     /// For `.pte` paths: `None` while being read.
     pub coverage: Option<Result<CoverageView, String>>,
+    /// text-generation: the tokens of the latest run, as they come.
+    pub live: Option<super::LiveGeneration>,
 }
 
 impl Column {
@@ -92,6 +94,7 @@ impl Column {
             stats: LatencyStats::default(),
             stale_dropped: 0,
             coverage: None,
+            live: None,
         }
     }
 }

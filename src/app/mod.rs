@@ -5,10 +5,12 @@
 //! ([`crate::ui`]) reads an `&App` only.
 //!
 //! - [`input`]: the input line; [`column`]: one backend's column;
-//! - [`corpus`]: the nearest-sentence corpus; [`profile`]: the F4 view.
+//! - [`corpus`]: the nearest-sentence corpus; [`profile`]: the F4 view;
+//! - [`generation`]: a column's continuation as it grows (text-generation).
 
 mod column;
 mod corpus;
+mod generation;
 mod input;
 mod profile;
 
@@ -17,6 +19,7 @@ use std::time::{Duration, Instant};
 
 pub use column::{Column, ColumnState, CoverageView, Nearest, Output, ParityView, Phase};
 pub use corpus::{Corpus, CorpusState};
+pub use generation::{compare, Divergence, LiveGeneration};
 pub use input::InputLine;
 pub use profile::{ProfileRequest, ProfileState, ProfileView};
 
@@ -272,6 +275,24 @@ impl App {
         }
     }
 
+    /// The tokens column `index` has written for the text now in the input
+    /// line; never those of an earlier text.
+    pub fn live(&self, index: usize) -> Option<&LiveGeneration> {
+        self.columns[index].live.as_ref().filter(|l| l.generation == self.generation)
+    }
+
+    /// Where column `index`'s tokens leave the reference column's, for the current text.
+    pub fn divergence(&self, index: usize) -> Divergence {
+        let Some(reference) = self.reference() else { return Divergence::Waiting };
+        if index == reference {
+            return Divergence::Reference;
+        }
+        match (self.live(index), self.live(reference)) {
+            (Some(mine), Some(theirs)) => generation::compare(mine, theirs),
+            _ => Divergence::Waiting,
+        }
+    }
+
     /// Work is in flight: loading, running, queued, or the corpus being embedded.
     pub fn is_busy(&self) -> bool {
         matches!(self.corpus.state, CorpusState::Embedding(_))
@@ -392,7 +413,9 @@ impl App {
 
     fn text_changed(&mut self) {
         self.generation += 1;
-        if self.columns.iter().any(|c| c.pending.is_some()) {
+        // A generation in progress is for the old text: it stops at its next token.
+        let generating = self.task == Task::TextGeneration && self.columns.iter().any(|c| c.running.is_some());
+        if generating || self.columns.iter().any(|c| c.pending.is_some()) {
             // What waits is for the old text: drop it now rather than run it.
             self.requests.push(Request::Cancel);
             for c in &mut self.columns {
@@ -490,6 +513,26 @@ impl App {
                 if c.pending.is_some_and(|p| p <= generation) {
                     c.pending = None;
                 }
+                if self.task == Task::TextGeneration && generation == current {
+                    // A new continuation: its per-token latencies start afresh.
+                    c.live = Some(LiveGeneration::new(generation));
+                    c.stats.clear();
+                }
+            }
+            WorkerEvent::Token { generation, step, .. } => {
+                let c = &mut self.columns[index];
+                if generation != current {
+                    // A token of an earlier text: never shown.
+                    return;
+                }
+                if step.index > 0 {
+                    c.stats.record(step.latency);
+                }
+                let live = c.live.get_or_insert_with(|| LiveGeneration::new(generation));
+                if live.generation != generation {
+                    *live = LiveGeneration::new(generation);
+                }
+                live.tokens.push(step);
             }
             WorkerEvent::Finished { generation, input, outcome, elapsed, .. } => {
                 let c = &self.columns[index];
@@ -509,6 +552,14 @@ impl App {
                     return;
                 }
                 match outcome {
+                    Ok(TaskOutput::Generation(generated)) => {
+                        // The tokens came one by one; the run's end says why it stopped.
+                        if let Some(live) = c.live.as_mut().filter(|l| l.generation == generation) {
+                            live.stop = Some(generated.stop);
+                        }
+                        c.run_error = None;
+                        c.output = Some(Output { generation, input, output: TaskOutput::Generation(generated), elapsed, nearest });
+                    }
                     Ok(output) => {
                         c.stats.record(elapsed);
                         c.run_error = None;

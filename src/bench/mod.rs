@@ -3,8 +3,10 @@
 //!
 //! - [`Row`] / [`LoadRow`] / [`BenchReport`]: what is measured, as JSON and CSV carry it;
 //! - [`python`]: launching the Python flow on the same token ids;
-//! - [`report`]: the table, JSON and CSV; [`plot`]: the SVG; [`machine`]: the machine description.
+//! - [`report`]: the table, JSON and CSV; [`plot`]: the SVG; [`machine`]: the machine description;
+//! - [`generation`]: a text-generation model's prefill and decode rows (llama-bench's pp / tg).
 
+pub mod generation;
 pub mod machine;
 pub mod plot;
 pub mod python;

@@ -10,7 +10,7 @@ use plotters::prelude::*;
 
 use super::{BenchReport, Row};
 
-fn colour(backend: &str) -> RGBColor {
+pub(crate) fn colour(backend: &str) -> RGBColor {
     let base = backend.strip_prefix("python-").unwrap_or(backend);
     let base = base.split(' ').next().unwrap_or(base);
     match base {

@@ -42,11 +42,20 @@ pub struct BenchArgs {
     /// Write an SVG plot (median latency against sequence length, log scale) to FILE.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+    /// text-generation: comma list of prompt lengths (tokens) for the prefill (pp) and decode (tg) rows.
+    #[arg(long, value_delimiter = ',', default_value = "8,32,128", value_name = "LIST", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub prompt_lens: Vec<u32>,
+    /// text-generation: new tokens per timed generation (the end-of-text token does not stop it).
+    #[arg(long, default_value_t = 32, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub gen_tokens: u32,
 }
 
 pub fn run(common: &Common, args: &BenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.max_seconds > 0.0 && args.max_seconds.is_finite(), "--max-seconds must be positive");
     let dir = common.model_dir()?;
+    if dir.task() == crate::task::Task::TextGeneration {
+        return run_generation(common, args, &dir);
+    }
     let tokenizer = dir.load_tokenizer()?;
     // FLOPs are counted for BERT-shaped configs; other architectures get none.
     let config = dir.config().ok().and_then(|c| bench::EncoderShape::load(&c));
@@ -138,6 +147,94 @@ pub fn run(common: &Common, args: &BenchArgs) -> anyhow::Result<()> {
     }
     if let Some(path) = &args.plot {
         bench::plot::write_svg(&report, path)?;
+    }
+    Ok(())
+}
+
+/// Python's timed generations per cell: the script has no time budget, and a
+/// window program recomputes the whole window for every token.
+const PYTHON_GENERATIONS: u32 = 3;
+
+/// A text-generation model: llama-bench's prefill (ppN) and decode (tgG @N)
+/// rows for every backend and prompt length, Python's counterparts after.
+fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDir) -> anyhow::Result<()> {
+    use crate::bench::generation::{self, GenerationReport};
+    let tokenizer = dir.load_tokenizer()?;
+    let kinds = common.backends(dir)?;
+    for spec in &kinds {
+        backend::files_present(spec, dir)?;
+    }
+    let mut lens: Vec<usize> = args.prompt_lens.iter().map(|&l| l as usize).collect();
+    lens.sort_unstable();
+    lens.dedup();
+    let gen_tokens = args.gen_tokens as usize;
+    let prompts: Vec<Vec<i64>> = lens.iter().map(|&n| generation::prompt_ids(&tokenizer, n)).collect::<anyhow::Result<_>>()?;
+    let threads = common.thread_counts()[0];
+    backend::set_threads(threads)?;
+    let budget = Budget { warmup: args.warmup, iters: args.iters, max_seconds: args.max_seconds };
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = Arc::clone(&stop);
+        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst));
+    }
+    let bar = ProgressBar::new((kinds.len() * lens.len()) as u64);
+    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} cells  {elapsed_precise}  {msg}").expect("static template"));
+    let (mut rows, mut loads, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
+    let caches: Vec<(String, Option<String>)> = kinds.iter().map(|k| (k.name.clone(), generation::cache_of(dir, k))).collect();
+    for (kind, (_, cache)) in kinds.iter().zip(&caches) {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        bar.set_message(format!("loading {kind}"));
+        let start = Instant::now();
+        let mut b = backend::load(kind, dir)?;
+        loads.push(LoadRow { backend: kind.name().to_string(), load_ms: start.elapsed().as_secs_f64() * 1e3, rss_mb: bench::rss_mb() });
+        let (r, s) = generation::bench_backend(kind, cache.clone(), b.as_mut(), &prompts, gen_tokens, budget, &stop, |m| {
+            bar.set_message(m.to_string());
+            bar.inc(1);
+        })?;
+        rows.extend(r);
+        skipped.extend(s);
+    }
+    bar.finish_and_clear();
+    let mut machine = Machine::probe(bench::python::venv().as_deref());
+    let mut interrupted = stop.load(Ordering::Relaxed);
+    let python_iters = args.iters.min(PYTHON_GENERATIONS);
+    if args.python && !interrupted {
+        eprintln!("running the Python counterparts (python/bench_generate.py) on the same prompts, {threads} threads ...");
+        let py = generation::python::run(dir, &caches, &lens, gen_tokens, python_iters, args.warmup.min(1), threads)?;
+        machine.versions.extend(py.versions);
+        rows.extend(py.rows);
+        skipped.extend(py.skipped);
+        interrupted |= py.interrupted || stop.load(Ordering::Relaxed);
+    }
+    rows.sort_by_key(|r| r.prompt_len);
+    generation::fill_ratios(&mut rows);
+    let report = GenerationReport {
+        machine,
+        model: dir.model_name().to_string(),
+        weights: generation::WEIGHTS_NOTE.to_string(),
+        threads,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        gen_tokens,
+        warmup: args.warmup,
+        iters: args.iters,
+        max_seconds: args.max_seconds,
+        python_iters: args.python.then_some(python_iters),
+        interrupted,
+        results: rows,
+        loads,
+        skipped,
+    };
+    print!("{}", generation::table(&report));
+    if let Some(path) = &args.json {
+        generation::write_json(&report, path)?;
+    }
+    if let Some(path) = &args.csv {
+        std::fs::write(path, generation::csv(&report)).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.plot {
+        generation::plot::write_svg(&report, path)?;
     }
     Ok(())
 }

@@ -1,6 +1,10 @@
 //! A worker's inbox: one slot for the input to run ("latest wins": a new input
 //! replaces the one still waiting, so nothing queues up behind a slow backend)
 //! and one for the start-up chore of embedding the corpus.
+//!
+//! A run in progress can ask whether it has been superseded (a newer input
+//! came in, the waiting one was cancelled, or the inbox closed): a generation
+//! stops between two tokens when it has.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
@@ -21,6 +25,8 @@ struct Slots {
     job: Option<Job>,
     corpus: Option<Arc<Vec<Encoded>>>,
     closed: bool,
+    /// Set by `put`, `clear` and `close`; reset when a job is taken.
+    superseded: bool,
 }
 
 #[derive(Default)]
@@ -37,7 +43,10 @@ impl Inbox {
 
     /// Put `job` in the slot; the job it replaces, if one was waiting, is returned (and never run).
     pub fn put(&self, job: Job) -> Option<Job> {
-        let replaced = self.lock().job.replace(job);
+        let mut slots = self.lock();
+        let replaced = slots.job.replace(job);
+        slots.superseded = true;
+        drop(slots);
         self.ready.notify_all();
         replaced
     }
@@ -54,9 +63,16 @@ impl Inbox {
         true
     }
 
-    /// Drop the waiting job, if any.
+    /// Drop the waiting job, if any, and tell the run in progress it is superseded.
     pub fn clear(&self) -> Option<Job> {
-        self.lock().job.take()
+        let mut slots = self.lock();
+        slots.superseded = true;
+        slots.job.take()
+    }
+
+    /// Has a newer input, a cancel or the close come since the current job was taken?
+    pub fn is_superseded(&self) -> bool {
+        self.lock().superseded
     }
 
     pub fn put_corpus(&self, sentences: Arc<Vec<Encoded>>) {
@@ -68,6 +84,7 @@ impl Inbox {
     pub fn close(&self) {
         let mut slots = self.lock();
         slots.closed = true;
+        slots.superseded = true;
         slots.job = None;
         slots.corpus = None;
         drop(slots);
@@ -101,7 +118,9 @@ impl Inbox {
         if let Some(corpus) = slots.corpus.take() {
             return Some(Work::Corpus(corpus));
         }
-        slots.job.take().map(Work::Run)
+        let job = slots.job.take()?;
+        slots.superseded = false;
+        Some(Work::Run(job))
     }
 
     /// The generation of the job waiting, if any.
@@ -134,7 +153,15 @@ mod tests {
         assert_eq!(inbox.waiting(), Some(2));
         assert!(matches!(inbox.take(), Some(Work::Run(j)) if j.generation == 2));
         assert!(inbox.take().is_none());
+        assert!(!inbox.is_superseded(), "taking a job starts it afresh");
         assert!(inbox.offer(job(4)));
+        assert!(!inbox.is_superseded(), "a re-run supersedes nothing");
+        inbox.clear();
+        assert!(inbox.is_superseded(), "a cancel supersedes the run in progress");
+        inbox.put(job(5));
+        assert!(matches!(inbox.take(), Some(Work::Run(j)) if j.generation == 5));
+        inbox.put(job(6));
+        assert!(inbox.is_superseded(), "a newer input supersedes it");
         inbox.close();
         assert!(!inbox.wait() && inbox.take().is_none());
     }

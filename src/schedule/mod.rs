@@ -5,6 +5,9 @@
 //! ("latest wins"), so a slow backend never builds a queue and never delays the
 //! others. Every step is reported as a [`WorkerEvent`] carrying the input's
 //! generation; the app drops results for text that is no longer current.
+//! For text generation the worker runs [`crate::generate::greedy`] and reports
+//! every token as it comes ([`WorkerEvent::Token`]); a newer input or a cancel
+//! stops it between two tokens.
 //! [`Request`] is how the app asks for work; [`Scheduler::handle`] carries it out
 //! without ever blocking.
 
@@ -43,6 +46,8 @@ pub enum WorkerEvent {
     LoadFailed { kind: BackendSpec, error: String },
     /// A run began (it may have waited in serial mode).
     Started { kind: BackendSpec, generation: u64, at: Instant },
+    /// One new token of a generation in progress (text-generation), in order.
+    Token { kind: BackendSpec, generation: u64, step: crate::generate::TokenStep },
     /// A run ended; `elapsed` is the time inside `Backend::run` and the task's reading of its output.
     Finished { kind: BackendSpec, generation: u64, input: Arc<Encoded>, outcome: Result<TaskOutput, String>, elapsed: Duration },
     /// The corpus sentences, embedded in order.
@@ -55,6 +60,7 @@ impl WorkerEvent {
             WorkerEvent::Loaded { kind, .. }
             | WorkerEvent::LoadFailed { kind, .. }
             | WorkerEvent::Started { kind, .. }
+            | WorkerEvent::Token { kind, .. }
             | WorkerEvent::Finished { kind, .. }
             | WorkerEvent::CorpusEmbedded { kind, .. } => kind,
         }
@@ -66,7 +72,8 @@ impl WorkerEvent {
 pub enum Request {
     /// Run this input on every backend (replacing what waits).
     Run(Job),
-    /// Drop every input still waiting (runs in progress finish and are then stale).
+    /// Drop every input still waiting (runs in progress finish and are then
+    /// stale; a generation in progress stops at its next token).
     Cancel,
     /// Embed the corpus on this backend before its next input.
     EmbedCorpus(BackendSpec, Arc<Vec<Encoded>>),

@@ -1,17 +1,21 @@
 //! The body of one worker thread: load the backend, then run whatever its
 //! inbox holds, reporting every step to the sink. Panics in the backend are
 //! caught and reported as errors, so one broken path never takes down the others.
+//! A text-generation model runs the greedy loop, one `Token` report per token,
+//! and stops between tokens once its input is superseded.
 
 use std::any::Any;
+use std::ops::ControlFlow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::inbox::{Inbox, Work};
-use super::{Loader, Shared, Sink, WorkerEvent};
+use super::{Job, Loader, Shared, Sink, WorkerEvent};
 use crate::backend::{Backend, BackendSpec};
-use crate::task::{Embedding, TaskContext, TaskOutput};
+use crate::generate::TokenStep;
+use crate::task::{Embedding, Task, TaskContext, TaskOutput};
 
 pub(super) struct Worker {
     pub index: usize,
@@ -65,7 +69,11 @@ impl Worker {
                 Some(Work::Run(job)) => {
                     let at = Instant::now();
                     (self.sink)(WorkerEvent::Started { kind: kind.clone(), generation: job.generation, at });
-                    let outcome = run_caught(backend.as_mut(), &self.ctx, &job.input);
+                    let outcome = if self.ctx.task == Task::TextGeneration {
+                        self.generate(backend.as_mut(), &job)
+                    } else {
+                        run_caught(backend.as_mut(), &self.ctx, &job.input)
+                    };
                     let elapsed = at.elapsed();
                     drop(turn);
                     let ok = outcome.is_ok();
@@ -82,6 +90,30 @@ impl Worker {
                     }
                 }
             }
+        }
+    }
+}
+
+impl Worker {
+    /// Greedy generation from the job's ids: every token reported as it comes;
+    /// stops between tokens once a newer input (or a cancel) supersedes this one.
+    fn generate(&self, backend: &mut dyn Backend, job: &Job) -> Result<TaskOutput, String> {
+        let kind = &self.kind;
+        let run = || -> anyhow::Result<TaskOutput> {
+            let mut on_token = |step: &TokenStep| {
+                (self.sink)(WorkerEvent::Token { kind: kind.clone(), generation: job.generation, step: step.clone() });
+                if self.inbox.is_superseded() {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            };
+            crate::task::generation::generate(backend, self.ctx.generation()?, &job.input, &mut on_token).map(TaskOutput::Generation)
+        };
+        match catch_unwind(AssertUnwindSafe(run)) {
+            Ok(Ok(output)) => Ok(output),
+            Ok(Err(e)) => Err(format!("{e:#}")),
+            Err(payload) => Err(panic_message(payload)),
         }
     }
 }

@@ -12,10 +12,11 @@ use ratatui::widgets::{Block, BorderType, Widget};
 use super::coverage::{self, CoveragePanel};
 use super::embedding::EmbeddingStrip;
 use super::format;
+use super::generation::{GenerationPanel, GenerationParity};
 use super::latency::{self, LatencyPanel};
 use super::task::{FillMaskPanel, LabelBars};
 use crate::app::{App, ColumnState, CorpusState, Output, ParityView, Phase};
-use crate::task::{Parity, TaskOutput, TaskParity};
+use crate::task::{Parity, Task, TaskOutput, TaskParity};
 
 /// Rows inside the border a column needs at the least.
 pub const MIN_INNER_ROWS: u16 = 17;
@@ -157,7 +158,11 @@ impl BackendColumn<'_> {
             ColumnState::Queued if app.is_serial() => ("… waiting its turn".to_string(), Style::new().fg(Color::Yellow)),
             ColumnState::Queued => ("… queued".to_string(), Style::new().fg(Color::Yellow)),
             ColumnState::Idle if current_error => ("✖ run failed".to_string(), Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)),
-            ColumnState::Idle => ("● idle".to_string(), Style::new().fg(Color::Green)),
+            // A generation that ended says why it stopped.
+            ColumnState::Idle => match app.live(self.index).and_then(|l| l.stop) {
+                Some(stop) => (format!("● {}", super::generation::stop_words(stop)), Style::new().fg(Color::Green)),
+                None => ("● idle".to_string(), Style::new().fg(Color::Green)),
+            },
         };
         let dropped = match column.stale_dropped {
             0 => String::new(),
@@ -182,6 +187,9 @@ impl BackendColumn<'_> {
                 line_at(buf, area, i as u16, &Line::styled(l, red));
             }
             return;
+        }
+        if app.task() == Task::TextGeneration {
+            return self.render_generation(s, buf);
         }
         let Some(output) = &column.output else {
             let hint = match (&column.phase, app.encoded()) {
@@ -211,10 +219,29 @@ impl BackendColumn<'_> {
                 });
                 LabelBars { output: c, reference, stale }.render(s.task_area(), buf);
             }
-            // The continuation is drawn by the explorer's generation panel (issue 14, gen-ui).
+            // Drawn from the tokens as they come (render_generation).
             TaskOutput::Generation(_) => {}
         }
         self.render_parity(s, buf, text_style, stale);
+    }
+
+    /// text-generation: the continuation of the current text as it grows, and
+    /// how its ids compare with the reference column's.
+    fn render_generation(&self, s: &Sections, buf: &mut Buffer) {
+        let app = self.app;
+        let column = &app.columns()[self.index];
+        let live = app.live(self.index);
+        let running = column.running.is_some_and(|(g, _)| g == app.generation());
+        let hint = match (&column.phase, app.encoded()) {
+            (Phase::Loading, _) => "loading the model…",
+            (_, None) => "type a prompt above",
+            _ if running => "prefilling the prompt…",
+            _ => "waiting for its turn…",
+        };
+        let divergence = app.divergence(self.index);
+        GenerationPanel { live, divergence, hint }.render(s.task_area(), buf);
+        let reference = app.reference().map(|r| app.columns()[r].kind.name()).unwrap_or("-");
+        GenerationParity { live, divergence, reference }.render(s.parity, buf);
     }
 
     /// An embedding: its dimension and norm, the strip, the nearest corpus sentence.
@@ -338,7 +365,7 @@ impl Widget for BackendColumn<'_> {
         let s = Sections::new(inner, dims);
         line_at(buf, s.state, 0, &self.state_line(s.state.width));
         self.render_output(&s, buf);
-        LatencyPanel { stats: &column.stats }.render(s.latency, buf);
+        LatencyPanel { stats: &column.stats, per_token: self.app.task() == Task::TextGeneration }.render(s.latency, buf);
         self.render_footer(&s, buf);
     }
 }

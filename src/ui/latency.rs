@@ -22,6 +22,8 @@ pub const TEXT_ROWS: u16 = 3;
 
 pub struct LatencyPanel<'a> {
     pub stats: &'a LatencyStats,
+    /// The stats are of single tokens (text-generation), not of whole runs.
+    pub per_token: bool,
 }
 
 impl Widget for LatencyPanel<'_> {
@@ -30,11 +32,12 @@ impl Widget for LatencyPanel<'_> {
             return;
         }
         let w = area.width as usize;
+        let noun = if self.per_token { "token" } else { "run" };
         let runs = match self.stats.count() {
-            1 => "1 run".to_string(),
-            n => format!("{n} runs"),
+            1 => format!("1 {noun}"),
+            n => format!("{n} {noun}s"),
         };
-        let title = "latency (ms)";
+        let title = if self.per_token { "ms/token" } else { "latency (ms)" };
         let gap = w.saturating_sub(title.len() + runs.len()).max(1);
         let title_line = Line::from(vec![
             Span::styled(title, Style::new().add_modifier(Modifier::BOLD)),
@@ -44,12 +47,15 @@ impl Widget for LatencyPanel<'_> {
         buf.set_line(area.x, area.y, &title_line, area.width);
 
         let cell = (w / 4).clamp(5, 8);
-        let cells = [
+        // Four columns of figures where they fit (p99 goes first in a narrow column).
+        let shown = (w / cell).clamp(1, 4);
+        let all = [
             ("last", self.stats.last()),
             ("p50", self.stats.p50()),
             ("p90", self.stats.p90()),
             ("p99", self.stats.p99()),
         ];
+        let cells = &all[..shown];
         let header: String = cells.iter().map(|(name, _)| format!("{name:>cell$}")).collect();
         let rows = [
             Line::styled(header, Style::new().fg(Color::DarkGray)),

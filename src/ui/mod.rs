@@ -8,6 +8,7 @@ pub mod column;
 pub mod coverage;
 pub mod embedding;
 pub mod format;
+pub mod generation;
 pub mod help;
 pub mod latency;
 pub mod profile;

@@ -1,0 +1,113 @@
+//! A column's generation as it grows (text-generation): the tokens that have
+//! come in for one input, and what they measure. Only the tokens of the text
+//! now in the input line are ever kept for drawing; [`compare`] finds where a
+//! column's ids first leave the reference column's.
+
+use std::time::Duration;
+
+use crate::generate::{Stop, TokenStep};
+
+/// The tokens a column has written so far for input `generation`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LiveGeneration {
+    /// The input generation (the app's text counter) these tokens are for.
+    pub generation: u64,
+    pub tokens: Vec<TokenStep>,
+    /// Why it ended; `None` while tokens are still coming.
+    pub stop: Option<Stop>,
+}
+
+impl LiveGeneration {
+    pub fn new(generation: u64) -> LiveGeneration {
+        LiveGeneration { generation, tokens: Vec::new(), stop: None }
+    }
+
+    pub fn ids(&self) -> impl Iterator<Item = i64> + '_ {
+        self.tokens.iter().map(|t| t.id)
+    }
+
+    /// Time to the first token: the prefill and the first argmax.
+    pub fn ttft(&self) -> Option<Duration> {
+        self.tokens.first().map(|t| t.latency)
+    }
+
+    /// Decode tokens per second: the tokens after the first over their time.
+    pub fn decode_tokens_per_s(&self) -> Option<f64> {
+        let decode = self.tokens.get(1..)?;
+        let secs: f64 = decode.iter().map(|t| t.latency.as_secs_f64()).sum();
+        (!decode.is_empty() && secs > 0.0).then(|| decode.len() as f64 / secs)
+    }
+
+    /// The text written so far.
+    pub fn text(&self) -> String {
+        self.tokens.iter().map(|t| t.text.as_str()).collect()
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.stop.is_some()
+    }
+}
+
+/// How a column's tokens compare with the reference column's for the same input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Divergence {
+    /// This column is the reference.
+    Reference,
+    /// The same ids as far as both have gone (`compared` tokens); `complete` once both ended with the same ids.
+    Same { compared: usize, complete: bool },
+    /// The ids differ from token `index` on (an index into the generated ids).
+    At(usize),
+    /// No tokens of the reference for this input (yet).
+    Waiting,
+}
+
+/// Compare `mine` with `reference` (both for the same input).
+pub fn compare(mine: &LiveGeneration, reference: &LiveGeneration) -> Divergence {
+    let compared = mine.tokens.len().min(reference.tokens.len());
+    if let Some(i) = mine.ids().zip(reference.ids()).position(|(a, b)| a != b) {
+        return Divergence::At(i);
+    }
+    // One ended before the other: they differ where the shorter stopped.
+    let ended_short = |a: &LiveGeneration, b: &LiveGeneration| a.is_done() && b.tokens.len() > a.tokens.len();
+    if ended_short(mine, reference) || ended_short(reference, mine) {
+        return Divergence::At(compared);
+    }
+    if compared == 0 {
+        return Divergence::Waiting;
+    }
+    Divergence::Same { compared, complete: mine.is_done() && reference.is_done() && mine.tokens.len() == reference.tokens.len() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live(ids: &[i64], done: bool) -> LiveGeneration {
+        let tokens = ids
+            .iter()
+            .enumerate()
+            .map(|(index, &id)| TokenStep { index, id, text: format!(" t{id}"), latency: Duration::from_millis(if index == 0 { 40 } else { 10 }) })
+            .collect();
+        LiveGeneration { generation: 1, tokens, stop: done.then_some(Stop::MaxNewTokens) }
+    }
+
+    #[test]
+    fn measures_ttft_and_decode_rate() {
+        let g = live(&[5, 6, 7], false);
+        assert_eq!(g.ttft(), Some(Duration::from_millis(40)));
+        assert!((g.decode_tokens_per_s().unwrap() - 100.0).abs() < 1e-9);
+        assert_eq!(g.text(), " t5 t6 t7");
+        assert_eq!(live(&[5], false).decode_tokens_per_s(), None);
+        assert_eq!(live(&[], false).ttft(), None);
+    }
+
+    #[test]
+    fn finds_the_first_divergence_as_tokens_come() {
+        assert_eq!(compare(&live(&[1, 2], false), &live(&[], false)), Divergence::Waiting);
+        assert_eq!(compare(&live(&[1, 2], false), &live(&[1, 2, 3], false)), Divergence::Same { compared: 2, complete: false });
+        assert_eq!(compare(&live(&[1, 2, 3], true), &live(&[1, 2, 3], true)), Divergence::Same { compared: 3, complete: true });
+        assert_eq!(compare(&live(&[1, 9, 3], false), &live(&[1, 2, 3], true)), Divergence::At(1));
+        assert_eq!(compare(&live(&[1, 2], true), &live(&[1, 2, 3], false)), Divergence::At(2), "stopped early (end of text)");
+        assert_eq!(compare(&live(&[1, 2, 3, 4], false), &live(&[1, 2, 3], true)), Divergence::At(3), "went on past the reference's end");
+    }
+}

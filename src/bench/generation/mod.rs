@@ -1,0 +1,342 @@
+//! `runlens bench` on a text-generation model, in the manner of llama-bench:
+//! for every backend and prompt length, prompt processing (`ppN`: prompt
+//! tokens/s = N / time to first token) and token generation (`tgG @N`: decode
+//! tokens/s over G new tokens after an N-token prompt), with the Python
+//! counterparts of [`python`] (transformers `generate`; a `_load_for_executorch`
+//! loop on the same programs) from the same run, speed ratios, the KV cache's
+//! speed-up, and the [`plot`].
+//!
+//! Generation never stops early here: the end-of-text id is ignored and a
+//! prompt length that leaves no room for the new tokens is skipped (and listed).
+
+pub mod plot;
+pub mod python;
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use super::{machine::Machine, Budget, LoadRow};
+use crate::backend::{self, BackendSpec};
+use crate::generate::{Detokenizer, GenerateOptions};
+use crate::model::ModelDir;
+
+/// What the timings are worth: the models made here have random weights.
+pub const WEIGHTS_NOTE: &str = "random weights (python/tiny_checkpoint.py): the timings depend on the shapes only (layers, width, vocabulary, lengths)";
+
+/// One backend at one prompt length: medians over the timed generations.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GenRow {
+    /// A backend name (`eager`, `portable`, `xnnpack-nocache`, ...), or `python-` and the same name.
+    pub backend: String,
+    /// `static` (a KV cache), `none` (the window recomputed per token), or null when unknown.
+    pub cache: Option<String>,
+    pub prompt_len: usize,
+    pub gen_tokens: usize,
+    /// Timed generations.
+    pub runs: usize,
+    /// Time to first token (prefill and its argmax), median and range, ms.
+    pub ttft_ms: f64,
+    pub ttft_min_ms: f64,
+    pub ttft_max_ms: f64,
+    /// prompt_len / median TTFT.
+    pub prompt_tokens_per_s: f64,
+    /// (gen_tokens - 1) / the time from the first new token to the last: median and range.
+    pub decode_tokens_per_s: f64,
+    pub decode_min: f64,
+    pub decode_max: f64,
+    /// Python's median TTFT over this row's (> 1: runlens gets the first token out sooner).
+    pub ttft_speedup_vs_python: Option<f64>,
+    /// This row's median decode tokens/s over Python's (> 1: runlens decodes faster).
+    pub decode_speedup_vs_python: Option<f64>,
+}
+
+/// A cell that was not measured, and why.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Skipped {
+    pub backend: String,
+    pub prompt_len: usize,
+    pub why: String,
+}
+
+/// The whole generation bench, as `--json` writes it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GenerationReport {
+    pub machine: Machine,
+    pub model: String,
+    pub weights: String,
+    pub threads: usize,
+    pub command: String,
+    pub gen_tokens: usize,
+    pub warmup: u32,
+    pub iters: u32,
+    pub max_seconds: f64,
+    /// Timed generations per Python cell (the script has no time budget).
+    pub python_iters: Option<u32>,
+    pub interrupted: bool,
+    pub results: Vec<GenRow>,
+    pub loads: Vec<LoadRow>,
+    pub skipped: Vec<Skipped>,
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// A row from per-generation TTFTs (ms) and decode rates (tokens/s).
+pub fn row(backend: &str, cache: Option<String>, prompt_len: usize, gen_tokens: usize, ttft_ms: &[f64], decode: &[f64]) -> Option<GenRow> {
+    if ttft_ms.is_empty() {
+        return None;
+    }
+    let lo = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = |v: &[f64]| v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let ttft = median(ttft_ms);
+    let decode_median = if decode.is_empty() { 0.0 } else { median(decode) };
+    Some(GenRow {
+        backend: backend.to_string(),
+        cache,
+        prompt_len,
+        gen_tokens,
+        runs: ttft_ms.len(),
+        ttft_ms: ttft,
+        ttft_min_ms: lo(ttft_ms),
+        ttft_max_ms: hi(ttft_ms),
+        prompt_tokens_per_s: prompt_len as f64 / (ttft / 1e3),
+        decode_tokens_per_s: decode_median,
+        decode_min: if decode.is_empty() { 0.0 } else { lo(decode) },
+        decode_max: if decode.is_empty() { 0.0 } else { hi(decode) },
+        ttft_speedup_vs_python: None,
+        decode_speedup_vs_python: None,
+    })
+}
+
+/// The manifest's cache kind of a program (`static`, else `none`); eager keeps a cache.
+pub fn cache_of(dir: &ModelDir, spec: &BackendSpec) -> Option<String> {
+    if spec.is_eager() {
+        return Some("static".to_string());
+    }
+    let program = dir.manifest().programs.iter().find(|p| p.name == spec.name)?;
+    Some(program.cache.clone().unwrap_or_else(|| "none".to_string()))
+}
+
+/// A prompt of exactly `n` ids: the tokens of assets/prompts.txt and
+/// assets/corpus.txt (comments and blank lines left out), repeated, as
+/// python/bench_generate.py makes it, so both sides time the same ids.
+pub fn prompt_ids(tokenizer: &crate::model::TextTokenizer, n: usize) -> anyhow::Result<Vec<i64>> {
+    let text: Vec<&str> = [include_str!("../../../assets/prompts.txt"), include_str!("../../../assets/corpus.txt")]
+        .iter()
+        .flat_map(|t| t.lines())
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let ids = tokenizer.encode(&text.join("\n"))?.ids;
+    anyhow::ensure!(!ids.is_empty(), "the tokenizer encodes the assets text to no tokens");
+    Ok(ids.iter().copied().cycle().take(n).collect())
+}
+
+/// Time greedy generation on one loaded backend: for each prompt, warm-ups
+/// then up to `iters` generations of exactly `gen_tokens` within `max_seconds`.
+/// Returns the rows and the cells skipped (no room for the new tokens).
+#[allow(clippy::too_many_arguments)]
+pub fn bench_backend(
+    spec: &BackendSpec,
+    cache: Option<String>,
+    backend: &mut dyn backend::Backend,
+    prompts: &[Vec<i64>],
+    gen_tokens: usize,
+    budget: Budget,
+    stop: &AtomicBool,
+    mut progress: impl FnMut(&str),
+) -> anyhow::Result<(Vec<GenRow>, Vec<Skipped>)> {
+    let name = spec.name().to_string();
+    let detok = Detokenizer::default();
+    let options = GenerateOptions { max_new_tokens: gen_tokens, eos_token_id: None };
+    let decoder = backend.as_decoder().ok_or_else(|| crate::task::NotADecoder(name.clone()))?;
+    let max_len = decoder.max_len();
+    let (mut rows, mut skipped) = (Vec::new(), Vec::new());
+    for prompt in prompts {
+        let n = prompt.len();
+        if n + gen_tokens - 1 > max_len {
+            skipped.push(Skipped { backend: name.clone(), prompt_len: n, why: format!("{n} + {gen_tokens} new tokens do not fit its {max_len} positions") });
+            continue;
+        }
+        progress(&format!("{name}: {n}-token prompt, {gen_tokens} new tokens"));
+        let (mut ttft, mut decode) = (Vec::new(), Vec::new());
+        // One generation: its TTFT (ms) and decode rate.
+        let mut once = || -> anyhow::Result<(f64, Option<f64>)> {
+            let g = crate::generate::greedy(decoder, &detok, prompt, &options, &mut |_| std::ops::ControlFlow::Continue(()))?;
+            anyhow::ensure!(g.ids.len() == gen_tokens, "{name} stopped after {} of {gen_tokens} tokens ({})", g.ids.len(), g.stop);
+            Ok((g.ttft.as_secs_f64() * 1e3, g.decode_tokens_per_s()))
+        };
+        for _ in 0..budget.warmup_for(&name) {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            once()?;
+        }
+        let deadline = Instant::now() + Duration::from_secs_f64(budget.max_seconds);
+        while ttft.len() < budget.iters as usize && !stop.load(Ordering::Relaxed) {
+            let (t, d) = once()?;
+            ttft.push(t);
+            decode.extend(d);
+            if Instant::now() >= deadline {
+                break;
+            }
+        }
+        rows.extend(row(&name, cache.clone(), n, gen_tokens, &ttft, &decode));
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+    }
+    Ok((rows, skipped))
+}
+
+/// Fill the speed ratios of every Rust row whose Python counterpart (`python-NAME`) was measured.
+pub fn fill_ratios(rows: &mut [GenRow]) {
+    let python: Vec<GenRow> = rows.iter().filter(|r| r.backend.starts_with("python-")).cloned().collect();
+    for r in rows.iter_mut().filter(|r| !r.backend.starts_with("python-")) {
+        let py = python.iter().find(|p| p.backend == format!("python-{}", r.backend) && p.prompt_len == r.prompt_len && p.gen_tokens == r.gen_tokens);
+        if let Some(py) = py {
+            r.ttft_speedup_vs_python = (r.ttft_ms > 0.0).then(|| py.ttft_ms / r.ttft_ms);
+            r.decode_speedup_vs_python = (py.decode_tokens_per_s > 0.0).then(|| r.decode_tokens_per_s / py.decode_tokens_per_s);
+        }
+    }
+}
+
+/// The KV cache's speed-up per program pair (`X` with a cache, `X-nocache`
+/// without) and prompt length: (program, prompt_len, ttft ratio, decode ratio).
+pub fn cache_speedups(rows: &[GenRow]) -> Vec<(String, usize, f64, f64)> {
+    let mut out = Vec::new();
+    for with in rows.iter().filter(|r| r.cache.as_deref() == Some("static")) {
+        let without = format!("{}-nocache", with.backend);
+        if let Some(no) = rows.iter().find(|r| r.backend == without && r.prompt_len == with.prompt_len) {
+            if no.decode_tokens_per_s > 0.0 {
+                out.push((with.backend.clone(), with.prompt_len, no.ttft_ms / with.ttft_ms, with.decode_tokens_per_s / no.decode_tokens_per_s));
+            }
+        }
+    }
+    out
+}
+
+fn speedup(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".to_string(), |x| format!("{x:.2}x"))
+}
+
+/// The human table, llama-bench's way: a `ppN` and a `tgG @N` line per backend and prompt length.
+pub fn table(report: &GenerationReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "machine: {}", report.machine.summary());
+    let _ = writeln!(out, "model: {} ({})", report.model, report.weights);
+    let py = report.python_iters.map_or(String::new(), |n| format!("; Python: {n} per cell"));
+    let _ = writeln!(
+        out,
+        "threads: {}, warm-ups {}, up to {} generations or {} s per cell{py}{}",
+        report.threads,
+        report.warmup,
+        report.iters,
+        report.max_seconds,
+        if report.interrupted { " (INTERRUPTED: partial results)" } else { "" }
+    );
+    let _ = writeln!(out, "{:<24} {:>6} {:>10} {:>5} {:>11} {:>11} {:>10}", "backend", "cache", "test", "runs", "t/s", "ttft ms", "vs python");
+    for r in &report.results {
+        let cache = r.cache.as_deref().unwrap_or("-");
+        let _ = writeln!(
+            out,
+            "{:<24} {:>6} {:>10} {:>5} {:>11.1} {:>11.2} {:>10}",
+            r.backend,
+            cache,
+            format!("pp{}", r.prompt_len),
+            r.runs,
+            r.prompt_tokens_per_s,
+            r.ttft_ms,
+            speedup(r.ttft_speedup_vs_python)
+        );
+        let _ = writeln!(
+            out,
+            "{:<24} {:>6} {:>10} {:>5} {:>11.1} {:>11} {:>10}",
+            r.backend,
+            cache,
+            format!("tg{} @{}", r.gen_tokens, r.prompt_len),
+            r.runs,
+            r.decode_tokens_per_s,
+            "",
+            speedup(r.decode_speedup_vs_python)
+        );
+    }
+    out.push_str("t/s: prompt tokens/s (pp) = prompt / TTFT; decode tokens/s (tg) = (new - 1) / time from the first new token to the last.\n");
+    out.push_str("vs python: speed over the same backend in Python in this run (> 1: runlens is faster).\n");
+    for (program, len, ttft, decode) in cache_speedups(&report.results) {
+        let _ = writeln!(out, "KV cache: {program} over {program}-nocache at a {len}-token prompt: decode {decode:.1}x, TTFT {ttft:.1}x");
+    }
+    for s in &report.skipped {
+        let _ = writeln!(out, "skipped: {} at {} tokens: {}", s.backend, s.prompt_len, s.why);
+    }
+    let _ = writeln!(out, "loads:");
+    for l in &report.loads {
+        let _ = writeln!(out, "  {:<24} {:>9.1} ms  rss {:>7.1} MB", l.backend, l.load_ms, l.rss_mb);
+    }
+    out
+}
+
+pub fn write_json(report: &GenerationReport, path: &Path) -> anyhow::Result<()> {
+    std::fs::write(path, serde_json::to_string_pretty(report)? + "\n").with_context(|| format!("writing {}", path.display()))
+}
+
+/// The CSV: one line per row.
+pub fn csv(report: &GenerationReport) -> String {
+    let mut out = String::from("backend,cache,prompt_len,gen_tokens,runs,ttft_ms,ttft_min_ms,ttft_max_ms,prompt_tokens_per_s,decode_tokens_per_s,decode_min,decode_max,ttft_speedup_vs_python,decode_speedup_vs_python,threads\n");
+    let opt = |x: Option<f64>| x.map_or(String::new(), |x| format!("{x:.4}"));
+    for r in &report.results {
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{:.4},{:.4},{:.4},{:.3},{:.3},{:.3},{:.3},{},{},{}",
+            r.backend,
+            r.cache.as_deref().unwrap_or(""),
+            r.prompt_len,
+            r.gen_tokens,
+            r.runs,
+            r.ttft_ms,
+            r.ttft_min_ms,
+            r.ttft_max_ms,
+            r.prompt_tokens_per_s,
+            r.decode_tokens_per_s,
+            r.decode_min,
+            r.decode_max,
+            opt(r.ttft_speedup_vs_python),
+            opt(r.decode_speedup_vs_python),
+            report.threads
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_take_medians_and_ratios_pair_with_python() {
+        let r = row("xnnpack", Some("static".into()), 8, 32, &[4.0, 2.0, 3.0], &[100.0, 300.0, 200.0]).unwrap();
+        assert_eq!((r.ttft_ms, r.ttft_min_ms, r.ttft_max_ms, r.decode_tokens_per_s), (3.0, 2.0, 4.0, 200.0));
+        assert!((r.prompt_tokens_per_s - 8.0 / 3e-3).abs() < 1e-6);
+        let py = row("python-xnnpack", Some("static".into()), 8, 32, &[6.0], &[50.0]).unwrap();
+        let no = row("xnnpack-nocache", Some("none".into()), 8, 32, &[9.0], &[20.0]).unwrap();
+        let mut rows = vec![r, py, no];
+        fill_ratios(&mut rows);
+        assert_eq!((rows[0].ttft_speedup_vs_python, rows[0].decode_speedup_vs_python), (Some(2.0), Some(4.0)));
+        assert_eq!(rows[1].decode_speedup_vs_python, None, "a Python row has no ratio");
+        assert_eq!(rows[2].decode_speedup_vs_python, None, "no python-xnnpack-nocache row");
+        assert_eq!(cache_speedups(&rows), vec![("xnnpack".to_string(), 8, 3.0, 10.0)]);
+        assert!(row("eager", None, 8, 32, &[], &[]).is_none());
+    }
+}

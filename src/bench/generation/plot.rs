@@ -1,0 +1,150 @@
+//! `--plot` for text generation: two panels against the prompt length (log
+//! scale): time to first token (ms, log) and decode tokens/s (log). One
+//! series per backend; programs without a KV cache in a lighter shade of their
+//! program's colour, the Python rows dashed.
+
+use std::path::Path;
+
+use anyhow::{anyhow, Context};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::{GenRow, GenerationReport};
+
+fn style(backend: &str) -> (ShapeStyle, bool) {
+    let base = backend.strip_prefix("python-").unwrap_or(backend);
+    let (program, nocache) = match base.strip_suffix("-nocache") {
+        Some(p) => (p, true),
+        None => (base, false),
+    };
+    let c = crate::bench::plot::colour(program);
+    let color = if nocache { c.mix(0.45) } else { c.to_rgba() };
+    (ShapeStyle { color, filled: false, stroke_width: 2 }, backend.starts_with("python-"))
+}
+
+fn panel(
+    area: &DrawingArea<SVGBackend, Shift>,
+    rows: &[GenRow],
+    title: &str,
+    y_desc: &str,
+    value: impl Fn(&GenRow) -> f64,
+    path: &Path,
+) -> anyhow::Result<()> {
+    let err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
+    let points = |r: &&GenRow| value(r) > 0.0 && value(r).is_finite();
+    let (xmin, xmax) = rows.iter().fold((f64::MAX, f64::MIN), |(a, b), r| (a.min(r.prompt_len as f64), b.max(r.prompt_len as f64)));
+    let (ymin, ymax) = rows.iter().filter(points).fold((f64::MAX, f64::MIN), |(a, b), r| (a.min(value(r)), b.max(value(r))));
+    anyhow::ensure!(ymin <= ymax, "no positive values to plot for {title}");
+    let (xmin, xmax) = if xmin == xmax { (xmin / 2.0, xmax * 2.0) } else { (xmin / 1.2, xmax * 1.2) };
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 16))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d((xmin..xmax).log_scale(), ((ymin / 1.5)..(ymax * 8.0)).log_scale())
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("prompt length (tokens)")
+        .y_desc(y_desc)
+        .disable_x_mesh()
+        .x_labels(0)
+        .x_label_formatter(&|_| String::new())
+        .y_label_formatter(&|y| format!("{y}"))
+        .draw()
+        .map_err(|e| err(&e))?;
+    let mut lens: Vec<usize> = rows.iter().map(|r| r.prompt_len).collect();
+    lens.sort_unstable();
+    lens.dedup();
+    for &len in &lens {
+        let x = len as f64;
+        chart.draw_series(LineSeries::new([(x, ymin / 1.5), (x, ymax * 8.0)], BLACK.mix(0.15))).map_err(|e| err(&e))?;
+        chart
+            .draw_series(std::iter::once(Text::new(format!("{len}"), (x, ymin / 1.5), ("sans-serif", 13).into_font().color(&BLACK))))
+            .map_err(|e| err(&e))?;
+    }
+    let mut backends: Vec<&str> = Vec::new();
+    for r in rows {
+        if !backends.contains(&r.backend.as_str()) {
+            backends.push(&r.backend);
+        }
+    }
+    for backend in backends {
+        let mut pts: Vec<(f64, f64)> = rows.iter().filter(|r| r.backend == backend).filter(points).map(|r| (r.prompt_len as f64, value(r))).collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (s, dashed) = style(backend);
+        if dashed {
+            chart.draw_series(DashedLineSeries::new(pts.clone(), 8, 5, s)).map_err(|e| err(&e))?
+        } else {
+            chart.draw_series(LineSeries::new(pts.clone(), s)).map_err(|e| err(&e))?
+        }
+        .label(backend.to_string())
+        .legend(move |(x, y)| {
+            let (first, gap) = if dashed { (9, 15) } else { (24, 24) };
+            EmptyElement::at((x, y)) + PathElement::new(vec![(0, 0), (first, 0)], s) + PathElement::new(vec![(gap, 0), (24, 0)], s)
+        });
+        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, s.filled()))).map_err(|e| err(&e))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 11))
+        .draw()
+        .map_err(|e| err(&e))?;
+    Ok(())
+}
+
+/// Write the plot as SVG to `path`.
+pub fn write_svg(report: &GenerationReport, path: &Path) -> anyhow::Result<()> {
+    anyhow::ensure!(!report.results.is_empty(), "nothing was measured, so there is nothing to plot");
+    let root = SVGBackend::new(path, (1200, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("drawing {}: {e}", path.display()))?;
+    let caption = format!("{}, {} new tokens, {} threads ({}) — {}", report.model, report.gen_tokens, report.threads, "random weights", report.machine.cpu);
+    let root = root.titled(&caption, ("sans-serif", 18)).map_err(|e| anyhow!("drawing {}: {e}", path.display()))?;
+    let (left, right) = root.split_horizontally(600);
+    panel(&left, &report.results, "time to first token", "median TTFT (ms, log)", |r| r.ttft_ms, path)?;
+    panel(&right, &report.results, "decode speed", "median decode tokens/s (log)", |r| r.decode_tokens_per_s, path)?;
+    root.present().map_err(|e| anyhow!("drawing {}: {e}", path.display())).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_panels_label_every_series_and_length() {
+        let rows: Vec<GenRow> = ["eager", "xnnpack", "xnnpack-nocache", "python-xnnpack"]
+            .iter()
+            .flat_map(|b| [8usize, 32].map(|n| super::super::row(b, None, n, 32, &[n as f64 / 4.0], &[100.0 / n as f64]).unwrap()))
+            .collect();
+        let report = GenerationReport {
+            machine: crate::bench::machine::Machine::probe(None),
+            model: "tiny-gpt2".into(),
+            weights: super::super::WEIGHTS_NOTE.into(),
+            threads: 2,
+            command: "runlens bench".into(),
+            gen_tokens: 32,
+            warmup: 1,
+            iters: 3,
+            max_seconds: 3.0,
+            python_iters: Some(3),
+            interrupted: false,
+            results: rows,
+            loads: vec![],
+            skipped: vec![],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gen.svg");
+        write_svg(&report, &path).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let texts: Vec<&str> = svg.split("<text").skip(1).filter_map(|t| t.split('>').nth(1)?.split('<').next()).map(str::trim).collect();
+        for text in ["time to first token", "decode speed", "xnnpack-nocache", "python-xnnpack", "8", "32"] {
+            assert!(texts.contains(&text), "{text} missing: {texts:?}");
+        }
+        assert_eq!(texts.iter().filter(|t| **t == "python-xnnpack").count(), 2, "a legend entry in each panel");
+        assert_eq!(texts.iter().filter(|t| **t == "32").count(), 2, "the lengths label both x axes");
+    }
+}

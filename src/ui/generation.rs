@@ -1,0 +1,193 @@
+//! The text-generation panel of a column: time to first token and decode
+//! tokens/s on top, then the continuation as it grows (its last rows when it
+//! no longer fits). Tokens from the first one that differs from the reference
+//! column's on are red, with `≠` where they begin; underneath, how the ids
+//! compare and why the generation stopped.
+//!
+//! ```text
+//! ttft 41.0 ms
+//! over the hill and the
+//! river ≠ ran down to
+//! ≠ eager at token 7
+//! 24 tok/s · 12 tok
+//! ```
+//!
+//! The rows follow the newest tokens, but never scroll the first difference
+//! out of view.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
+
+use super::format;
+use crate::app::{Divergence, LiveGeneration};
+use crate::generate::Stop;
+
+const DIM: Style = Style::new().fg(Color::DarkGray);
+const DIFFERS: Style = Style::new().fg(Color::Red);
+const MARK: Style = Style::new().fg(Color::Red).add_modifier(Modifier::BOLD);
+
+fn line_at(buf: &mut Buffer, area: Rect, row: u16, line: &Line) {
+    if row < area.height {
+        buf.set_line(area.x, area.y + row, line, area.width);
+    }
+}
+
+/// Tokens per second in at most four digits.
+fn rate(per_s: f64) -> String {
+    if per_s < 9.95 {
+        format!("{per_s:.1}")
+    } else {
+        format!("{per_s:.0}")
+    }
+}
+
+/// The continuation and how it measures: the area from a column's header to its nearest-sentence rows.
+pub struct GenerationPanel<'a> {
+    /// The tokens for the current text, if any came.
+    pub live: Option<&'a LiveGeneration>,
+    pub divergence: Divergence,
+    /// What to say while there are no tokens.
+    pub hint: &'a str,
+}
+
+impl Widget for GenerationPanel<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        if area.height == 0 || area.width == 0 {
+            return;
+        }
+        let Some(live) = self.live.filter(|l| !l.tokens.is_empty()) else {
+            line_at(buf, area, 0, &Line::styled(format::fit(self.hint, area.width as usize), DIM));
+            return;
+        };
+        let ttft = live.ttft().map_or_else(|| "–".to_string(), |d| format!("ttft {} ms", format::ms(d)));
+        let width = area.width as usize;
+        let header = Line::styled(format::fit(&ttft, width), Style::new().add_modifier(Modifier::BOLD));
+        line_at(buf, area, 0, &header);
+
+        let from = match self.divergence {
+            Divergence::At(i) => Some(i),
+            _ => None,
+        };
+        let mut cells: Vec<(char, Style)> = Vec::new();
+        for (i, t) in live.tokens.iter().enumerate() {
+            let style = if from.is_some_and(|f| i >= f) { DIFFERS } else { Style::new() };
+            let mut chars = t.text.chars().peekable();
+            if from == Some(i) {
+                // The mark goes before the token's first letter, after its leading space.
+                while let Some(c) = chars.next_if(|c| c.is_whitespace()) {
+                    cells.push((c, style));
+                }
+                cells.push(('≠', MARK));
+            }
+            cells.extend(chars.map(|c| (c, style)));
+        }
+        if from.is_some_and(|f| f >= live.tokens.len()) {
+            // It stopped where the reference went on.
+            cells.push(('≠', MARK));
+        }
+        let rows = area.height.saturating_sub(1) as usize;
+        let lines = wrap_cells(&cells, width);
+        let mut first = lines.len().saturating_sub(rows);
+        if let Some(marked) = lines.iter().position(|l| l.iter().any(|&(c, style)| c == '≠' && style == MARK)) {
+            first = first.min(marked);
+        }
+        for (row, cells) in lines[first..].iter().take(rows).enumerate() {
+            let spans: Vec<Span> = cells.iter().map(|&(c, style)| Span::styled(c.to_string(), style)).collect();
+            line_at(buf, area, 1 + row as u16, &Line::from(spans));
+        }
+    }
+}
+
+/// Lay out styled characters in rows of `width`, breaking after a space where
+/// a row has one; a newline starts a row, other control characters show as
+/// spaces, leading whitespace of the text is dropped.
+pub fn wrap_cells(cells: &[(char, Style)], width: usize) -> Vec<Vec<(char, Style)>> {
+    let width = width.max(1);
+    let mut lines: Vec<Vec<(char, Style)>> = vec![Vec::new()];
+    let start = cells.iter().position(|(c, _)| !c.is_whitespace()).unwrap_or(cells.len());
+    for &(c, style) in &cells[start..] {
+        if c == '\n' {
+            lines.push(Vec::new());
+            continue;
+        }
+        let c = if c.is_control() { ' ' } else { c };
+        let wrapped = lines.len() > 1;
+        let line = lines.last_mut().expect("at least one line");
+        if line.is_empty() && c == ' ' && wrapped {
+            continue; // a wrapped row does not start with the space it broke at
+        }
+        line.push((c, style));
+        if line.len() > width {
+            let cut = match line.iter().rposition(|(c, _)| *c == ' ') {
+                Some(space) if space > 0 => space + 1,
+                _ => width,
+            };
+            let rest: Vec<(char, Style)> = line.split_off(cut).into_iter().skip_while(|(c, _)| *c == ' ').collect();
+            while line.last().is_some_and(|(c, _)| *c == ' ') {
+                line.pop();
+            }
+            lines.push(rest);
+        }
+    }
+    lines
+}
+
+/// How a column's ids compare with the reference's and where its generation stands: two rows.
+pub struct GenerationParity<'a> {
+    pub live: Option<&'a LiveGeneration>,
+    pub divergence: Divergence,
+    /// The reference column's name.
+    pub reference: &'a str,
+}
+
+/// Why a generation stopped, for its state line.
+pub fn stop_words(stop: Stop) -> &'static str {
+    match stop {
+        Stop::MaxNewTokens => "max new tokens",
+        Stop::EndOfText => "end of text",
+        Stop::MaxLength => "max length",
+        Stop::Cancelled => "cancelled",
+    }
+}
+
+impl Widget for GenerationParity<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let reference = self.reference;
+        let bold = Style::new().add_modifier(Modifier::BOLD);
+        let green = Style::new().fg(Color::Green).add_modifier(Modifier::BOLD);
+        let first = match self.divergence {
+            Divergence::Reference => Line::from(vec![Span::styled("parity: ", bold), Span::raw("reference")]),
+            Divergence::Same { complete: true, .. } => Line::from(vec![Span::styled("same ids", green), Span::styled(format!(" as {reference}"), bold)]),
+            Divergence::Same { .. } => Line::from(vec![Span::styled("same so far", green), Span::styled(format!(" as {reference}"), bold)]),
+            Divergence::At(i) => Line::from(vec![Span::styled("≠ ", MARK), Span::styled(format!("{reference} at token {}", i + 1), MARK)]),
+            Divergence::Waiting => Line::styled(format!("vs {reference}: waiting"), DIM),
+        };
+        line_at(buf, area, 0, &first);
+        if let Some(live) = self.live.filter(|l| !l.tokens.is_empty()) {
+            let n = live.tokens.len();
+            let rate = live.decode_tokens_per_s().map_or_else(|| "– tok/s".to_string(), |r| format!("{} tok/s", rate(r)));
+            line_at(buf, area, 1, &Line::from(vec![Span::styled(rate, Style::new().fg(Color::Cyan)), Span::styled(format!(" · {n} tok"), DIM)]));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(lines: &[Vec<(char, Style)>]) -> Vec<String> {
+        lines.iter().map(|l| l.iter().map(|(c, _)| *c).collect()).collect()
+    }
+
+    #[test]
+    fn wraps_at_spaces_and_newlines() {
+        let cells: Vec<(char, Style)> = " the cat sat on\nthe mat\tok".chars().map(|c| (c, Style::new())).collect();
+        assert_eq!(text(&wrap_cells(&cells, 8)), vec!["the cat", "sat on", "the mat", "ok"]);
+        let long: Vec<(char, Style)> = "abcdefghij".chars().map(|c| (c, Style::new())).collect();
+        assert_eq!(text(&wrap_cells(&long, 4)), vec!["abcd", "efgh", "ij"]);
+        assert_eq!(text(&wrap_cells(&[], 4)), vec![""]);
+    }
+}
