@@ -19,6 +19,7 @@ pub mod distilbert;
 pub mod heads;
 pub mod model;
 pub mod nn;
+pub mod timing;
 pub mod weights;
 
 use std::path::PathBuf;
