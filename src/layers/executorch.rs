@@ -218,6 +218,7 @@ mod tests {
                 ev(KERNEL_EVENT, 1, 20, 25),
             ],
             other_events: 0,
+            outputs: vec![],
         };
         let dump = EtDump { version: 0, runs: vec![block.clone(), block] };
         let ms = TickRatio { numerator: 1_000_000, denominator: 1 };

@@ -8,6 +8,7 @@
 //! norms, the head.
 
 pub mod executorch;
+pub mod gap;
 pub mod report;
 pub mod rows;
 pub mod sidecar;
@@ -56,9 +57,13 @@ pub fn program(spec: &BackendSpec, input: &Encoded, runs: u32) -> anyhow::Result
     })
 }
 
-/// Eager per module: one warm-up run, then `runs` timed runs averaged.
+/// Each row's output, flattened.
+pub type EagerOutputs = std::collections::BTreeMap<String, Vec<f32>>;
+
+/// Eager per module: one warm-up run, then `runs` timed runs averaged; then one
+/// run keeping each innermost module's output (for the gaps).
 #[cfg(feature = "eager")]
-pub fn eager(spec: &BackendSpec, dir: &ModelDir, input: &Encoded, runs: u32) -> anyhow::Result<BackendLayers> {
+pub fn eager(spec: &BackendSpec, dir: &ModelDir, input: &Encoded, runs: u32) -> anyhow::Result<(BackendLayers, EagerOutputs)> {
     use crate::backend::eager::timing;
     let mut backend = crate::backend::load(spec, dir)?;
     backend.run(input)?;
@@ -78,7 +83,17 @@ pub fn eager(spec: &BackendSpec, dir: &ModelDir, input: &Encoded, runs: u32) -> 
         }
     }
     let n = f64::from(runs.max(1));
-    Ok(BackendLayers {
+    let (out, kept) = timing::record_outputs(|| backend.run(input));
+    out?;
+    let mut outputs = EagerOutputs::new();
+    for (path, tensor) in kept {
+        let row = rows::row_of(&path);
+        let values = tensor.f_flatten(0, -1).and_then(|t| t.f_to_kind(tch::Kind::Float)).and_then(|t| Vec::<f32>::try_from(&t));
+        if let Ok(values) = values {
+            outputs.insert(row, values);
+        }
+    }
+    let layers = BackendLayers {
         name: spec.name.clone(),
         total_ms: total / n,
         rows: order.iter().map(|r| (r.clone(), sums[r] / n)).collect(),
@@ -86,21 +101,44 @@ pub fn eager(spec: &BackendSpec, dir: &ModelDir, input: &Encoded, runs: u32) -> 
         unmapped_ms: 0.0,
         runs: runs.max(1) as usize,
         note: None,
-    })
+    };
+    Ok((layers, outputs))
 }
 
 /// Every backend of `specs` per module on `input`.
 pub fn layers(specs: &[BackendSpec], dir: &ModelDir, input: &Encoded, runs: u32) -> anyhow::Result<LayersReport> {
     let mut backends = Vec::new();
+    let mut reference: Option<EagerOutputs> = None;
     for spec in specs {
         let layers = match spec.pte_file() {
             Some(_) => program(spec, input, runs),
             #[cfg(feature = "eager")]
-            None => eager(spec, dir, input, runs),
+            None => eager(spec, dir, input, runs).map(|(layers, outputs)| {
+                reference = Some(outputs);
+                layers
+            }),
             #[cfg(not(feature = "eager"))]
             None => Err(anyhow::anyhow!("{spec}: this runlens was built without the eager path")),
         };
         backends.push(layers.with_context(|| format!("{spec}: cannot time it per module"))?);
     }
-    Ok(LayersReport::new(input.text.clone(), dir.manifest().model.clone(), backends))
+    let mut report = LayersReport::new(input.text.clone(), dir.manifest().model.clone(), backends);
+    // The gaps need eager's outputs and a program's sidecar.
+    if let Some(reference) = &reference {
+        for spec in specs {
+            let Some(path) = spec.pte_file() else { continue };
+            let side_path = sidecar::path_for(path);
+            if !side_path.exists() {
+                continue;
+            }
+            let table = crate::pte::read_program_file(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?.1;
+            let plan = table.plan("forward").with_context(|| format!("{}: no method forward", path.display()))?;
+            let sidecar = Sidecar::read(&side_path, plan)?;
+            let outputs = gap::program_outputs(path, input, &sidecar).with_context(|| format!("{spec}: cannot log its intermediate outputs"))?;
+            for (row, g) in gap::row_gaps(reference, &outputs) {
+                report.gaps.insert((row, spec.name.clone()), g);
+            }
+        }
+    }
+    Ok(report)
 }

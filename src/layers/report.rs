@@ -41,7 +41,14 @@ impl BackendLayers {
 pub struct Gap {
     pub cosine: f64,
     pub max_abs_diff: f64,
+    /// Where the program's output was taken: `kernel` or `delegate call`
+    /// (a module inside an XNNPACK subgraph: the call's output).
+    pub at: &'static str,
 }
+
+/// A module drifts when its output's cosine to eager's is below `1 - DRIFT`:
+/// float programs stay within 1e-5 (tests/layers.rs), int8 ones do not.
+pub const DRIFT: f64 = 1e-4;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct LayersReport {
@@ -68,6 +75,19 @@ impl LayersReport {
         LayersReport { text, model, backends, rows, gaps: BTreeMap::new() }
     }
 
+    /// The first row (in table order) whose output drifts on `backend`, and
+    /// the row that drifts most: `(first, largest)`.
+    pub fn drift(&self, backend: &str) -> (Option<&str>, Option<&str>) {
+        let gaps: Vec<(&str, f64)> = self
+            .rows
+            .iter()
+            .filter_map(|r| self.gaps.get(&(r.clone(), backend.to_owned())).map(|g| (r.as_str(), 1.0 - g.cosine)))
+            .collect();
+        let first = gaps.iter().find(|(_, d)| *d > DRIFT).map(|(r, _)| *r);
+        let largest = gaps.iter().filter(|(_, d)| *d > DRIFT).max_by(|a, b| a.1.total_cmp(&b.1)).map(|(r, _)| *r);
+        (first, largest)
+    }
+
     /// The backend named `name`.
     pub fn backend(&self, name: &str) -> Option<&BackendLayers> {
         self.backends.iter().find(|b| b.name == name)
@@ -80,6 +100,26 @@ struct Row<'a>(&'a LayersReport, &'a str);
 struct Times<'a>(&'a LayersReport, &'a str);
 struct Gaps<'a>(&'a LayersReport, &'a str);
 struct Unmapped<'a>(&'a [BackendLayers]);
+struct Drift<'a>(&'a LayersReport);
+
+impl Serialize for Drift<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct D<'a> {
+            first: Option<&'a str>,
+            largest: Option<&'a str>,
+            threshold: f64,
+        }
+        let mut m = s.serialize_map(None)?;
+        for b in &self.0.backends {
+            if self.0.gaps.keys().any(|(_, name)| *name == b.name) {
+                let (first, largest) = self.0.drift(&b.name);
+                m.serialize_entry(&b.name, &D { first, largest, threshold: DRIFT })?;
+            }
+        }
+        m.end()
+    }
+}
 
 impl Serialize for Backends<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -165,6 +205,7 @@ impl Serialize for LayersReport {
         st.serialize_field("backends", &Backends(&self.backends))?;
         st.serialize_field("rows", &Rows(self))?;
         st.serialize_field("unmapped", &Unmapped(&self.backends))?;
+        st.serialize_field("drift", &Drift(self))?;
         st.end()
     }
 }
@@ -200,6 +241,42 @@ impl fmt::Display for LayersReport {
             write!(f, "  {:>9.3} {:>5}", b.total_ms, format!("x{}", b.runs))?;
         }
         writeln!(f)?;
+        if !self.gaps.is_empty() {
+            writeln!(f)?;
+            writeln!(f, "numeric gap against eager: 1 - cosine (max abs diff); * = at a delegate call's output")?;
+            write!(f, "{:<width$}", "module")?;
+            for b in self.backends.iter().filter(|b| self.gaps.keys().any(|(_, n)| *n == b.name)) {
+                write!(f, "  {:>18}", b.name)?;
+            }
+            writeln!(f)?;
+            for row in &self.rows {
+                if !self.gaps.keys().any(|(r, _)| r == row) {
+                    continue;
+                }
+                write!(f, "{row:<width$}")?;
+                for b in self.backends.iter().filter(|b| self.gaps.keys().any(|(_, n)| *n == b.name)) {
+                    match self.gaps.get(&(row.clone(), b.name.clone())) {
+                        Some(g) => {
+                            let star = if g.at == "delegate call" { "*" } else { " " };
+                            write!(f, "  {:>8.1e} ({:>7.1e}){star}", (1.0 - g.cosine).max(0.0), g.max_abs_diff)?
+                        }
+                        None => write!(f, "  {:>18}", "-")?,
+                    }
+                }
+                writeln!(f)?;
+            }
+            for b in &self.backends {
+                match self.drift(&b.name) {
+                    (Some(first), Some(largest)) => {
+                        writeln!(f, "{}: drifts from {first} on (1 - cosine > {DRIFT:.0e}), most at {largest}", b.name)?
+                    }
+                    _ if self.gaps.keys().any(|(_, n)| *n == b.name) => {
+                        writeln!(f, "{}: every module within 1 - cosine {DRIFT:.0e} of eager", b.name)?
+                    }
+                    _ => {}
+                }
+            }
+        }
         for b in &self.backends {
             let unmapped = format!("{} unmapped events per run", b.unmapped_count);
             match &b.note {

@@ -17,6 +17,20 @@ struct Frame {
     path: String,
     start: Instant,
     children: Duration,
+    /// Whether a scope ran inside this one (only leaves keep their outputs).
+    nested: bool,
+}
+
+/// What a scope's closure returns, as far as the recorder keeps it.
+pub trait ScopeOutput {
+    /// A copy of the output tensor (later in-place operations must not change it).
+    fn snapshot(&self) -> Option<tch::Tensor>;
+}
+
+impl ScopeOutput for tch::Result<tch::Tensor> {
+    fn snapshot(&self) -> Option<tch::Tensor> {
+        self.as_ref().ok().and_then(|t| t.f_detach_copy().ok())
+    }
 }
 
 #[derive(Default)]
@@ -24,6 +38,9 @@ struct Recorder {
     stack: Vec<Frame>,
     /// Own time by path, in the order each path first finished.
     spans: Vec<(String, Duration)>,
+    /// Keep the outputs of leaf scopes ([`record_outputs`]).
+    keep_outputs: bool,
+    outputs: Vec<(String, tch::Tensor)>,
 }
 
 impl Recorder {
@@ -40,7 +57,7 @@ thread_local! {
 }
 
 /// Runs `f` as the submodule `name` of the scope around it.
-pub fn scope<T>(name: &str, f: impl FnOnce() -> T) -> T {
+pub fn scope<T: ScopeOutput>(name: &str, f: impl FnOnce() -> T) -> T {
     let entered = RECORDER.with(|r| {
         let mut r = r.borrow_mut();
         let Some(rec) = r.as_mut() else { return false };
@@ -48,7 +65,10 @@ pub fn scope<T>(name: &str, f: impl FnOnce() -> T) -> T {
             Some(parent) if !parent.path.is_empty() => format!("{}.{name}", parent.path),
             _ => name.to_owned(),
         };
-        rec.stack.push(Frame { path, start: Instant::now(), children: Duration::ZERO });
+        if let Some(parent) = rec.stack.last_mut() {
+            parent.nested = true;
+        }
+        rec.stack.push(Frame { path, start: Instant::now(), children: Duration::ZERO, nested: false });
         true
     });
     let out = f();
@@ -60,6 +80,11 @@ pub fn scope<T>(name: &str, f: impl FnOnce() -> T) -> T {
                     let wall = frame.start.elapsed();
                     if let Some(parent) = rec.stack.last_mut() {
                         parent.children += wall;
+                    }
+                    if rec.keep_outputs && !frame.nested {
+                        if let Some(t) = out.snapshot() {
+                            rec.outputs.push((frame.path.clone(), t));
+                        }
                     }
                     rec.add(frame.path, wall.saturating_sub(frame.children));
                 }
@@ -79,10 +104,23 @@ pub struct ModuleTimes {
 
 /// Runs `f` with per-module timing on this thread.
 pub fn record<T>(f: impl FnOnce() -> T) -> (T, ModuleTimes) {
+    let (out, times, _) = run(false, f);
+    (out, times)
+}
+
+/// Runs `f` keeping the output of every innermost scope (a copy), by path, in order.
+pub fn record_outputs<T>(f: impl FnOnce() -> T) -> (T, Vec<(String, tch::Tensor)>) {
+    let (out, _, outputs) = run(true, f);
+    (out, outputs)
+}
+
+fn run<T>(keep_outputs: bool, f: impl FnOnce() -> T) -> (T, ModuleTimes, Vec<(String, tch::Tensor)>) {
     RECORDER.with(|r| {
         *r.borrow_mut() = Some(Recorder {
-            stack: vec![Frame { path: ROOT.to_owned(), start: Instant::now(), children: Duration::ZERO }],
+            stack: vec![Frame { path: ROOT.to_owned(), start: Instant::now(), children: Duration::ZERO, nested: false }],
             spans: Vec::new(),
+            keep_outputs,
+            outputs: Vec::new(),
         })
     });
     let out = f();
@@ -95,7 +133,7 @@ pub fn record<T>(f: impl FnOnce() -> T) -> (T, ModuleTimes) {
         None => (Duration::ZERO, Duration::ZERO),
     };
     rec.spans.push((ROOT.to_owned(), root_own));
-    (out, ModuleTimes { spans: rec.spans, total })
+    (out, ModuleTimes { spans: rec.spans, total }, rec.outputs)
 }
 
 #[cfg(test)]
@@ -108,11 +146,15 @@ mod tests {
             let t = Instant::now();
             while t.elapsed() < Duration::from_millis(ms) {}
         };
+        let ok = |ms| -> tch::Result<tch::Tensor> {
+            spin(ms);
+            Ok(tch::Tensor::from_slice(&[ms as f32]))
+        };
         let ((), times) = record(|| {
-            scope("encoder", || {
-                spin(2);
-                scope("layer.0", || spin(3));
-                scope("layer.0", || spin(1));
+            let _ = scope("encoder", || {
+                let _ = ok(2);
+                let _ = scope("layer.0", || ok(3));
+                scope("layer.0", || ok(1))
             });
             spin(1);
         });
@@ -123,6 +165,10 @@ mod tests {
         assert!(diff < Duration::from_micros(50), "{sum:?} vs {:?}", times.total);
         assert!(times.spans[0].1 >= Duration::from_millis(4));
         // Outside `record` a scope only runs its closure.
-        assert_eq!(scope("x", || 7), 7);
+        assert_eq!(scope("x", || ok(0)).unwrap().size(), [1]);
+        // Only the innermost scopes keep their outputs.
+        let (_, outputs) = record_outputs(|| scope("a", || scope("b", || ok(0))));
+        let paths: Vec<&str> = outputs.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(paths, ["a.b"]);
     }
 }
