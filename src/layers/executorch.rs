@@ -57,6 +57,7 @@ fn xnode_words(kind: &str) -> String {
 /// come from an XNode of `kind`.
 pub fn xnode_fits(kind: &str, event: &str) -> bool {
     let event = event.to_ascii_lowercase();
+    let event = event.strip_prefix("static ").unwrap_or(&event);
     let words = xnode_words(kind);
     let synonyms: &[&str] = match words.as_str() {
         "reshape" | "expand dims" | "flatten" => &["copy", "reshape"],
@@ -182,6 +183,7 @@ mod tests {
         assert!(xnode_fits("XNNFullyConnected", "Fully Connected (NC, QD8, F32, QC8W) GEMM"));
         assert!(xnode_fits("XNNStaticTranspose", "Transpose (ND, X32)"));
         assert!(xnode_fits("XNNStaticReshape", "Copy (NC, X32)"));
+        assert!(xnode_fits("XNNStaticReshape", "Static Reshape (NC)"));
         assert!(xnode_fits("XNNBatchMatrixMultiply", "Batch Matrix Multiply (NC, F32) GEMM"));
         assert!(xnode_fits("XNNConvert", "Convert (NC, F32, QD8)"));
         assert!(!xnode_fits("XNNMultiply", "Batch Matrix Multiply (NC, F32) GEMM"));
