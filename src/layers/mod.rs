@@ -108,7 +108,11 @@ pub fn eager(spec: &BackendSpec, dir: &ModelDir, input: &Encoded, runs: u32) -> 
 /// Every backend of `specs` per module on `input`.
 pub fn layers(specs: &[BackendSpec], dir: &ModelDir, input: &Encoded, runs: u32) -> anyhow::Result<LayersReport> {
     let mut backends = Vec::new();
+    // Eager's outputs, the reference of the gaps (never set without the eager path).
+    #[cfg_attr(not(feature = "eager"), allow(unused_mut))]
     let mut reference: Option<EagerOutputs> = None;
+    #[cfg(not(feature = "eager"))]
+    let _ = dir;
     for spec in specs {
         let layers = match spec.pte_file() {
             Some(_) => program(spec, input, runs),
