@@ -206,6 +206,7 @@ struct rl_module {
   std::vector<std::vector<executorch::aten::SizesType>> input_sizes;
   std::vector<int64_t> out_shape;  // sizes of the last successful run's first output
   void *etdump = nullptr;  // from ETDumpGen::get_etdump_data(), malloc'd by flatcc
+  std::vector<uint8_t> debug_buffer;  // intermediate outputs the tracer copies (rl_module_log_outputs)
   uint64_t last_run_ns = 0;  // wall time of the last successful timed_run()
 
   ~rl_module() { std::free(etdump); }
@@ -453,6 +454,29 @@ int32_t rl_module_take_etdump(rl_module *module, const uint8_t **data, size_t *l
     module->etdump = result.buf;
     *data = static_cast<const uint8_t *>(result.buf);
     *len = result.size;
+    return RL_OK;
+  });
+}
+
+int32_t rl_module_log_outputs(rl_module *module, size_t buffer_bytes) {
+  return guard("log outputs", [&] {
+    if (!module || buffer_bytes == 0) return fail(RL_ERR_ARGUMENT, "log outputs: null argument or empty buffer");
+    auto *tracer = dynamic_cast<executorch::etdump::ETDumpGen *>(module->module->event_tracer());
+    if (!tracer) return fail(RL_ERR_ARGUMENT, module->path + ": module was loaded without a tracer");
+    module->debug_buffer.assign(buffer_bytes, 0);
+    auto set = tracer->set_debug_buffer(
+        executorch::runtime::Span<uint8_t>(module->debug_buffer.data(), module->debug_buffer.size()));
+    if (!set.ok()) return fail_et(set.error(), module->path + ": cannot set the tracer's debug buffer");
+    tracer->set_event_tracer_debug_level(executorch::runtime::EventTracerDebugLogLevel::kIntermediateOutputs);
+    return RL_OK;
+  });
+}
+
+int32_t rl_module_debug_buffer(rl_module *module, const uint8_t **data, size_t *len) {
+  return guard("debug buffer", [&] {
+    if (!module || !data || !len) return fail(RL_ERR_ARGUMENT, "debug buffer: null argument");
+    *data = module->debug_buffer.data();
+    *len = module->debug_buffer.size();
     return RL_OK;
   });
 }

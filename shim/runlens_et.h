@@ -154,6 +154,19 @@ int32_t rl_module_forward_loop(rl_module *module, const int64_t *input_ids, cons
 int32_t rl_module_take_etdump(rl_module *module, const uint8_t **data, size_t *len);
 
 /**
+ * Makes the tracer (module loaded with trace) copy every intermediate output into a
+ * buffer of buffer_bytes (ETDump debug events point into it, by offset); outputs that
+ * do not fit are not logged.
+ */
+int32_t rl_module_log_outputs(rl_module *module, size_t buffer_bytes);
+
+/**
+ * The buffer of rl_module_log_outputs; *data stays valid until the module is destroyed
+ * or rl_module_log_outputs is called again.
+ */
+int32_t rl_module_debug_buffer(rl_module *module, const uint8_t **data, size_t *len);
+
+/**
  * The PAL's conversion from ticks (ETDump's timestamps) to nanoseconds:
  * ns = ticks * numerator / denominator.
  */

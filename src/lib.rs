@@ -9,6 +9,7 @@
 //! - [`pte`]: a reader for `.pte` files (delegation coverage, no runtime needed);
 //! - [`profile`]: per-operator time of the ExecuTorch paths, from a separate
 //!   run with ExecuTorch's ETDump tracer (`runlens profile`, F4 in the explorer);
+//! - [`layers`]: time per module of every backend, through the export's module sidecar (`runlens layers`);
 //! - [`bench`]: `runlens bench`'s measurements, Python comparison and outputs;
 //! - [`footprint`]: what each stack costs (disk, memory, time to the first result), `runlens footprint`;
 //! - [`heat`]: SoC temperature, CPU clock and throttling (status bar, bench rows);
@@ -26,6 +27,7 @@ pub mod ffi;
 pub mod footprint;
 pub mod generate;
 pub mod heat;
+pub mod layers;
 pub mod model;
 pub mod profile;
 pub mod pte;

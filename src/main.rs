@@ -43,6 +43,7 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => runlens::cli::run::run(&cli.common, args),
         Some(Command::Bench(args)) => runlens::cli::bench::run(&cli.common, args).map(|()| true),
         Some(Command::Profile(args)) => runlens::cli::profile::run(&cli.common, args).map(|()| true),
+        Some(Command::Layers(args)) => runlens::cli::layers::run(&cli.common, args).map(|()| true),
         Some(Command::Footprint(args)) => runlens::cli::footprint::run(&cli.common, args),
         Some(Command::FootprintProbe(args)) => runlens::cli::footprint::probe(&cli.common, args).map(|()| true),
         Some(Command::Inspect(args)) => runlens::cli::inspect::run(&args.file, args.json).map(|()| true),

@@ -351,6 +351,9 @@ fn read_coverage(kind: &BackendSpec) -> anyhow::Result<CoverageView> {
         delegate_calls: plan.delegate_calls as usize,
         top_operators: plan.operators_by_count().into_iter().map(|(name, n)| (name.to_string(), n as usize)).collect(),
         file_bytes: report.size_bytes,
+        strip: plan.partition.cells(usize::MAX),
+        boundaries: plan.partition.boundaries as usize,
+        breaks: plan.partition.breaks_by_count().into_iter().map(|(name, n)| (name.to_string(), n as usize)).collect(),
     })
 }
 

@@ -152,6 +152,41 @@ fn xnnpack_counts_match_executorchs_python_deserializer() {
     assert!(forward.kernel_calls < portable.plans[0].kernel_calls);
 }
 
+// ---------------------------------------------------------------- partition map
+
+#[test]
+fn partition_map_counts_equal_the_delegate_and_kernel_calls() {
+    for name in ["portable", "xnnpack", "xnnpack-int8", "xnnpack-static"] {
+        let r = report(name);
+        let plan = r.plan("forward").expect("a forward method");
+        let map = &plan.partition;
+        assert_eq!(map.kernel_calls, plan.kernel_calls, "{name}");
+        assert_eq!(map.delegate_calls, plan.delegate_calls, "{name}");
+        let in_runs: u64 = map.runs.iter().map(|r| r.calls).sum();
+        assert_eq!(in_runs, plan.kernel_calls + plan.delegate_calls, "{name}");
+        assert_eq!(map.boundaries + 1, map.runs.len() as u64, "{name}");
+        let delegate_runs = map.runs.iter().filter(|r| r.kind == pte::RunKind::Delegate).count() as u64;
+        assert_eq!(delegate_runs, plan.delegate_calls, "{name}: each delegate call is one run");
+        // Python's operator counts, summed over the runs, are inspect's.
+        let mut ops = std::collections::BTreeMap::new();
+        for run in &map.runs {
+            for (op, n) in &run.operators {
+                *ops.entry(op.clone()).or_insert(0u64) += n;
+            }
+        }
+        assert_eq!(ops, plan.operators, "{name}");
+    }
+    let portable = report("portable");
+    let map = &portable.plans[0].partition;
+    assert_eq!((map.runs.len(), map.boundaries, map.kernel_runs), (1, 0, 1), "no delegate: one kernel run");
+    assert!(map.breaks.is_empty());
+    // MiniLM's dynamic XNNPACK program: the views and the layer norms split the graph.
+    let xnnpack = report("xnnpack");
+    let breaks = &xnnpack.plans[0].partition.breaks;
+    assert!(breaks.contains_key("aten::native_layer_norm.out"), "{breaks:?}");
+    assert!(breaks.contains_key("executorch_prim::et_view.default"), "{breaks:?}");
+}
+
 // ---------------------------------------------------------------- bad input
 
 fn xnnpack_bytes() -> Vec<u8> {

@@ -127,6 +127,7 @@ impl Scene {
                 delegate_calls: 0,
                 top_operators: vec![("aten::addmm.out".into(), 36), ("aten::add.out".into(), 30), ("aten::view_copy.out".into(), 96)],
                 file_bytes: 91_372_544,
+                ..Default::default()
             }),
         );
         self.app.set_coverage(
@@ -137,6 +138,7 @@ impl Scene {
                 delegate_calls: 53,
                 top_operators: vec![("aten::native_layer_norm.out".into(), 13), ("aten::view_copy.out".into(), 48)],
                 file_bytes: 91_420_160,
+                ..Default::default()
             }),
         );
         self

@@ -81,6 +81,7 @@ fn coverage_view() -> CoverageView {
             ("aten::gelu.out".to_string(), 6),
         ],
         file_bytes: 90_400_000,
+        ..Default::default()
     }
 }
 

@@ -7,7 +7,9 @@
   xnnpack-static   XNNPACK with a fixed sequence length of max_seq_len
                    (the caller pads the input and masks the padding)
 
-Every program takes (input_ids, attention_mask), int64 [1, S].
+Every program takes (input_ids, attention_mask), int64 [1, S]. Next to each
+program, `<name>.modules.json` maps its instructions and delegate nodes to the
+model's modules (modules.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 import torch
 
 from .files import say, write_atomic
+from .modules import edge_nodes, sidecar
 
 XNNPACK = "XnnpackBackend"
 
@@ -34,6 +37,10 @@ class ProgramSpec:
     @property
     def file(self) -> str:
         return f"{self.name}.pte"
+
+    @property
+    def modules_file(self) -> str:
+        return f"{self.name}.modules.json"
 
     def about(self, max_seq_len: int) -> str:
         dynamic = f"dynamic length 2..{max_seq_len}"
@@ -56,6 +63,7 @@ class ProgramSpec:
             "delegate": self.delegate,
             "quantization": self.quantization,
             "fixed_len": max_seq_len if self.static else None,
+            "modules": self.modules_file,
         }
 
 
@@ -119,9 +127,16 @@ def lower(wrapper: torch.nn.Module, names: list[str], max_seq_len: int, out: Pat
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge, to_edge_transform_and_lower
 
-    def write_xnnpack(ep, spec: ProgramSpec) -> None:
-        program = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+    def write(edge, spec: ProgramSpec) -> None:
+        # The modules of the edge graph's nodes are read before emission, which
+        # replaces their debug handles with instruction ids.
+        nodes = edge_nodes(edge)
+        program = edge.to_executorch()
         write_atomic(out / spec.file, program.buffer)
+        write_atomic(out / spec.modules_file, sidecar(spec.file, nodes, program))
+
+    def write_xnnpack(ep, spec: ProgramSpec) -> None:
+        write(to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]), spec)
 
     wanted = [PROGRAMS[n] for n in PROGRAMS if n in names]
     example = example_inputs(min(16, max_seq_len))
@@ -135,7 +150,7 @@ def lower(wrapper: torch.nn.Module, names: list[str], max_seq_len: int, out: Pat
     for spec in wanted:
         if spec.name == "portable":
             say("lowering portable.pte (no delegate)")
-            write_atomic(out / spec.file, to_edge(ep).to_executorch().buffer)
+            write(to_edge(ep), spec)
         elif spec.name == "xnnpack":
             say("lowering xnnpack.pte (XnnpackPartitioner)")
             write_xnnpack(ep, spec)

@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod footprint;
 pub mod inspect;
+pub mod layers;
 pub mod profile;
 pub mod run;
 
@@ -76,6 +77,8 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Per-operator time of the ExecuTorch paths on TEXT, from a separate run with ExecuTorch's event tracer.
     Profile(profile::ProfileArgs),
+    /// Time per module (embeddings, each layer's attention, feed-forward, norms, head) of every backend on TEXT, side by side.
+    Layers(layers::LayersArgs),
     /// What each stack costs: disk, resident memory and time to the first result, Python and runlens (full and lite).
     Footprint(footprint::FootprintArgs),
     /// One stack for `footprint` to measure (waits on stdin between load and run).

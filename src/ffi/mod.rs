@@ -325,6 +325,27 @@ impl EtModule {
         Ok(times)
     }
 
+    /// Makes the tracer (module loaded with `trace`) copy every intermediate
+    /// output into a buffer of `bytes`; the ETDump's debug events point into it.
+    pub fn log_outputs(&mut self, bytes: usize) -> Result<(), EtError> {
+        // SAFETY: the handle is valid for the life of self.
+        check(unsafe { sys::rl_module_log_outputs(self.handle.as_ptr(), bytes) })
+    }
+
+    /// A copy of the buffer of [`EtModule::log_outputs`].
+    pub fn debug_buffer(&mut self) -> Result<Vec<u8>, EtError> {
+        let mut data: *const u8 = std::ptr::null();
+        let mut len = 0usize;
+        // SAFETY: data and len are valid out-pointers.
+        check(unsafe { sys::rl_module_debug_buffer(self.handle.as_ptr(), &mut data, &mut len) })?;
+        if data.is_null() {
+            return Ok(Vec::new());
+        }
+        // SAFETY: the shim points data at `len` bytes the module owns until it is
+        // destroyed or log_outputs is called again; copied out at once.
+        Ok(unsafe { std::slice::from_raw_parts(data, len) }.to_vec())
+    }
+
     /// The ETDump bytes of the traced runs so far (module loaded with `trace`).
     pub fn take_etdump(&mut self) -> Result<Vec<u8>, EtError> {
         let mut data: *const u8 = std::ptr::null();

@@ -306,6 +306,7 @@ mod tests {
                 ProfileEvent { chain: -1, instruction: 0, ..event(EXECUTE_EVENT, 0, 0, 60) },
             ],
             other_events: 0,
+            outputs: vec![],
         }
     }
 
@@ -366,7 +367,7 @@ mod tests {
         dump.runs[0].events.push(ProfileEvent { delegate_id: Some(DelegateEventId::Name("Add (ND) #1".into())), ..event("", 0, 0, 1) });
         let err = aggregate(&dump, &plan(), TickRatio::NANOSECONDS).unwrap_err();
         assert!(err.contains("\"Add (ND)\"") && err.contains("instruction 0") && err.contains("not a delegate call"), "{err}");
-        let empty = EtDump { version: 0, runs: vec![RunBlock { name: "Default".into(), events: vec![], other_events: 0 }] };
+        let empty = EtDump { version: 0, runs: vec![RunBlock { name: "Default".into(), events: vec![], other_events: 0, outputs: vec![] }] };
         assert!(aggregate(&empty, &plan(), TickRatio::NANOSECONDS).unwrap_err().contains("no instruction events"));
     }
 }

@@ -7,7 +7,7 @@
 
 use planus::ReadAsRoot;
 
-use super::generated::etdump::etdump::{EtDumpRef, ProfileEventRef, RunDataRef};
+use super::generated::etdump::etdump::{DebugEventRef, EtDumpRef, ProfileEventRef, RunDataRef};
 
 /// The file identifier at bytes 4..8 of the flatbuffer (after the size prefix).
 pub const ETDUMP_IDENTIFIER: &[u8; 4] = b"ED00";
@@ -49,8 +49,46 @@ pub struct RunBlock {
     /// "Execute" for a block opened by `Method::execute`.
     pub name: String,
     pub events: Vec<ProfileEvent>,
-    /// Allocation and debug events, not decoded further.
+    /// Allocation events and debug events that hold no tensor, not decoded further.
     pub other_events: usize,
+    /// Debug events that hold a tensor: intermediate outputs, when the tracer
+    /// was given a debug buffer (`EtModule::log_outputs`).
+    pub outputs: Vec<OutputEvent>,
+}
+
+/// One tensor a debug event logged: the output of an instruction (or of a
+/// delegate call), its bytes at `offset` in the tracer's debug buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputEvent {
+    pub chain: u64,
+    pub instruction: i32,
+    /// Logged by a delegate from inside its call.
+    pub in_delegate: bool,
+    /// ExecuTorch's scalar type (6 = float32).
+    pub scalar_type: i8,
+    pub sizes: Vec<i64>,
+    pub offset: i64,
+}
+
+/// ExecuTorch's `ScalarType::Float`.
+pub const FLOAT32: i8 = 6;
+
+impl OutputEvent {
+    /// Elements, when the sizes are sane.
+    pub fn numel(&self) -> Option<usize> {
+        self.sizes.iter().try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?))
+    }
+
+    /// The float32 values in `buffer`, when the event is float32 and lies inside it.
+    pub fn floats<'b>(&self, buffer: &'b [u8]) -> Option<Vec<f32>> {
+        if self.scalar_type != FLOAT32 {
+            return None;
+        }
+        let start = usize::try_from(self.offset).ok()?;
+        let end = start.checked_add(self.numel()?.checked_mul(4)?)?;
+        let bytes: &'b [u8] = buffer.get(start..end)?;
+        Some(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    }
 }
 
 /// One profiling event: an instruction (`OPERATOR_CALL`, `DELEGATE_CALL`,
@@ -124,16 +162,43 @@ fn run_block(run: RunDataRef<'_>, names: &mut NameBudget) -> Result<RunBlock, Du
     let name = names.take(run.name().map_err(fb("a run block name"))?.unwrap_or(""))?;
     let mut events = Vec::new();
     let mut other_events = 0;
+    let mut outputs = Vec::new();
     if let Some(list) = run.events().map_err(fb("events"))? {
         for event in list.iter() {
             let event = event.map_err(fb("an event"))?;
-            match event.profile_event().map_err(fb("a profile event"))? {
-                Some(p) => events.push(profile_event(p, names)?),
+            if let Some(p) = event.profile_event().map_err(fb("a profile event"))? {
+                events.push(profile_event(p, names)?);
+                continue;
+            }
+            match event.debug_event().map_err(fb("a debug event"))? {
+                Some(d) => match output_event(d)? {
+                    Some(o) => outputs.push(o),
+                    None => other_events += 1,
+                },
                 None => other_events += 1,
             }
         }
     }
-    Ok(RunBlock { name, events, other_events })
+    Ok(RunBlock { name, events, other_events, outputs })
+}
+
+fn output_event(d: DebugEventRef<'_>) -> Result<Option<OutputEvent>, DumpError> {
+    let Some(value) = d.debug_entry().map_err(fb("a debug entry"))? else { return Ok(None) };
+    let Some(tensor) = value.tensor().map_err(fb("a debug tensor"))? else { return Ok(None) };
+    let sizes = match tensor.sizes().map_err(fb("debug tensor sizes"))? {
+        Some(list) => list.iter().collect(),
+        None => Vec::new(),
+    };
+    let in_delegate = d.delegate_debug_id_int().map_err(fb("a delegate debug id"))? != -1
+        || d.delegate_debug_id_str().map_err(fb("a delegate debug id"))?.is_some();
+    Ok(Some(OutputEvent {
+        chain: d.chain_index().map_err(fb("a chain index"))?,
+        instruction: d.instruction_id().map_err(fb("an instruction id"))?,
+        in_delegate,
+        scalar_type: tensor.scalar_type().map_err(fb("a scalar type"))? as i8,
+        sizes,
+        offset: tensor.offset().map_err(fb("a debug tensor offset"))?,
+    }))
 }
 
 fn profile_event(p: ProfileEventRef<'_>, names: &mut NameBudget) -> Result<ProfileEvent, DumpError> {

@@ -17,10 +17,19 @@ pub const DEFAULT_RUNS: u32 = 5;
 /// Most traced runs: portable takes up to 1.4 s per run at 128 tokens.
 pub const MAX_RUNS: u32 = 1000;
 
-/// Profiles the program at `path` on `input`: one warm-up run, then `runs`
-/// traced runs. `name` names the backend in the report. The file goes through
-/// runlens' own `.pte` reader before ExecuTorch sees it.
-pub fn profile_file(name: &str, path: &Path, input: &Encoded, runs: u32) -> Result<BackendProfile, ProfileError> {
+/// The ETDump of traced runs of one program, with what it maps back to.
+pub struct Traced {
+    pub file: String,
+    pub report: crate::pte::CoverageReport,
+    pub plan: crate::pte::PlanInstructions,
+    pub dump: etdump::EtDump,
+    pub ratio: TickRatio,
+}
+
+/// Runs the program at `path` on `input`: one warm-up run, then `runs` traced
+/// runs, and decodes their ETDump. The file goes through runlens' own `.pte`
+/// reader before ExecuTorch sees it.
+pub fn trace_file(path: &Path, input: &Encoded, runs: u32) -> Result<Traced, ProfileError> {
     let file = path.display().to_string();
     if runs == 0 || runs > MAX_RUNS {
         return Err(ProfileError::Runs { runs, max: MAX_RUNS });
@@ -65,6 +74,13 @@ pub fn profile_file(name: &str, path: &Path, input: &Encoded, runs: u32) -> Resu
     }
     let bytes = module.take_etdump()?;
     let dump = etdump::decode(&bytes).map_err(|source| ProfileError::Dump { file: file.clone(), source })?;
+    Ok(Traced { file, report, plan, dump, ratio })
+}
+
+/// Profiles the program at `path` on `input` ([`trace_file`]), per operator.
+/// `name` names the backend in the report.
+pub fn profile_file(name: &str, path: &Path, input: &Encoded, runs: u32) -> Result<BackendProfile, ProfileError> {
+    let Traced { file, plan, dump, ratio, .. } = trace_file(path, input, runs)?;
     let agg = aggregate(&dump, &plan, ratio).map_err(|detail| ProfileError::Mismatch { file: file.clone(), detail })?;
     Ok(BackendProfile {
         name: name.to_owned(),

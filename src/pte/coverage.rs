@@ -5,6 +5,8 @@ use std::fmt;
 
 use serde::Serialize;
 
+use super::partition::PartitionMap;
+
 /// Delegation coverage of one `.pte` file. Serializes to exactly the JSON of
 /// `runlens inspect --json`; the fields marked `serde(skip)` are extras for
 /// the table and the TUI.
@@ -65,6 +67,8 @@ pub struct PlanCoverage {
     /// Each entry of the plan's `delegates` table and what its blob holds.
     #[serde(skip)]
     pub blobs: Vec<DelegateBlob>,
+    /// The instructions in order as runs of kernel calls and delegate calls.
+    pub partition: PartitionMap,
 }
 
 /// One tensor input (or output) of a plan: its sizes, whether they may vary
@@ -87,6 +91,8 @@ pub struct DelegateBlob {
     pub location: BlobLocation,
     pub bytes: u64,
     pub contents: BlobContents,
+    /// An XNNPACK graph's nodes in order (empty for an opaque blob).
+    pub xnodes: Vec<super::xnnpack::XnnNode>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -282,6 +288,7 @@ impl fmt::Display for CoverageReport {
             )?;
             write_counts(f, "delegate calls by backend", &by_count(&plan.delegates))?;
             write_counts(f, "XNNPACK node types", &plan.xnnpack_nodes_by_count())?;
+            write!(f, "{}", plan.partition)?;
             for blob in &plan.blobs {
                 if let BlobContents::Opaque { reason } = &blob.contents {
                     writeln!(

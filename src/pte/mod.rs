@@ -26,6 +26,7 @@ pub mod generated;
 mod header;
 mod instructions;
 mod limits;
+mod partition;
 mod reader;
 mod xnnpack;
 
@@ -37,7 +38,8 @@ use std::path::Path;
 pub use coverage::{BlobContents, BlobLocation, CoverageReport, DelegateBlob, InputShape, PlanCoverage};
 pub use header::{ExtendedHeader, FILE_IDENTIFIER};
 pub use instructions::{Instruction, InstructionTable, PlanInstructions};
-pub use xnnpack::{XnnHeader, XNNPACK_BACKEND_ID};
+pub use partition::{squeeze, PartitionMap, PartitionRun, RunKind};
+pub use xnnpack::{XnnHeader, XnnNode, XNNPACK_BACKEND_ID};
 
 /// Why a byte string is not a readable `.pte` program.
 #[derive(Debug, thiserror::Error)]

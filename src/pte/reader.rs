@@ -13,6 +13,7 @@ use super::generated::program::executorch_flatbuffer::{
 };
 use super::header::{read_layout, Layout};
 use super::limits::Limits;
+use super::partition::PartitionMap;
 use super::xnnpack::{self, XnnGraphSummary, XNNPACK_BACKEND_ID};
 use super::PteError;
 
@@ -90,6 +91,11 @@ pub(crate) fn read_report(file: &str, bytes: &[u8]) -> Result<CoverageReport, Pt
         }
     }
     let (constant_bytes, inline_constant_bytes) = reader.constants()?;
+    // The strip of each plan, from the same instructions in execution order.
+    let table = super::instructions::read_instructions(bytes)?;
+    for (plan, instructions) in plans.iter_mut().zip(&table.plans) {
+        plan.partition = PartitionMap::of(instructions);
+    }
     Ok(CoverageReport {
         file: file.to_owned(),
         size_bytes: len_u64(bytes.len()),
@@ -294,6 +300,7 @@ impl<'a> Reader<'a> {
             input_shapes: self.tensor_shapes(&plan, false)?,
             output_shapes: self.tensor_shapes(&plan, true)?,
             blobs,
+            partition: PartitionMap::default(),
         })
     }
 
@@ -401,6 +408,10 @@ impl<'a> Reader<'a> {
         } else {
             None
         };
+        let xnodes = match &summary {
+            Some(Ok(s)) => s.order.clone(),
+            _ => Vec::new(),
+        };
         let (contents, summary) = match summary {
             Some(Ok(s)) => (
                 BlobContents::Xnnpack {
@@ -423,6 +434,7 @@ impl<'a> Reader<'a> {
                 location,
                 bytes: len_u64(data.len()),
                 contents,
+                xnodes,
             },
             summary,
         ))

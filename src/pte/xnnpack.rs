@@ -35,6 +35,16 @@ pub(crate) struct XnnGraphSummary {
     pub nodes: BTreeMap<String, u64>,
     /// Constant data carried inside the blob (0 when weights are in named data).
     pub constant_bytes: u64,
+    /// The nodes in graph order.
+    pub order: Vec<XnnNode>,
+}
+
+/// One node of an XNNPACK graph: its `XNodeUnion` member and the debug handle
+/// of the node of the edge program it was made from (`XNode.debug_handle`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XnnNode {
+    pub kind: String,
+    pub debug_handle: u32,
 }
 
 impl XnnHeader {
@@ -99,9 +109,11 @@ pub(crate) fn summarize(blob: &[u8]) -> Result<XnnGraphSummary, String> {
     let fail = |e: planus::Error| format!("malformed XNNPACK graph: {e}");
     let root = XnnGraphRef::read_as_root(graph).map_err(fail)?;
     let mut nodes = BTreeMap::new();
+    let mut order = Vec::new();
     if let Some(xnodes) = root.xnodes().map_err(fail)? {
         for node in xnodes.iter() {
-            let name = match node.map_err(fail)?.xnode_union() {
+            let node = node.map_err(fail)?;
+            let name = match node.xnode_union() {
                 Ok(Some(member)) => xnode_name(&member).to_owned(),
                 Ok(None) => "(none)".to_owned(),
                 // A newer schema's node type: count it rather than give up.
@@ -111,11 +123,13 @@ pub(crate) fn summarize(blob: &[u8]) -> Result<XnnGraphSummary, String> {
                 }) => format!("(unknown tag {tag})"),
                 Err(e) => return Err(fail(e)),
             };
-            *nodes.entry(name).or_insert(0) += 1;
+            *nodes.entry(name.clone()).or_insert(0) += 1;
+            order.push(XnnNode { kind: name, debug_handle: node.debug_handle().map_err(fail)? });
         }
     }
     Ok(XnnGraphSummary {
         nodes,
         constant_bytes,
+        order,
     })
 }

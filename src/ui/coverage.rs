@@ -8,7 +8,8 @@
 //! kernels: native_layer_n…
 //! 90.4 MB · load 210 ms
 //! ```
-//! With more rows, the operators get one line each.
+//! With more rows, the partition map (the calls in order, `█` delegated, `░`
+//! on the default kernels) and its boundaries, then the operators, one line each.
 
 use std::time::Duration;
 
@@ -52,6 +53,29 @@ pub fn gauge_line(coverage: f64, width: usize) -> Line<'static> {
     ])
 }
 
+/// The partition map in `width` cells: `█` delegated, `░` default kernels.
+pub fn strip_line(strip: &[bool], width: usize) -> Line<'static> {
+    let cells = crate::pte::squeeze(strip, width);
+    let spans: Vec<Span> = cells
+        .iter()
+        .map(|&d| if d { Span::styled("█", Style::new().fg(Color::Green)) } else { Span::styled("░", Style::new().fg(Color::Red)) })
+        .collect();
+    Line::from(spans)
+}
+
+/// `106 boundaries: et_view 48, native_layer_norm 13` (`1 kernel run` without a delegate).
+fn boundaries(view: &CoverageView) -> String {
+    if view.boundaries == 0 {
+        return "one run, no boundary".to_owned();
+    }
+    let breaks: Vec<String> = view.breaks.iter().map(|(name, n)| format!("{} {n}", format::operator(name))).collect();
+    if breaks.is_empty() {
+        format!("{} boundaries", view.boundaries)
+    } else {
+        format!("{} boundaries: {}", view.boundaries, breaks.join(", "))
+    }
+}
+
 fn footer(view: Option<&CoverageView>, load_time: Option<Duration>) -> String {
     let size = view.map(|v| format::bytes(v.file_bytes));
     let load = load_time.map(|d| format!("load {}", format::short(d)));
@@ -91,7 +115,13 @@ impl Widget for CoveragePanel<'_> {
                 let calls = format!("delegate {} · kernel {}", view.delegate_calls, view.kernel_calls);
                 let calls = if calls.chars().count() + 6 <= w { format!("{calls} calls") } else { calls };
                 lines.push(Line::raw(format::fit(&calls, w)));
-                let op_rows = (area.height as usize).saturating_sub(3);
+                // The partition map when there is room for it: the calls in order.
+                let with_strip = !view.strip.is_empty() && area.height > ROWS + 1;
+                if with_strip {
+                    lines.push(strip_line(&view.strip, w));
+                    lines.push(Line::styled(format::fit(&boundaries(view), w), dim));
+                }
+                let op_rows = (area.height as usize).saturating_sub(if with_strip { 5 } else { 3 });
                 let ops: Vec<String> =
                     view.top_operators.iter().map(|(name, n)| format!("{} {n}", format::operator(name))).collect();
                 if ops.is_empty() {
@@ -116,5 +146,37 @@ impl Widget for CoveragePanel<'_> {
         if area.height >= 2 && !footer_line.is_empty() {
             buf.set_line(area.x, area.bottom() - 1, &Line::raw(format::fit(&footer_line, w)), area.width);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(view: &Result<CoverageView, String>, height: u16) -> String {
+        let area = Rect::new(0, 0, 30, height);
+        let mut buf = Buffer::empty(area);
+        CoveragePanel { coverage: Some(view), load_time: None }.render(area, &mut buf);
+        (0..height).map(|y| (0..30).map(|x| buf[(x, y)].symbol().to_owned()).collect::<String>() + "\n").collect()
+    }
+
+    #[test]
+    fn the_strip_shows_when_there_is_room() {
+        let view = Ok(CoverageView {
+            coverage: 0.5,
+            kernel_calls: 3,
+            delegate_calls: 2,
+            top_operators: vec![("executorch_prim::et_view.default".into(), 2)],
+            file_bytes: 1000,
+            strip: vec![false, true, false, false, true],
+            boundaries: 3,
+            breaks: vec![("executorch_prim::et_view.default".into(), 2)],
+        });
+        let tall = render(&view, 8);
+        assert!(tall.contains("░█░░█"), "{tall}");
+        assert!(tall.contains("3 boundaries: et_view 2"), "{tall}");
+        let compact = render(&view, ROWS);
+        assert!(!compact.contains('█') || compact.contains("delegated"), "{compact}");
+        assert!(!compact.contains("boundaries"), "the compact panel is unchanged: {compact}");
     }
 }

@@ -13,6 +13,7 @@ use tch::Tensor;
 
 use super::config::{self, Check, ConfigError, HiddenAct};
 use super::nn::{self, LayerNorm, Linear, LoadResult, Result};
+use super::timing::scope;
 use super::weights::WeightPath;
 
 /// The BERT hyper-parameters, straight from `config.json` (transformers' `BertConfig`).
@@ -195,7 +196,7 @@ impl BertSelfOutput {
     pub fn forward(&self, context: &Tensor, input: &Tensor) -> Result<Tensor> {
         let mut x = self.dense.forward(context)?;
         let _ = x.f_add_(input)?;
-        self.layer_norm.forward(&x)
+        scope("LayerNorm", || self.layer_norm.forward(&x))
     }
 }
 
@@ -215,8 +216,8 @@ impl BertAttention {
 
     /// [S, H] -> [S, H]
     pub fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
-        let context = self.self_attention.forward(x, mask)?;
-        self.output.forward(&context, x)
+        let context = scope("self", || self.self_attention.forward(x, mask))?;
+        scope("output", || self.output.forward(&context, x))
     }
 }
 
@@ -259,7 +260,7 @@ impl BertOutput {
     pub fn forward(&self, intermediate: &Tensor, input: &Tensor) -> Result<Tensor> {
         let mut x = self.dense.forward(intermediate)?;
         let _ = x.f_add_(input)?;
-        self.layer_norm.forward(&x)
+        scope("LayerNorm", || self.layer_norm.forward(&x))
     }
 }
 
@@ -281,9 +282,9 @@ impl BertLayer {
 
     /// [S, H] -> [S, H]
     pub fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
-        let attention_output = self.attention.forward(x, mask)?;
-        let intermediate_output = self.intermediate.forward(&attention_output)?;
-        self.output.forward(&intermediate_output, &attention_output)
+        let attention_output = scope("attention", || self.attention.forward(x, mask))?;
+        let intermediate_output = scope("intermediate", || self.intermediate.forward(&attention_output))?;
+        scope("output", || self.output.forward(&intermediate_output, &attention_output))
     }
 }
 
@@ -303,8 +304,8 @@ impl BertEncoder {
     /// [S, H] -> [S, H]
     pub fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
         let mut x = x.shallow_clone();
-        for layer in &self.layers {
-            x = layer.forward(&x, mask)?;
+        for (i, layer) in self.layers.iter().enumerate() {
+            x = scope(&format!("layer.{i}"), || layer.forward(&x, mask))?;
         }
         Ok(x)
     }
@@ -332,7 +333,7 @@ impl BertModel {
     /// `attention_mask` None means every token is real, as for one unpadded sentence.
     pub fn forward(&self, input_ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<Tensor> {
         let additive = attention_mask.map(nn::additive_mask).transpose()?; // [1, 1, S]
-        let embeddings = self.embeddings.forward(input_ids)?;
-        self.encoder.forward(&embeddings, additive.as_ref())
+        let embeddings = scope("embeddings", || self.embeddings.forward(input_ids))?;
+        scope("encoder", || self.encoder.forward(&embeddings, additive.as_ref()))
     }
 }

@@ -15,6 +15,7 @@
 use serde::Deserialize;
 use tch::Tensor;
 
+use super::timing::scope;
 use super::config::{self, Check, HiddenAct};
 use super::nn::{self, LayerNorm, Linear, LoadResult, Result};
 use super::weights::WeightPath;
@@ -179,13 +180,13 @@ impl TransformerBlock {
     /// [S, H] -> [S, H]
     pub fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
         // attention_output = self.sa_layer_norm(attention_output + hidden_states)
-        let mut attention_output = self.attention.forward(x, mask)?;
+        let mut attention_output = scope("attention", || self.attention.forward(x, mask))?;
         let _ = attention_output.f_add_(x)?;
-        let attention_output = self.sa_layer_norm.forward(&attention_output)?;
+        let attention_output = scope("sa_layer_norm", || self.sa_layer_norm.forward(&attention_output))?;
         // ffn_output = self.output_layer_norm(ffn_output + attention_output)
-        let mut ffn_output = self.ffn.forward(&attention_output)?;
+        let mut ffn_output = scope("ffn", || self.ffn.forward(&attention_output))?;
         let _ = ffn_output.f_add_(&attention_output)?;
-        self.output_layer_norm.forward(&ffn_output)
+        scope("output_layer_norm", || self.output_layer_norm.forward(&ffn_output))
     }
 }
 
@@ -215,9 +216,9 @@ impl DistilBertModel {
     /// `attention_mask` None means every token is real.
     pub fn forward(&self, input_ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<Tensor> {
         let additive = attention_mask.map(nn::additive_mask).transpose()?; // [1, 1, S]
-        let mut x = self.embeddings.forward(input_ids)?;
-        for layer in &self.layers {
-            x = layer.forward(&x, additive.as_ref())?;
+        let mut x = scope("embeddings", || self.embeddings.forward(input_ids))?;
+        for (i, layer) in self.layers.iter().enumerate() {
+            x = scope(&format!("transformer.layer.{i}"), || layer.forward(&x, additive.as_ref()))?;
         }
         Ok(x)
     }

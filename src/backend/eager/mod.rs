@@ -21,6 +21,7 @@ pub mod gpt2;
 pub mod heads;
 pub mod model;
 pub mod nn;
+pub mod timing;
 pub mod weights;
 
 use std::path::PathBuf;

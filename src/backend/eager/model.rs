@@ -242,7 +242,7 @@ impl EncoderModel for TaskModel {
             .encoder
             .forward(ids, (!all_real).then_some(&mask))
             .context("eager encoder forward")?; // [S, H]
-        let output = self.head.forward(&hidden, &mask).context("eager head forward")?;
+        let output = super::timing::scope("head", || self.head.forward(&hidden, &mask)).context("eager head forward")?;
         Ok(output.f_unsqueeze(0)?) // the programs' batch of one: [1, H], [1, S, V], [1, C]
     }
 

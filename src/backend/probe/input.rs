@@ -81,6 +81,7 @@ mod tests {
             input_shapes: vec![InputShape { sizes, dynamic, dtype: "long".into() }],
             output_shapes: Vec::new(),
             blobs: Vec::new(),
+            partition: Default::default(),
         }
     }
 

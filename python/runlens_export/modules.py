@@ -1,0 +1,160 @@
+"""The sidecar `<program>.modules.json`: for every instruction of a lowered
+program and every node inside its delegate blobs, the module of the model it
+came from (`nn_module_stack`), so that runlens can add up runtime events per
+module (`runlens layers`).
+
+What survives into the .pte and the ETDump, and so what the sidecar is keyed by:
+
+  instructions  ETDump names a kernel or delegate call by (chain, instruction
+                index); the emitter's `debug_handle_map` says which edge-graph
+                nodes (debug handles) an instruction came from.
+  nodes         inside an XNNPACK blob every XNode keeps the debug handle of
+                the edge-graph node it was made from (XNode.debug_handle);
+                XNNPACK's own per-operator events carry no handle, runlens
+                lines them up with the XNodes in order.
+
+    {"runlens_modules": 1, "program": "xnnpack.pte", "method": "forward",
+     "instructions": [{"chain": 0, "index": 5, "op": "aten::embedding.out",
+                       "module": "model.bert.embeddings.word_embeddings",
+                       "inherited": false, "handles": [6]}, ...],
+     "nodes": [{"handle": 8, "op": "aten.add.Tensor",
+                "module": "model.bert.embeddings", "inherited": false}, ...]}
+
+`module` is the innermost entry of `nn_module_stack`, as the wrapper names it
+(`model.` or `bert.` in front of the checkpoint's own keys); `""` is the
+wrapper itself (pooling). A node without a stack (symbolic sizes, views the
+passes insert) takes the module of the node before it: `"inherited": true`.
+The lowering is not touched: the programs stay byte for byte what they were.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+
+import torch
+
+VERSION = 1
+NO_STACK = "_empty_nn_module_stack_from_metadata_hook"
+
+
+def module_of(node: torch.fx.Node) -> str | None:
+    """The innermost module; `""` for the wrapper's own nodes (an empty stack),
+    None when the node has no stack at all (passes made it)."""
+    if "nn_module_stack" not in node.meta:
+        return None
+    stack = node.meta["nn_module_stack"]
+    if not stack:
+        return ""
+    path = list(stack.values())[-1][0]
+    if path == NO_STACK:
+        return None
+    return path
+
+
+def _op_name(node: torch.fx.Node) -> str:
+    target = node.target
+    name = getattr(target, "__name__", None) if callable(target) and not hasattr(target, "_schema") else None
+    return str(target) if name is None else name
+
+
+def _graph_nodes(gm: torch.fx.GraphModule, out: list[dict]) -> None:
+    """Appends every call_function node with a debug handle, with its module."""
+    last = ""
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        handle = node.meta.get("debug_handle")
+        module = module_of(node)
+        inherited = module is None
+        module = last if module is None else module
+        last = module
+        if handle is not None:
+            out.append({"handle": int(handle), "op": _op_name(node), "module": module, "inherited": inherited})
+
+
+def edge_nodes(edge_manager) -> list[dict]:
+    """The nodes of the edge program and of each delegate's original subgraph,
+    before `to_executorch` (whose emitter replaces the handles with
+    instruction ids). Call it on the manager that is then emitted."""
+    gm = edge_manager.exported_program().graph_module
+    nodes: list[dict] = []
+    _graph_nodes(gm, nodes)
+    for _, sub in gm.named_children():
+        original = getattr(sub, "original_module", None)
+        if original is not None:
+            _graph_nodes(original.graph_module, nodes)
+    return nodes
+
+
+def _base(name: str) -> str:
+    """`aten::expand_copy.out` / `aten.expand_copy.out` -> `expand_copy`."""
+    name = name.replace("::", ".")
+    parts = name.split(".")
+    return parts[1] if len(parts) >= 3 else parts[-1]
+
+
+def _same_op(instruction_op: str, node: torch.fx.Node) -> bool:
+    name = _op_name(node)
+    if instruction_op.startswith("delegate "):
+        return name == "executorch_call_delegate"
+    base = _base(instruction_op)
+    node_base = _base(name) if "." in name else name
+    return base == node_base or (base == "et_view" and node_base == "view")
+
+
+def instructions(program_manager, method: str = "forward") -> list[dict]:
+    """Every instruction of `method` with its module, lined up in emission order
+    with the nodes of the emitted graph (kernel calls, views, delegate calls)."""
+    plan = next(p for p in program_manager.executorch_program.execution_plan if p.name == method)
+    handle_map = program_manager.debug_handle_map.get(method, {})
+    final = [
+        n
+        for n in program_manager.exported_program().graph_module.graph.nodes
+        if n.op == "call_function" and n.target is not operator.getitem and _op_name(n) != "alloc"
+    ]
+    rows: list[dict] = []
+    cursor, last = 0, ""
+    for c, chain in enumerate(plan.chains):
+        for i, instr in enumerate(chain.instructions):
+            args = instr.instr_args
+            kind = type(args).__name__
+            if kind == "KernelCall":
+                op = plan.operators[args.op_index]
+                name = f"{op.name}.{op.overload}" if op.overload else op.name
+            elif kind == "DelegateCall":
+                name = f"delegate {plan.delegates[args.delegate_index].id}"
+            else:
+                continue
+            handles = handle_map.get(i, [])
+            handles = handles if isinstance(handles, list) else [handles]
+            node = None
+            for k in range(cursor, len(final)):
+                if _same_op(name, final[k]):
+                    node, cursor = final[k], k + 1
+                    break
+            module = module_of(node) if node is not None else None
+            inherited = module is None
+            module = last if module is None else module
+            last = module
+            rows.append({"chain": c, "index": i, "op": name, "module": module, "inherited": inherited,
+                         "matched": node is not None, "handles": [int(h) for h in handles]})
+    return rows
+
+
+def sidecar(program_file: str, nodes: list[dict], program_manager, method: str = "forward") -> bytes:
+    rows = instructions(program_manager, method)
+    by_handle = {n["handle"]: n for n in nodes}
+    for row in rows:
+        if row["op"].startswith("delegate "):
+            # A delegate call is named after the nodes it runs (most of them).
+            found = [by_handle[h]["module"] for h in row["handles"] if h in by_handle]
+            if found:
+                row["module"] = max(set(found), key=found.count)
+                row["inherited"] = False
+    unmatched = [r for r in rows if not r.pop("matched")]
+    doc = {"runlens_modules": VERSION, "program": program_file, "method": method,
+           "instructions": rows, "nodes": nodes}
+    if unmatched:
+        doc["unmatched_instructions"] = [r["index"] for r in unmatched]
+    return (json.dumps(doc, indent=1) + "\n").encode()

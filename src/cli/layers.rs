@@ -1,0 +1,59 @@
+//! `runlens layers [--json] [--runs N] TEXT`: where each runtime's time goes,
+//! per module of the model (embeddings, each layer's attention, feed-forward
+//! and norms, the head), eager and every ExecuTorch program side by side.
+
+use anyhow::Context;
+use clap::Args;
+
+use super::Common;
+use crate::backend::{self, BackendSpec};
+use crate::layers::{self, DEFAULT_RUNS};
+
+#[derive(Debug, Args)]
+pub struct LayersArgs {
+    /// Print exactly one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Timed (eager) and traced (ExecuTorch) runs to average, after one warm-up run.
+    #[arg(long, default_value_t = DEFAULT_RUNS, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=crate::profile::trace::MAX_RUNS as i64))]
+    pub runs: u32,
+    /// The text to run (several words are joined with spaces).
+    #[arg(required = true, num_args = 1.., value_name = "TEXT")]
+    pub text: Vec<String>,
+}
+
+/// `--backends`, else eager (when it can run) and every program whose file is present.
+fn specs(common: &Common, dir: &crate::model::ModelDir) -> anyhow::Result<Vec<BackendSpec>> {
+    if common.backends.is_some() {
+        return common.backends(dir);
+    }
+    let present: Vec<BackendSpec> = common
+        .catalog(dir)?
+        .into_iter()
+        .filter(|s| match s.pte_file() {
+            Some(p) => p.is_file() || s.given,
+            None => backend::files_present(s, dir).is_ok(),
+        })
+        .collect();
+    anyhow::ensure!(!present.is_empty(), "{}: no backend can run; re-export the directory", dir.root().display());
+    Ok(present)
+}
+
+pub fn run(common: &Common, args: &LayersArgs) -> anyhow::Result<()> {
+    common.require_one_thread_count()?;
+    let dir = common.model_dir()?;
+    let specs = specs(common, &dir)?;
+    for spec in &specs {
+        backend::files_present(spec, &dir)?;
+    }
+    let tokenizer = dir.load_tokenizer()?;
+    let input = tokenizer.encode(&args.text.join(" "))?;
+    backend::set_threads(common.thread_count())?;
+    let report = layers::layers(&specs, &dir, &input, args.runs).context("cannot time the layers")?;
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{report}");
+    }
+    Ok(())
+}

@@ -1,0 +1,138 @@
+//! Numeric gap per module: each ExecuTorch program's output of a module
+//! against eager's. ExecuTorch's outputs come from one run with the ETDump
+//! tracer logging intermediate outputs into a debug buffer: every kernel
+//! call's output, and a delegate call's outputs as one (the modules inside an
+//! XNNPACK subgraph have no output of their own there; the row of the
+//! subgraph's last node gets the call's output, and says so). Eager's are the
+//! outputs of its innermost module scopes.
+//!
+//! A row is compared where both sides have a float output of the same number
+//! of elements (ExecuTorch keeps the batch dimension of one, eager drops it).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::report::Gap;
+use super::rows::row_of;
+use super::sidecar::Sidecar;
+use crate::ffi::EtModule;
+use crate::model::Encoded;
+use crate::profile::aggregate::EXECUTE_BLOCK;
+use crate::profile::{etdump, ProfileError};
+use crate::pte::Instruction;
+
+/// One module's output as a runtime produced it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModuleOutput {
+    pub values: Vec<f32>,
+    /// Where it was taken: `"kernel"` (the module's last kernel call) or
+    /// `"delegate call"` (the output of the XNNPACK call the module ends in).
+    pub at: &'static str,
+}
+
+/// Outputs by row: for each row, every float output it produced, last first.
+pub type RowOutputs = BTreeMap<String, Vec<ModuleOutput>>;
+
+/// Runs the program at `path` once with intermediate outputs logged and
+/// groups them by row through `sidecar`.
+pub fn program_outputs(path: &Path, input: &Encoded, sidecar: &Sidecar) -> Result<RowOutputs, ProfileError> {
+    let file = path.display().to_string();
+    let (report, table) = crate::pte::read_program_file(path).map_err(|source| ProfileError::Program { file: file.clone(), source: Box::new(source) })?;
+    let plan = table.plan("forward").ok_or_else(|| ProfileError::NoForward(file.clone()))?;
+    let coverage = report.plan("forward").ok_or_else(|| ProfileError::NoForward(file.clone()))?;
+    let padded;
+    let input = match coverage.fixed_seq_len() {
+        Some(len) => {
+            padded = input.padded_to(len).map_err(|e| ProfileError::Input { file: file.clone(), detail: format!("{e:#}") })?;
+            &padded
+        }
+        None => input,
+    };
+    crate::backend::probe::check(path).map_err(|e| ProfileError::Aborts(format!("{e:#}")))?;
+    // The load's own block stays in the dump: taking the dump now would end the
+    // tracer's buffer, and the next block would start without the debug buffer.
+    let mut module = EtModule::load(path, true)?;
+    // Room for every output of one run: generous per token (a fill-mask head alone is S x V floats).
+    module.log_outputs((16 << 20) + input.len() * (4 << 20))?;
+    let mask = (coverage.inputs >= 2).then_some(input.attention_mask.as_slice());
+    module.forward(&input.ids, mask)?;
+    let bytes = module.take_etdump()?;
+    let buffer = module.debug_buffer()?;
+    let dump = etdump::decode(&bytes).map_err(|source| ProfileError::Dump { file: file.clone(), source })?;
+    let block = dump
+        .runs
+        .iter()
+        .rev()
+        .find(|b| b.name == EXECUTE_BLOCK)
+        .ok_or_else(|| ProfileError::Mismatch { file: file.clone(), detail: "the traced run logged no Execute block".into() })?;
+    let mut rows: RowOutputs = BTreeMap::new();
+    for out in block.outputs.iter().filter(|o| !o.in_delegate) {
+        let (Ok(chain), Ok(index)) = (usize::try_from(out.chain), usize::try_from(out.instruction)) else { continue };
+        let (module_path, at) = match plan.get(chain, index) {
+            Some(Instruction::Kernel { .. }) => (sidecar.instruction(chain, index), "kernel"),
+            Some(Instruction::Delegate { delegate }) => {
+                // The call's output is its subgraph's last node's.
+                let last = coverage.blobs.get(delegate).and_then(|b| b.xnodes.last());
+                (last.and_then(|n| sidecar.node(n.debug_handle)).or_else(|| sidecar.instruction(chain, index)), "delegate call")
+            }
+            _ => (None, ""),
+        };
+        let (Some(module_path), Some(values)) = (module_path, out.floats(&buffer)) else { continue };
+        rows.entry(row_of(module_path)).or_default().insert(0, ModuleOutput { values, at });
+    }
+    Ok(rows)
+}
+
+/// Cosine similarity and largest absolute difference; None when the lengths differ.
+pub fn gap(reference: &[f32], other: &[f32]) -> Option<Gap> {
+    if reference.len() != other.len() || reference.is_empty() {
+        return None;
+    }
+    let (mut dot, mut na, mut nb, mut max) = (0f64, 0f64, 0f64, 0f64);
+    for (&a, &b) in reference.iter().zip(other) {
+        let (a, b) = (f64::from(a), f64::from(b));
+        dot += a * b;
+        na += a * a;
+        nb += b * b;
+        max = max.max((a - b).abs());
+    }
+    let cosine = if na == 0.0 || nb == 0.0 { if na == nb { 1.0 } else { 0.0 } } else { dot / (na.sqrt() * nb.sqrt()) };
+    Some(Gap { cosine, max_abs_diff: max, at: "" })
+}
+
+/// The gap of every row both sides have: eager's output against the program's
+/// latest output of that row with as many elements.
+pub fn row_gaps(eager: &BTreeMap<String, Vec<f32>>, program: &RowOutputs) -> BTreeMap<String, Gap> {
+    let mut gaps = BTreeMap::new();
+    for (row, reference) in eager {
+        let Some(outputs) = program.get(row) else { continue };
+        if let Some(out) = outputs.iter().find(|o| o.values.len() == reference.len()) {
+            if let Some(g) = gap(reference, &out.values) {
+                gaps.insert(row.clone(), Gap { at: out.at, ..g });
+            }
+        }
+    }
+    gaps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cosine_and_max_difference() {
+        let g = gap(&[1.0, 0.0, 2.0], &[1.0, 0.0, 2.0]).unwrap();
+        assert!((g.cosine - 1.0).abs() < 1e-12 && g.max_abs_diff == 0.0);
+        let g = gap(&[1.0, 0.0], &[0.0, 1.0]).unwrap();
+        assert!(g.cosine.abs() < 1e-12 && g.max_abs_diff == 1.0);
+        assert!(gap(&[1.0], &[1.0, 2.0]).is_none());
+        let eager = BTreeMap::from([("head".to_owned(), vec![1.0, 2.0])]);
+        let program = RowOutputs::from([(
+            "head".to_owned(),
+            vec![ModuleOutput { values: vec![1.0], at: "kernel" }, ModuleOutput { values: vec![1.0, 2.5], at: "delegate call" }],
+        )]);
+        let gaps = row_gaps(&eager, &program);
+        assert_eq!(gaps["head"].at, "delegate call");
+        assert_eq!(gaps["head"].max_abs_diff, 0.5);
+    }
+}

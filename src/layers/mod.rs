@@ -1,0 +1,148 @@
+//! Layer by layer (`runlens layers`): where each runtime's time goes, per
+//! module of the model, side by side. Eager is timed in runlens' own tch code
+//! (each module's own forward, [`crate::backend::eager::timing`]); each
+//! ExecuTorch program from a traced run's ETDump, its instruction events and
+//! XNNPACK's per-operator events mapped to modules through the program's
+//! sidecar ([`sidecar`], written at export). The rows ([`rows`]) are the same
+//! for every runtime: embeddings, each layer's attention, feed-forward and
+//! norms, the head.
+
+pub mod executorch;
+pub mod gap;
+pub mod report;
+pub mod rows;
+pub mod sidecar;
+
+use anyhow::Context;
+
+pub use report::{BackendLayers, LayersReport};
+
+use crate::backend::BackendSpec;
+use crate::model::{Encoded, ModelDir};
+use executorch::{program_layers, Naming};
+use sidecar::Sidecar;
+
+/// Traced runs averaged by default, after one warm-up run.
+pub const DEFAULT_RUNS: u32 = 3;
+
+/// One ExecuTorch program per module: a traced run mapped through its sidecar
+/// (`<program>.modules.json` next to it), or per instruction without one.
+pub fn program(spec: &BackendSpec, input: &Encoded, runs: u32) -> anyhow::Result<BackendLayers> {
+    let path = spec.pte_file().with_context(|| format!("{spec} is not an ExecuTorch program"))?;
+    let traced = crate::profile::trace_file(path, input, runs)?;
+    let side_path = sidecar::path_for(path);
+    let sidecar = if side_path.exists() { Some(Sidecar::read(&side_path, &traced.plan)?) } else { None };
+    let xnodes: Vec<Vec<crate::pte::XnnNode>> = traced
+        .report
+        .plan("forward")
+        .map(|p| p.blobs.iter().map(|b| b.xnodes.clone()).collect())
+        .unwrap_or_default();
+    let naming = match &sidecar {
+        Some(s) => Naming::Modules(s),
+        None => Naming::Instructions,
+    };
+    let layers = program_layers(&traced.dump, &traced.plan, &xnodes, &naming, traced.ratio)
+        .map_err(|detail| crate::profile::ProfileError::Mismatch { file: traced.file.clone(), detail })?;
+    let note = sidecar.is_none().then(|| {
+        format!("no sidecar {}: rows are instructions, not modules (re-export with python/export.py to get one)", side_path.display())
+    });
+    Ok(BackendLayers {
+        name: spec.name.clone(),
+        total_ms: layers.total_ms,
+        rows: layers.rows,
+        unmapped_count: layers.unmapped_count,
+        unmapped_ms: layers.unmapped_ms,
+        runs: layers.runs,
+        note,
+    })
+}
+
+/// Each row's output, flattened.
+pub type EagerOutputs = std::collections::BTreeMap<String, Vec<f32>>;
+
+/// Eager per module: one warm-up run, then `runs` timed runs averaged; then one
+/// run keeping each innermost module's output (for the gaps).
+#[cfg(feature = "eager")]
+pub fn eager(spec: &BackendSpec, dir: &ModelDir, input: &Encoded, runs: u32) -> anyhow::Result<(BackendLayers, EagerOutputs)> {
+    use crate::backend::eager::timing;
+    let mut backend = crate::backend::load(spec, dir)?;
+    backend.run(input)?;
+    let mut order: Vec<String> = Vec::new();
+    let mut sums: std::collections::HashMap<String, f64> = std::collections::HashMap::new();
+    let mut total = 0.0;
+    for _ in 0..runs.max(1) {
+        let (out, times) = timing::record(|| backend.run(input));
+        out?;
+        total += times.total.as_secs_f64() * 1e3;
+        for (path, own) in times.spans {
+            let row = if path == timing::ROOT { rows::MODEL_ROW.to_owned() } else { rows::row_of(&path) };
+            if !sums.contains_key(&row) {
+                order.push(row.clone());
+            }
+            *sums.entry(row).or_insert(0.0) += own.as_secs_f64() * 1e3;
+        }
+    }
+    let n = f64::from(runs.max(1));
+    let (out, kept) = timing::record_outputs(|| backend.run(input));
+    out?;
+    let mut outputs = EagerOutputs::new();
+    for (path, tensor) in kept {
+        let row = rows::row_of(&path);
+        let values = tensor.f_flatten(0, -1).and_then(|t| t.f_to_kind(tch::Kind::Float)).and_then(|t| Vec::<f32>::try_from(&t));
+        if let Ok(values) = values {
+            outputs.insert(row, values);
+        }
+    }
+    let layers = BackendLayers {
+        name: spec.name.clone(),
+        total_ms: total / n,
+        rows: order.iter().map(|r| (r.clone(), sums[r] / n)).collect(),
+        unmapped_count: 0,
+        unmapped_ms: 0.0,
+        runs: runs.max(1) as usize,
+        note: None,
+    };
+    Ok((layers, outputs))
+}
+
+/// Every backend of `specs` per module on `input`.
+pub fn layers(specs: &[BackendSpec], dir: &ModelDir, input: &Encoded, runs: u32) -> anyhow::Result<LayersReport> {
+    let mut backends = Vec::new();
+    // Eager's outputs, the reference of the gaps (never set without the eager path).
+    #[cfg_attr(not(feature = "eager"), allow(unused_mut))]
+    let mut reference: Option<EagerOutputs> = None;
+    #[cfg(not(feature = "eager"))]
+    let _ = dir;
+    for spec in specs {
+        let layers = match spec.pte_file() {
+            Some(_) => program(spec, input, runs),
+            #[cfg(feature = "eager")]
+            None => eager(spec, dir, input, runs).map(|(layers, outputs)| {
+                reference = Some(outputs);
+                layers
+            }),
+            #[cfg(not(feature = "eager"))]
+            None => Err(anyhow::anyhow!("{spec}: this runlens was built without the eager path")),
+        };
+        backends.push(layers.with_context(|| format!("{spec}: cannot time it per module"))?);
+    }
+    let mut report = LayersReport::new(input.text.clone(), dir.manifest().model.clone(), backends);
+    // The gaps need eager's outputs and a program's sidecar.
+    if let Some(reference) = &reference {
+        for spec in specs {
+            let Some(path) = spec.pte_file() else { continue };
+            let side_path = sidecar::path_for(path);
+            if !side_path.exists() {
+                continue;
+            }
+            let table = crate::pte::read_program_file(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?.1;
+            let plan = table.plan("forward").with_context(|| format!("{}: no method forward", path.display()))?;
+            let sidecar = Sidecar::read(&side_path, plan)?;
+            let outputs = gap::program_outputs(path, input, &sidecar).with_context(|| format!("{spec}: cannot log its intermediate outputs"))?;
+            for (row, g) in gap::row_gaps(reference, &outputs) {
+                report.gaps.insert((row, spec.name.clone()), g);
+            }
+        }
+    }
+    Ok(report)
+}

@@ -1,0 +1,151 @@
+//! `runlens layers` on the exported MiniLM programs: every instruction and
+//! every XNNPACK operator event maps to a module through the export's sidecar
+//! (unmapped 0), each backend's rows add up to its traced (or timed) run, a
+//! program without a sidecar gets instruction rows, said plainly, and a damaged
+//! sidecar is an error naming the file; float programs match eager module by
+//! module (cosine 1e-5), the int8 program drifts from a named module on.
+//!
+//! Needs the model files with their sidecars: `make models`. No test asserts a speed.
+
+mod common;
+use common::models_root;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const TEXT: &str = "Layer by layer, where does the time go?";
+
+fn runlens(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_runlens")).args(args).output().expect("runlens starts")
+}
+
+fn layers(extra: &[&str]) -> Value {
+    let root = models_root();
+    let mut args = vec!["--model", root.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["layers", "--json", "--runs", "2", TEXT]);
+    let out = runlens(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "runlens {args:?} failed: {stderr}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn row_sum(v: &Value, backend: &str) -> f64 {
+    v["rows"].as_array().unwrap().iter().filter_map(|r| r["times_ms"][backend].as_f64()).sum()
+}
+
+fn total(v: &Value, backend: &str) -> f64 {
+    v["backends"].as_array().unwrap().iter().find(|b| b["name"] == backend).unwrap()["total_ms"].as_f64().unwrap()
+}
+
+#[test]
+fn every_event_of_minilm_maps_to_a_module_and_rows_add_up() {
+    let programs = ["portable", "xnnpack", "xnnpack-int8", "xnnpack-static"];
+    let v = layers(&["--backends", "eager,portable,xnnpack,xnnpack-int8,xnnpack-static"]);
+    assert_eq!(v["text"], TEXT);
+    let modules: Vec<&str> = v["rows"].as_array().unwrap().iter().map(|r| r["module"].as_str().unwrap()).collect();
+    for i in 0..6 {
+        for part in ["attention.self", "attention.output", "attention.output.LayerNorm", "intermediate", "output", "output.LayerNorm"] {
+            let row = format!("encoder.layer.{i}.{part}");
+            assert!(modules.contains(&row.as_str()), "{row} missing from {modules:?}");
+        }
+    }
+    assert!(modules.contains(&"embeddings") && modules.contains(&"head"), "{modules:?}");
+    assert!(modules.iter().all(|m| !m.starts_with('#')), "rows are modules, not instructions: {modules:?}");
+    for name in programs {
+        let u = &v["unmapped"][name];
+        assert_eq!(u["count"], 0, "{name}: every instruction and XNNPACK event maps to a module: {u}");
+        assert_eq!(u["ms"].as_f64(), Some(0.0), "{name}");
+        let (sum, total) = (row_sum(&v, name), total(&v, name));
+        // The rows split the instruction events' ticks exactly; only float sums differ.
+        assert!(total > 0.0 && (sum - total).abs() <= 1e-9 * total.max(1.0), "{name}: rows {sum} vs run {total}");
+        // Each layer's attention and feed-forward take time on every runtime.
+        for i in 0..6 {
+            for part in ["attention.self", "intermediate"] {
+                let row = format!("encoder.layer.{i}.{part}");
+                let ms = v["rows"].as_array().unwrap().iter().find(|r| r["module"] == row.as_str()).unwrap()["times_ms"][name].as_f64();
+                assert!(ms.is_some_and(|ms| ms > 0.0), "{name}: {row} has no time: {ms:?}");
+            }
+        }
+    }
+    let (sum, total) = (row_sum(&v, "eager"), total(&v, "eager"));
+    assert!((sum - total).abs() <= 1e-6 * total, "eager: module times {sum} vs its run {total}");
+    assert_eq!(v["unmapped"]["eager"]["count"], 0);
+
+    // Numeric gap against eager: float programs agree module by module, int8 drifts.
+    let gap = |row: &Value, name: &str| row["gap"][name]["cosine"].as_f64();
+    for name in ["portable", "xnnpack", "xnnpack-static"] {
+        let compared: Vec<(&str, f64)> =
+            v["rows"].as_array().unwrap().iter().filter_map(|r| Some((r["module"].as_str()?, gap(r, name)?))).collect();
+        // The static program runs the input padded to 128 tokens: only the pooled output has eager's shape.
+        let least = if name == "xnnpack-static" { 1 } else { 13 };
+        assert!(compared.len() >= least, "{name}: embeddings, each layer's norms and the head at least: {compared:?}");
+        for (row, cosine) in &compared {
+            assert!(*cosine >= 1.0 - 1e-5, "{name}: {row} cosine {cosine}");
+        }
+        assert!(v["drift"][name]["first"].is_null(), "{name}: {}", v["drift"][name]);
+    }
+    // The drift is judged on kernel outputs (a delegate call's output need not be its module's).
+    let int8: Vec<(&str, f64)> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["gap"]["xnnpack-int8"]["at"] == "kernel")
+        .filter_map(|r| Some((r["module"].as_str()?, gap(r, "xnnpack-int8")?)))
+        .collect();
+    let first = v["drift"]["xnnpack-int8"]["first"].as_str().expect("int8 drifts somewhere");
+    let threshold = v["drift"]["xnnpack-int8"]["threshold"].as_f64().unwrap();
+    let at_first = int8.iter().find(|(r, _)| *r == first).unwrap().1;
+    assert!(1.0 - at_first > threshold, "the first drifting module {first} is above the threshold: {at_first}");
+    // Before it, int8 is as close as the float programs (the embeddings are not quantized).
+    let before: Vec<&(&str, f64)> = int8.iter().take_while(|(r, _)| *r != first).collect();
+    assert!(before.iter().all(|(_, c)| 1.0 - c <= threshold), "{before:?}");
+    assert_eq!(int8.first().map(|r| r.0), Some("embeddings"));
+}
+
+/// A directory with `name.pte` linked to MiniLM's XNNPACK program and, when
+/// given, `name.modules.json` holding `sidecar`.
+fn linked_program(dir: &Path, name: &str, sidecar: Option<&[u8]>) -> PathBuf {
+    let real = std::fs::canonicalize(models_root().join("xnnpack.pte")).unwrap();
+    let link = dir.join(format!("{name}.pte"));
+    std::os::unix::fs::symlink(real, &link).unwrap();
+    if let Some(bytes) = sidecar {
+        std::fs::write(dir.join(format!("{name}.modules.json")), bytes).unwrap();
+    }
+    link
+}
+
+#[test]
+fn a_program_without_a_sidecar_gets_instruction_rows_said_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    let link = linked_program(dir.path(), "bare", None);
+    let program = format!("bare={}", link.display());
+    let v = layers(&["--program", &program, "--backends", "bare"]);
+    let backend = &v["backends"][0];
+    assert_eq!(backend["rows_are"], "instructions");
+    assert!(backend["note"].as_str().unwrap().contains("no sidecar"), "{backend}");
+    let first = v["rows"][0]["module"].as_str().unwrap();
+    assert!(first.starts_with('#'), "{first}");
+    assert_eq!(v["unmapped"]["bare"]["count"], 0);
+    let (sum, total) = (row_sum(&v, "bare"), total(&v, "bare"));
+    assert!((sum - total).abs() <= 1e-9 * total.max(1.0));
+}
+
+#[test]
+fn a_damaged_sidecar_is_an_error_naming_the_file() {
+    let real = std::fs::read(models_root().join("xnnpack.modules.json")).expect("make models writes the sidecars");
+    let dir = tempfile::tempdir().unwrap();
+    let half = &real[..real.len() / 2];
+    let other = std::fs::read(models_root().join("portable.modules.json")).unwrap();
+    for (name, bytes) in [("half", half), ("garbage", &b"\x00\xffnot json"[..]), ("other", &other[..])] {
+        let link = linked_program(dir.path(), name, Some(bytes));
+        let root = models_root();
+        let program = format!("{name}={}", link.display());
+        let out = runlens(&["--model", root.to_str().unwrap(), "--program", &program, "--backends", name, "layers", "--runs", "1", TEXT]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && out.status.code().is_some(), "{name}: an error exit, not a crash: {stderr}");
+        assert!(stderr.contains(&format!("{name}.modules.json")) && stderr.contains("re-export"), "{name}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
