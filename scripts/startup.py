@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Start-up of the explorer, launch to all three results on screen: runlens in a
+"""Start-up of the explorer, launch to all results on screen: runlens in a
 tmux session of 120x40, the screen polled every 50 ms; once the column titles
 show, a sentence is typed; done when every column shows a latency for it (not
 marked "old text") and the nearest sentence of the corpus.
@@ -32,7 +32,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TITLES = ["PyTorch eager", "ExecuTorch portable", "ExecuTorch XNNPACK"]
+TITLE_OF = {"eager": "PyTorch eager", "portable": "ExecuTorch portable", "xnnpack": "ExecuTorch XNNPACK"}
+TITLES = list(TITLE_OF.values())
 POLL = 0.05
 
 
@@ -113,8 +114,16 @@ def main():
     ap.add_argument("--conditions", default="cold-first,warm-first,cold-second,warm-second")
     ap.add_argument("--text", default="A kitten is sleeping on the sofa")
     ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--backends", help="passed to runlens as --backends (eager, portable, xnnpack); default all three")
     ap.add_argument("--args", default="", help="extra arguments for runlens, e.g. --model DIR")
     args = ap.parse_args()
+    if args.backends:
+        names = args.backends.split(",")
+        unknown = [n for n in names if n not in TITLE_OF]
+        if unknown:
+            raise SystemExit(f"error: --backends {args.backends}: the script knows the titles of {', '.join(TITLE_OF)} only")
+        TITLES[:] = [TITLE_OF[n] for n in names]
+        args.args = f"--backends {args.backends} {args.args}"
     bins = [b.split("=", 1) for b in (args.bin or ["runlens=target/release/runlens"])]
     bins = [(label, os.path.abspath(os.path.join(ROOT, path))) for label, path in bins]
     for label, path in bins:
