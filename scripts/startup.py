@@ -5,8 +5,12 @@ show, a sentence is typed; done when every column shows a latency for it (not
 marked "old text") and the nearest sentence of the corpus.
 
     scripts/startup.py --runs 5
-    scripts/startup.py --runs 5 --bin before=build/runlens-before --bin after=target/release/runlens \
-        --conditions warm-second,cold-second
+    scripts/startup.py --runs 5 --bin before=build/before/runlens --bin after=target/release/runlens \
+        --conditions warm-second,cold-second --backends portable,xnnpack
+
+Each binary must be named `runlens` (the probe re-executes it only then): put
+an older build in a folder of its own. A run's load times come from the
+explorer's trace (RUNLENS_TUI_TRACE).
 
 Conditions (interleaved, one of each per round):
   first   an empty cache directory (RUNLENS_CACHE_DIR): the probe runs each
