@@ -88,7 +88,8 @@ soak: build models
 # PSF files of Debian's console-setup-linux and committed (tests never download).
 console-font-data:
 	cd $$(mktemp -d) && apt-get download console-setup-linux && \
-	  python3 $(CURDIR)/scripts/console_font_codepoints.py console-setup-linux_*.deb --out $(CURDIR)/tests/data/console-font-codepoints.txt
+	  python3 $(CURDIR)/scripts/console_font_codepoints.py console-setup-linux_*.deb --out $(CURDIR)/tests/data/console-font-codepoints.txt \
+	    --union-out $(CURDIR)/tests/data/console-font-codepoints-union.txt
 
 include mk/aarch64.mk
 include mk/test-models.mk

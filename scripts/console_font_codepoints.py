@@ -5,13 +5,19 @@ OS and Debian set up on the console).
 
     apt-get download console-setup-linux
     python3 scripts/console_font_codepoints.py console-setup-linux_*.deb \
-        --out tests/data/console-font-codepoints.txt
+        --out tests/data/console-font-codepoints.txt \
+        --union-out tests/data/console-font-codepoints-union.txt
 
 Writes one line per font (`# font NAME: N code points`) and then the code points
 that EVERY listed font maps to a glyph, one `U+XXXX` per line. The intersection,
-not the union: a character one font lacks shows as that font's replacement glyph,
-and the user picks the font, not runlens. `tests/tui_glyphs.rs` checks every cell
-of every screen drawn with the console glyph set against this list.
+not the union (which `--union-out` writes, for reference): a character one font
+lacks shows as that font's replacement glyph, and the user picks the font, not
+runlens. Lat15 is a subset of Uni2 here, so the union is Uni2's table and would
+let through `Δ` and the other characters a Lat15 console cannot draw. A screen
+that passes the intersection shows on every one of the fonts, so it passes the
+union too. `tests/tui_snapshots.rs` (mod glyphs) and `tests/tui_e2e.rs` (the
+explorer under TERM=linux) check every cell drawn with the console glyph set
+against the intersection.
 
 Only the standard library: the .deb is an `ar` archive holding data.tar.*; the
 fonts are gzip-compressed PSF1 or PSF2 files.
@@ -100,7 +106,8 @@ def psf_codepoints(psf):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("deb", help="console-setup-linux_*.deb (from `apt-get download console-setup-linux`)")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", required=True, help="the code points all the fonts draw (the tests use this list)")
+    ap.add_argument("--union-out", help="also write the code points any of the fonts draws")
     args = ap.parse_args()
     with open(args.deb, "rb") as f:
         tar = data_tar(f.read())
@@ -114,15 +121,23 @@ def main():
         per_font[font] = psf_codepoints(psf)
     common = set.intersection(*per_font.values())
     version = args.deb.rsplit("/", 1)[-1]
-    with open(args.out, "w") as out:
-        out.write(f"# Code points every one of these console fonts draws, from {version}\n")
-        out.write("# written by scripts/console_font_codepoints.py; do not edit\n")
-        for font, points in per_font.items():
-            out.write(f"# font {font}: {len(points)} code points\n")
-        out.write(f"# in all of them: {len(common)}\n")
-        for p in sorted(common):
-            out.write(f"U+{p:04X}\n")
+    write_list(args.out, f"every one of these console fonts draws, from {version}", per_font, "in all of them", common)
     print(f"{len(common)} code points common to {len(FONTS)} fonts -> {args.out}", file=sys.stderr)
+    if args.union_out:
+        union = set.union(*per_font.values())
+        write_list(args.union_out, f"at least one of these console fonts draws, from {version} (not used by the tests)", per_font, "in any of them", union)
+        print(f"{len(union)} code points in any of {len(FONTS)} fonts -> {args.union_out}", file=sys.stderr)
+
+
+def write_list(path, what, per_font, label, points):
+    with open(path, "w") as out:
+        out.write(f"# Code points {what}\n")
+        out.write("# written by scripts/console_font_codepoints.py; do not edit\n")
+        for font, font_points in per_font.items():
+            out.write(f"# font {font}: {len(font_points)} code points\n")
+        out.write(f"# {label}: {len(points)}\n")
+        for p in sorted(points):
+            out.write(f"U+{p:04X}\n")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@
 #   SOAK_SECONDS   time cap per backend (the run is stopped there) [600]
 #   SOAK_WARMUP    seconds of warm-up not judged [10]
 #   SOAK_GROWTH_PCT allowed growth after the warm-up [3]
+#   SOAK_THREADS   --threads for runlens [runlens' default: all cores]
+#   SOAK_LOG       file to append every sample to ("backend seconds rss_kb") [none]
 set -u
 BIN=${BIN:-target/release/runlens}
 BACKENDS=${SOAK_BACKENDS:-eager,xnnpack,xnnpack-int8,portable}
@@ -16,11 +18,13 @@ RUNS=${SOAK_RUNS:-10000}
 SECONDS_CAP=${SOAK_SECONDS:-600}
 WARMUP=${SOAK_WARMUP:-10}
 GROWTH=${SOAK_GROWTH_PCT:-3}
+LOG=${SOAK_LOG:-}
+THREADS=${SOAK_THREADS:-}
 TEXT="A kitten is sleeping on the sofa"
 failed=0
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null; }
 for backend in ${BACKENDS//,/ }; do
-    "$BIN" --backends "$backend" run --repeat "$RUNS" "$TEXT" > /tmp/runlens-soak-$$.out 2>&1 &
+    "$BIN" --backends "$backend" ${THREADS:+--threads "$THREADS"} run --repeat "$RUNS" "$TEXT" > /tmp/runlens-soak-$$.out 2>&1 &
     pid=$!
     start=$(date +%s); first=""; warm=""; last=""; peak=0
     while kill -0 "$pid" 2>/dev/null; do
@@ -32,6 +36,7 @@ for backend in ${BACKENDS//,/ }; do
             [ "$r" -gt "$peak" ] && peak=$r
         fi
         last=$r
+        [ -z "$LOG" ] || echo "$backend $now $r" >> "$LOG"
         if [ "$now" -ge "$SECONDS_CAP" ]; then
             kill "$pid"; echo "$backend: stopped at the ${SECONDS_CAP} s cap"; break
         fi

@@ -579,6 +579,12 @@ async fn event_loop(
                 }
                 Event::Resize(..) => dirty = true,
                 Event::Worker(event) => {
+                    match &event {
+                        WorkerEvent::Loaded { kind, load_time, .. } => trace.line(format_args!("loaded {kind} load_us={}", load_time.as_micros())),
+                        WorkerEvent::LoadFailed { kind, .. } => trace.line(format_args!("load failed {kind}")),
+                        WorkerEvent::CorpusEmbedded { kind, elapsed, .. } => trace.line(format_args!("corpus {kind} run_us={}", elapsed.as_micros())),
+                        _ => {}
+                    }
                     if let WorkerEvent::Started { kind, generation, at } = &event {
                         let since = trace.since(*at);
                         trace.line(format_args!("started {kind} gen={generation} at_us={since}"));

@@ -121,6 +121,11 @@ impl Tmux {
         String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-t", "e2e"]).stdout).into_owned()
     }
 
+    /// The screen with its colours as escape sequences (tmux writes them as the cells' attributes).
+    fn screen_with_colours(&self) -> String {
+        String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-e", "-t", "e2e"]).stdout).into_owned()
+    }
+
     fn format(&self, f: &str) -> String {
         String::from_utf8_lossy(&self.tmux(&["display-message", "-p", "-t", "e2e", f]).stdout).trim().to_string()
     }
@@ -227,6 +232,52 @@ fn type_a_sentence_see_a_result_in_every_column_and_quit() {
     assert!(screen.contains("tokens") || screen.contains("Tokens"), "no token strip:\n{screen}");
 
     // q is text while the input holds some: clear it first, then q quits.
+    tmux.key("C-u");
+    tmux.wait_until("the input to clear", EXIT_TIMEOUT, |s| !s.contains(SENTENCE));
+    tmux.key("q");
+    check_restored(&tmux);
+}
+
+/// The Pi's text console: started with `TERM=linux` and no `--glyphs`, the
+/// explorer picks the console glyph set by itself. Every character on the
+/// captured screen is one that all of console-setup's Lat15 / Uni2 fonts draw
+/// (`tests/data/console-font-codepoints.txt`, the intersection of their tables:
+/// a screen that passes it shows on each of those fonts), none is a partial
+/// block `▁`-`▇`, and no colour is outside the 16 ANSI ones.
+#[test]
+fn under_term_linux_the_screen_uses_only_the_console_fonts_characters() {
+    require_setup();
+    let tmux = Tmux::start_with("console", "TERM=linux ", "");
+    tmux.wait_until("the explorer to open", RESULTS_TIMEOUT, |s| TITLES.iter().all(|t| s.contains(t)));
+    tmux.type_text(SENTENCE);
+    let screen = tmux.wait_until("a result in every column", RESULTS_TIMEOUT, |s| {
+        s.contains(SENTENCE) && columns(s).iter().all(|c| result_of(c).is_some())
+    });
+    let fonts = std::fs::read_to_string(root().join("tests/data/console-font-codepoints.txt")).expect("tests/data/console-font-codepoints.txt");
+    let drawable: std::collections::HashSet<char> = fonts
+        .lines()
+        .filter_map(|l| l.strip_prefix("U+"))
+        .filter_map(|h| u32::from_str_radix(h, 16).ok().and_then(char::from_u32))
+        .collect();
+    assert!(drawable.len() > 500 && drawable.contains(&'█'), "tests/data/console-font-codepoints.txt does not look like the fonts' table");
+    let outside: std::collections::BTreeSet<char> = screen.chars().filter(|c| *c != '\n' && !drawable.contains(c)).collect();
+    assert!(outside.is_empty(), "characters the console fonts cannot draw: {outside:?}\n{screen}");
+    let partial: Vec<char> = screen.chars().filter(|c| ('▁'..='▇').contains(c)).collect();
+    assert!(partial.is_empty(), "partial blocks on the console: {partial:?}\n{screen}");
+    // The bars are still there, drawn with what the fonts have.
+    assert!(screen.contains('█'), "no full block: the sparklines and strips are gone\n{screen}");
+    // tmux writes the 16 colours as palette indices 0-15 (`38;5;N`), RGB as `38;2;R;G;B`.
+    let coloured = tmux.screen_with_colours();
+    for rgb in ["38;2;", "48;2;"] {
+        assert!(!coloured.contains(rgb), "an RGB colour ({rgb}…) on the console:\n{coloured}");
+    }
+    for indexed in ["38;5;", "48;5;"] {
+        for (at, _) in coloured.match_indices(indexed) {
+            let digits: String = coloured[at + indexed.len()..].chars().take_while(char::is_ascii_digit).collect();
+            let index: u32 = digits.parse().unwrap_or(u32::MAX);
+            assert!(index < 16, "colour {indexed}{digits}: beyond the console's 16:\n{coloured}");
+        }
+    }
     tmux.key("C-u");
     tmux.wait_until("the input to clear", EXIT_TIMEOUT, |s| !s.contains(SENTENCE));
     tmux.key("q");

@@ -423,6 +423,12 @@ fn a_new_prompt_clears_every_column_at_once() {
 /// TerminusBold, VGA, 16 px) draw, read from the fonts' own Unicode tables by
 /// `scripts/console_font_codepoints.py` into `tests/data/console-font-codepoints.txt`;
 /// with the ASCII set, only 7-bit characters.
+///
+/// The intersection of the fonts' tables, not their union (the words;
+/// `tests/data/console-font-codepoints-union.txt`): the user picks the font, and
+/// a screen that passes the intersection shows on every one of them, so it
+/// passes the union too. The union is Uni2's table and would let `Δ` through,
+/// which a Lat15 console shows as its replacement glyph.
 mod glyphs {
     use std::collections::HashSet;
 
@@ -444,6 +450,20 @@ mod glyphs {
             .collect();
         assert!(points.len() > 500 && points.contains(&'█') && !points.contains(&'▄'), "{path} does not look like the fonts' table");
         points
+    }
+
+    #[test]
+    fn the_intersection_checked_is_inside_the_union_and_stricter() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/console-font-codepoints-union.txt");
+        let text = std::fs::read_to_string(path).expect("tests/data/console-font-codepoints-union.txt");
+        let union: HashSet<char> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("U+"))
+            .map(|h| char::from_u32(u32::from_str_radix(h, 16).expect("hex")).expect("a code point"))
+            .collect();
+        let all = console_codepoints();
+        assert!(all.is_subset(&union), "the intersection has code points the union lacks: regenerate both (`make console-font-data`)");
+        assert!(union.contains(&'Δ') && !all.contains(&'Δ'), "Δ: in Uni2 only, so in the union and not in the intersection");
     }
 
     fn profile_report() -> ProfileReport {
