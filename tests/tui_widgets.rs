@@ -36,7 +36,7 @@ fn ms(v: u64) -> Duration {
 #[test]
 fn latency_panel_before_any_run() {
     let stats = LatencyStats::default();
-    let buf = render(LatencyPanel { stats: &stats }, 24, 4);
+    let buf = render(LatencyPanel { stats: &stats, per_token: false }, 24, 4);
     assert_eq!(
         lines(&buf),
         padded(&["latency (ms)      0 runs", "  last   p50   p90   p99", "     –     –     –     –", ""], 24)
@@ -49,7 +49,7 @@ fn latency_panel_shows_last_percentiles_and_sparkline() {
     for v in [10, 2, 3, 4] {
         stats.record(ms(v));
     }
-    let buf = render(LatencyPanel { stats: &stats }, 24, 4);
+    let buf = render(LatencyPanel { stats: &stats, per_token: false }, 24, 4);
     assert_eq!(
         lines(&buf),
         padded(&["latency (ms)      4 runs", "  last   p50   p90   p99", "  4.00  3.00  10.0  10.0", "█▁▂▃"], 24)
@@ -65,7 +65,7 @@ fn latency_sparkline_keeps_the_most_recent_runs_that_fit() {
     for v in 1..=40 {
         stats.record(ms(if v % 2 == 0 { 8 } else { 4 }));
     }
-    let buf = render(LatencyPanel { stats: &stats }, 24, 4);
+    let buf = render(LatencyPanel { stats: &stats, per_token: false }, 24, 4);
     assert_eq!(lines(&buf)[2], "  8.00  4.00  8.00  8.00");
     assert_eq!(lines(&buf)[3], "▄█".repeat(12));
 }
