@@ -39,6 +39,8 @@ fn total(v: &Value, backend: &str) -> f64 {
     v["backends"].as_array().unwrap().iter().find(|b| b["name"] == backend).unwrap()["total_ms"].as_f64().unwrap()
 }
 
+// Times and gaps against eager: the full build (the lite one has no eager path).
+#[cfg(feature = "eager")]
 #[test]
 fn every_event_of_minilm_maps_to_a_module_and_rows_add_up() {
     let programs = ["portable", "xnnpack", "xnnpack-int8", "xnnpack-static"];
