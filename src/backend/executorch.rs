@@ -288,6 +288,7 @@ mod tests {
             input_shapes: inputs,
             output_shapes: vec![output],
             blobs: Vec::new(),
+            partition: Default::default(),
         }
     }
 
