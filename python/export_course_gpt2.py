@@ -85,7 +85,7 @@ def main(argv: list[str]) -> int:
     entries = []
     for name, per_position, xnnpack, output, about in programs:
         say(f"{name}.pte: {about}")
-        program = to_program(export_window(model, n, per_position), delegate=xnnpack)
+        program, _ = to_program(export_window(model, n, per_position), delegate=xnnpack)
         write_atomic(args.out / f"{name}.pte", program.buffer)
         entries.append({
             "name": name, "file": f"{name}.pte", "about": about, "drivable": True, "inputs": inputs(),

@@ -29,7 +29,7 @@ use futures::StreamExt;
 use ratatui::DefaultTerminal;
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
-use crate::app::{self, Action, App, AppConfig, CoverageView, ProfileRequest, Tokenize};
+use crate::app::{self, Action, App, AppConfig, CoverageView, LayersRequest, ProfileRequest, Tokenize};
 use crate::backend::{self, BackendSpec};
 use crate::model::{ModelDir, TextTokenizer};
 use crate::task::TaskContext;
@@ -108,6 +108,8 @@ pub enum AppEvent {
     Coverage(BackendSpec, Result<CoverageView, String>),
     /// A profile's traced run finished (request id, report or error).
     Profile(u64, Result<ProfileReport, String>),
+    /// A per-module measurement (F6) finished (request id, report or error).
+    Layers(u64, Result<crate::layers::LayersReport, String>),
     /// A temperature / clock / throttling reading.
     Heat(crate::heat::HeatSample),
     /// Reading the terminal failed: the explorer ends with this error.
@@ -253,7 +255,7 @@ async fn session(
     spawn_coverage(&opts.backends, tx.clone());
     spawn_heat_sampler(tx.clone());
     let corpus_cache = crate::corpus_cache::CorpusCache::from_env(&opts.models);
-    let background = Background { tx, corpus_cache, corpus_asked: Default::default() };
+    let background = Background { tx, corpus_cache, corpus_asked: Default::default(), models: opts.models.clone() };
 
     let outcome = event_loop(screen, app, opts.theme, &mut scheduler, &background, rx, &mut trace).await;
     trace.flush();
@@ -366,6 +368,8 @@ struct Background {
     corpus_cache: crate::corpus_cache::CorpusCache,
     /// The corpus last sent to a worker to embed, kept to store its result.
     corpus_asked: std::cell::RefCell<Option<(BackendSpec, Arc<Vec<crate::model::Encoded>>)>>,
+    /// The model directory, for the layers view's own eager model.
+    models: ModelDir,
 }
 
 impl Background {
@@ -399,6 +403,23 @@ impl Background {
 
     /// Loads the programs again with ExecuTorch's tracer (memory-mapped, so
     /// quick), runs them and sends the report back as an [`AppEvent::Profile`].
+    /// Times the columns per module (eager on its own copy of the model, the
+    /// programs traced; [`crate::layers::layers`]) and sends the report back
+    /// as an [`AppEvent::Layers`].
+    fn layers(&self, request: LayersRequest) {
+        let (tx, id, models) = (self.tx.clone(), request.id, self.models.clone());
+        let body = move || {
+            let outcome = std::panic::catch_unwind(|| crate::layers::layers(&request.kinds, &models, &request.input, crate::layers::DEFAULT_RUNS))
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("the per-module run panicked")))
+                .map_err(|e| format!("{e:#}"));
+            let _ = tx.send(Event::App(AppEvent::Layers(request.id, outcome)));
+        };
+        let spawned = std::thread::Builder::new().name(format!("{WORKER_THREAD_PREFIX}layers")).spawn(body);
+        if let Err(e) = spawned {
+            let _ = self.tx.send(Event::App(AppEvent::Layers(id, Err(format!("cannot start the per-module run: {e}")))));
+        }
+    }
+
     fn profile(&self, request: ProfileRequest) {
         let (tx, id) = (self.tx.clone(), request.id);
         let body = move || {
@@ -432,6 +453,9 @@ pub fn key_action(key: &KeyEvent, app: &App) -> Option<Action> {
     if app.profile().is_some() && key.code == KeyCode::Esc {
         return Some(Action::CloseProfile);
     }
+    if app.layers().is_some() && key.code == KeyCode::Esc {
+        return Some(Action::CloseLayers);
+    }
     let empty = app.input().is_empty();
     Some(match key.code {
         KeyCode::Char('u') if ctrl => Action::Clear,
@@ -444,6 +468,7 @@ pub fn key_action(key: &KeyEvent, app: &App) -> Option<Action> {
         KeyCode::F(3) => Action::ToggleRepeat,
         KeyCode::F(4) => Action::ToggleProfile,
         KeyCode::F(5) => Action::NextVariant,
+        KeyCode::F(6) => Action::ToggleLayers,
         KeyCode::Esc => Action::Quit,
         KeyCode::Char('q') if empty && !ctrl && !alt => Action::Quit,
         KeyCode::Char('?') if empty && !ctrl && !alt => Action::ToggleHelp,
@@ -522,6 +547,10 @@ async fn event_loop(
         if let Some(request) = app.take_profile_request() {
             trace.line(format_args!("profile id={} tokens={}", request.id, request.input.len()));
             background.profile(request);
+        }
+        if let Some(request) = app.take_layers_request() {
+            trace.line(format_args!("layers id={} tokens={}", request.id, request.input.len()));
+            background.layers(request);
         }
         if app.should_quit() {
             return Ok(Ended::Quit);
@@ -614,6 +643,11 @@ async fn event_loop(
                 Event::App(AppEvent::Profile(id, outcome)) => {
                     trace.line(format_args!("profile done id={id} ok={}", outcome.is_ok()));
                     app.on_profile(id, outcome);
+                    dirty = true;
+                }
+                Event::App(AppEvent::Layers(id, outcome)) => {
+                    trace.line(format_args!("layers done id={id} ok={}", outcome.is_ok()));
+                    app.on_layers(id, outcome);
                     dirty = true;
                 }
                 Event::App(AppEvent::TerminalError(e)) => anyhow::bail!("cannot read the terminal: {e}"),

@@ -151,3 +151,42 @@ fn a_damaged_sidecar_is_an_error_naming_the_file() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
+
+/// GPT-2 is a peer: its KV-cache programs are traced on the prefill of the
+/// text, every event maps to `wte`, `wpe`, a block's `ln_1`, `attn`, `ln_2`,
+/// `mlp` or the `head` (`ln_f` and the LM head), and the float programs agree
+/// with eager module by module. The window programs (no cache) are timed on
+/// their padded window and have no gap. Needs `make test-models` (models/tiny-gpt2).
+#[test]
+fn gpt2_kv_programs_map_to_its_blocks_on_the_prefill() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/tiny-gpt2");
+    let out = runlens(&["--model", dir.to_str().unwrap(), "layers", "--json", "--runs", "1", "the cat sat on the mat"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let modules: Vec<&str> = v["rows"].as_array().unwrap().iter().map(|r| r["module"].as_str().unwrap()).collect();
+    let n_layer = 2; // python/tiny_checkpoint.py --arch gpt2 --size tiny
+    let mut want = vec!["model".to_string(), "wte".into(), "wpe".into()];
+    for i in 0..n_layer {
+        want.extend(["ln_1", "attn", "ln_2", "mlp"].iter().map(|p| format!("h.{i}.{p}")));
+        want.push(format!("h.{i}"));
+    }
+    want.push("head".into());
+    assert_eq!(modules, want, "rows in table order");
+    for name in ["portable", "xnnpack", "portable-nocache", "xnnpack-nocache"] {
+        assert_eq!(v["unmapped"][name]["count"], 0, "{name}: {}", v["unmapped"][name]);
+        let (sum, total) = (row_sum(&v, name), total(&v, name));
+        assert!(total > 0.0 && (sum - total).abs() <= 1e-9 * total.max(1.0), "{name}: rows {sum} vs run {total}");
+    }
+    let (sum, total) = (row_sum(&v, "eager"), total(&v, "eager"));
+    assert!((sum - total).abs() <= 1e-6 * total, "eager: module times {sum} vs its run {total}");
+    for name in ["portable", "xnnpack"] {
+        for row in v["rows"].as_array().unwrap() {
+            if let Some(cosine) = row["gap"][name]["cosine"].as_f64() {
+                assert!(cosine >= 1.0 - 1e-5, "{name}: {} cosine {cosine}", row["module"]);
+            }
+        }
+        let compared = v["rows"].as_array().unwrap().iter().filter(|r| r["gap"][name]["at"] == "kernel").count();
+        assert!(compared >= 2 + 2 * n_layer, "{name}: wte, wpe and each block's norms at least: {compared}");
+    }
+    assert!(v["rows"].as_array().unwrap().iter().all(|r| r["gap"].get("xnnpack-nocache").is_none()), "no gap for a window program");
+}

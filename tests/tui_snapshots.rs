@@ -418,6 +418,76 @@ fn a_new_prompt_clears_every_column_at_once() {
     assert!(!screen.contains("river") && screen.contains("prefilling"), "{screen}");
 }
 
+/// A fake layers report (fixed numbers, not measured): MiniLM-shaped rows for
+/// three layers, eager, portable and xnnpack, with an unmapped remainder on
+/// xnnpack and a drift on it from layer 1.
+fn fake_layers_report() -> runlens::layers::LayersReport {
+    use runlens::layers::report::Gap;
+    use runlens::layers::{BackendLayers, LayersReport};
+    let parts = ["attention.self", "attention.output", "attention.output.LayerNorm", "intermediate", "output", "output.LayerNorm"];
+    let mut rows = vec![("model".to_string(), 0.02), ("embeddings".to_string(), 0.2)];
+    for n in 0..3 {
+        for (i, p) in parts.iter().enumerate() {
+            rows.push((format!("encoder.layer.{n}.{p}"), [1.1, 0.4, 0.05, 1.5, 1.4, 0.05][i] * [0.5, 1.0, 3.0][n]));
+        }
+    }
+    rows.push(("head".to_string(), 0.03));
+    // Each backend its own spread: portable's time in the feed-forward (its addmm), xnnpack's in the norms.
+    let backend = |name: &str, scale: f64, unmapped_ms: f64| {
+        let weight = |r: &str| match (name, r) {
+            ("portable", r) if r.ends_with("intermediate") || r.ends_with(".output") => 4.0,
+            ("xnnpack", r) if r.ends_with("LayerNorm") => 10.0,
+            _ => 1.0,
+        };
+        let rows: Vec<(String, f64)> = rows.iter().map(|(r, ms)| (r.clone(), ms * scale * weight(r))).collect();
+        BackendLayers {
+            name: name.into(),
+            total_ms: rows.iter().map(|r| r.1).sum::<f64>() + unmapped_ms,
+            rows,
+            unmapped_count: u64::from(unmapped_ms > 0.0),
+            unmapped_ms,
+            runs: 3,
+            note: None,
+        }
+    };
+    let mut report = LayersReport::new(
+        "the cat sat".into(),
+        "fake".into(),
+        vec![backend("eager", 1.0, 0.0), backend("portable", 40.0, 0.0), backend("xnnpack", 0.2, 0.01)],
+    );
+    for (row, cosine) in [("encoder.layer.0.attention.output.LayerNorm", 0.999_999_9), ("encoder.layer.1.output.LayerNorm", 0.998), ("encoder.layer.2.output.LayerNorm", 0.99)] {
+        report.gaps.insert((row.to_string(), "xnnpack".to_string()), Gap { cosine, max_abs_diff: 0.01, at: "kernel" });
+    }
+    report
+}
+
+/// The layers view (F6) at `outcome` (`None`: still running).
+fn layers_scene(outcome: Option<Result<runlens::layers::LayersReport, String>>) -> Scene {
+    let mut s = Scene::with_results();
+    s.app.apply(Action::ToggleLayers);
+    let request = s.app.take_layers_request().expect("F6 asks for a per-module run");
+    assert_eq!(request.kinds.len(), 3, "every column");
+    if let Some(outcome) = outcome {
+        s.app.on_layers(request.id, outcome);
+    }
+    s.at(4_700);
+    s
+}
+
+#[test]
+fn layers_view_shows_every_row_or_one_per_layer() {
+    let wide = layers_scene(Some(Ok(fake_layers_report()))).screen(120, 40);
+    assert!(wide.contains("L1 attention.self") && wide.contains("unmapped") && wide.contains("first drifts at L1 output.LayerNorm"), "{wide}");
+    check("layers_120x40", wide);
+    let small = layers_scene(Some(Ok(fake_layers_report()))).screen(80, 24);
+    assert!(small.contains("layer 2 (all rows)") && small.contains("total"), "{small}");
+    check("layers_80x24", small);
+    let failed = layers_scene(Some(Err("xnnpack: cannot time it per module: xnnpack.modules.json: not JSON".into()))).screen(80, 24);
+    assert!(failed.contains("xnnpack.modules.json: not JSON"), "{failed}");
+    check("layers_failed_80x24", failed);
+    check("layers_running_80x24", layers_scene(None).screen(80, 24));
+}
+
 /// Glyph sets: every screen drawn with the console set uses only characters
 /// that all of console-setup's Lat15 / Uni2 fonts (Fixed, Terminus,
 /// TerminusBold, VGA, 16 px) draw, read from the fonts' own Unicode tables by
@@ -556,6 +626,11 @@ mod glyphs {
             }
             out.push((name, profile, 120, 40));
         }
+        out.push(("layers running", super::layers_scene(None), 80, 24));
+        out.push(("layers failed", super::layers_scene(Some(Err("portable: cannot time it".into()))), 80, 24));
+        for (w, h) in [(80, 24), (120, 40)] {
+            out.push(("layers", super::layers_scene(Some(Ok(super::fake_layers_report()))), w, h));
+        }
         out
     }
 
@@ -638,5 +713,9 @@ mod glyphs {
         let (_, profile, w, h) = screens().into_iter().find(|(n, ..)| *n == "profile").unwrap();
         let profile = text(&draw(&profile, w, h, GlyphSet::Console));
         assert!(profile.contains("└ Fully Connected") && profile.contains("███"), "{profile}");
+        // The layers view's heat shades stay three steps apart on the console.
+        let (_, layers, w, h) = screens().into_iter().find(|(n, _, w, _)| *n == "layers" && *w == 120).unwrap();
+        let layers = text(&draw(&layers, w, h, GlyphSet::Console));
+        assert!(["░░", "▒▒", "██"].iter().all(|g| layers.contains(g)), "{layers}");
     }
 }

@@ -88,6 +88,10 @@ class DecoderProgramSpec:
     def file(self) -> str:
         return f"{self.name}.pte"
 
+    @property
+    def modules_file(self) -> str:
+        return f"{self.name}.modules.json"
+
     def about(self, max_seq_len: int) -> str:
         on = ("XnnpackPartitioner: supported subgraphs on XNNPACK, the rest on the default kernels"
               if self.delegate else "no delegate: every operator on ExecuTorch's default CPU kernels")
@@ -110,6 +114,7 @@ class DecoderProgramSpec:
             "quantization": None,
             "fixed_len": None if self.cache else max_seq_len,
             "cache": "static" if self.cache else None,
+            "modules": self.modules_file,
         }
 
 
@@ -142,13 +147,17 @@ def export_window(model: torch.nn.Module, length: int, per_position: bool = Fals
 
 def to_program(ep, delegate: bool):
     """An ExportedProgram lowered (XnnpackPartitioner or none) to an ExecuTorch
-    program; mutable buffers (the KV cache) start as zeros. An ExportError when
-    an operator outside the standard namespaces is left."""
+    program, and the edge graph's nodes with their modules (modules.py, read
+    before emission); mutable buffers (the KV cache) start as zeros. An
+    ExportError when an operator outside the standard namespaces is left."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_and_lower
     from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 
+    from .modules import edge_nodes
+
     edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]) if delegate else to_edge(ep)
+    nodes = edge_nodes(edge)
     config = ExecutorchBackendConfig(passes=[InitializedMutableBufferPass(list(CACHE_BUFFERS))])
     program = edge.to_executorch(config=config)
     ops = sorted({op.name for plan in program.executorch_program.execution_plan for op in plan.operators})
@@ -156,7 +165,7 @@ def to_program(ep, delegate: bool):
     if custom:
         raise ExportError(f"the program calls operators the ExecuTorch runtime has no standard kernels for: {', '.join(custom)}")
     say(f"  {len(ops)} operators, all standard: {', '.join(op.split('::')[1] for op in ops)}")
-    return program
+    return program, nodes
 
 
 def lower_decoder(model: torch.nn.Module, names: list[str], max_seq_len: int, out: Path) -> list[dict]:
@@ -174,7 +183,12 @@ def lower_decoder(model: torch.nn.Module, names: list[str], max_seq_len: int, ou
                 say(f"torch.export of a left-padded window of {max_seq_len} (no cache)")
                 exported[False] = export_window(model, max_seq_len)
         say(f"lowering {spec.file} ({'XnnpackPartitioner' if spec.delegate else 'no delegate'})")
-        write_atomic(out / spec.file, to_program(exported[spec.cache], spec.delegate is not None).buffer)
+        from .modules import sidecar
+
+        program, nodes = to_program(exported[spec.cache], spec.delegate is not None)
+        write_atomic(out / spec.file, program.buffer)
+        # The sidecar of `runlens layers`: each instruction's module (modules.py).
+        write_atomic(out / spec.modules_file, sidecar(spec.file, nodes, program))
     return [spec.manifest_entry(max_seq_len) for spec in wanted]
 
 

@@ -5,13 +5,14 @@
 //! ([`crate::ui`]) reads an `&App` only.
 //!
 //! - [`input`]: the input line; [`column`]: one backend's column;
-//! - [`corpus`]: the nearest-sentence corpus; [`profile`]: the F4 view;
+//! - [`corpus`]: the nearest-sentence corpus; [`profile`]: the F4 view; [`layers`]: the F6 view;
 //! - [`generation`]: a column's continuation as it grows (text-generation).
 
 mod column;
 mod corpus;
 mod generation;
 mod input;
+mod layers;
 mod profile;
 
 use std::sync::Arc;
@@ -21,10 +22,12 @@ pub use column::{Column, ColumnState, CoverageView, Nearest, Output, ParityView,
 pub use corpus::{Corpus, CorpusState};
 pub use generation::{compare, Divergence, LiveGeneration};
 pub use input::InputLine;
+pub use layers::{LayersRequest, LayersState, LayersView};
 pub use profile::{ProfileRequest, ProfileState, ProfileView};
 
 use crate::backend::BackendSpec;
 use crate::model::Encoded;
+use crate::layers::LayersReport;
 use crate::profile::ProfileReport;
 use crate::schedule::{Job, Request, WorkerEvent};
 use crate::task::{Task, TaskOutput};
@@ -83,6 +86,9 @@ pub enum Action {
     /// F4: open (and start) or close the per-operator profile of the current text.
     ToggleProfile,
     CloseProfile,
+    /// F6: open (and start) or close the time per module of the current text.
+    ToggleLayers,
+    CloseLayers,
     Quit,
 }
 
@@ -106,6 +112,9 @@ pub struct App {
     profile: Option<ProfileView>,
     profile_requests: u64,
     profile_request: Option<ProfileRequest>,
+    layers: Option<LayersView>,
+    layers_requests: u64,
+    layers_request: Option<LayersRequest>,
     quit: bool,
     requests: Vec<Request>,
     tokenize: Tokenize,
@@ -149,6 +158,9 @@ impl App {
             profile: None,
             profile_requests: 0,
             profile_request: None,
+            layers: None,
+            layers_requests: 0,
+            layers_request: None,
             quit: false,
             requests: Vec::new(),
             tokenize,
@@ -235,6 +247,11 @@ impl App {
         self.profile.as_ref()
     }
 
+    /// The layers view, when shown.
+    pub fn layers(&self) -> Option<&LayersView> {
+        self.layers.as_ref()
+    }
+
     /// The column parity is measured against: eager when shown, else the first.
     pub fn reference(&self) -> Option<usize> {
         self.columns.iter().position(|c| c.kind.is_eager()).or((!self.columns.is_empty()).then_some(0))
@@ -297,6 +314,7 @@ impl App {
     pub fn is_busy(&self) -> bool {
         matches!(self.corpus.state, CorpusState::Embedding(_))
             || self.profile.as_ref().is_some_and(|p| matches!(p.state, ProfileState::Running { .. }))
+            || self.layers.as_ref().is_some_and(|l| matches!(l.state, LayersState::Running { .. }))
             || self.columns.iter().any(|c| c.phase == Phase::Loading || c.running.is_some() || c.pending.is_some())
     }
 
@@ -313,6 +331,11 @@ impl App {
     /// The traced run asked for since the last call, for the event loop to start.
     pub fn take_profile_request(&mut self) -> Option<ProfileRequest> {
         self.profile_request.take()
+    }
+
+    /// The per-module measurement asked for since the last call, for the event loop to start.
+    pub fn take_layers_request(&mut self) -> Option<LayersRequest> {
+        self.layers_request.take()
     }
 
     // ---- changing ----
@@ -393,12 +416,24 @@ impl App {
             }
             Action::ToggleProfile => {
                 if self.profile.take().is_none() {
+                    self.layers = None;
                     self.open_profile();
                 }
                 false
             }
             Action::CloseProfile => {
                 self.profile = None;
+                false
+            }
+            Action::ToggleLayers => {
+                if self.layers.take().is_none() {
+                    self.profile = None;
+                    self.open_layers();
+                }
+                false
+            }
+            Action::CloseLayers => {
+                self.layers = None;
                 false
             }
             Action::Quit => {
@@ -614,6 +649,35 @@ impl App {
             view.state = match outcome {
                 Ok(report) => ProfileState::Ready(report),
                 Err(message) => ProfileState::Failed(message),
+            };
+        }
+    }
+
+    /// Show the layers view and ask for a per-module measurement of the current
+    /// text on every column that did not fail.
+    fn open_layers(&mut self) {
+        self.layers_requests += 1;
+        let id = self.layers_requests;
+        let text = self.input.text().to_string();
+        let kinds: Vec<BackendSpec> =
+            self.columns.iter().filter(|c| !matches!(c.phase, Phase::Failed(_))).map(|c| c.kind.clone()).collect();
+        let state = match (&self.encoded, kinds.is_empty()) {
+            (None, _) => LayersState::Failed("type a sentence first: F6 times the text in the input line per module".to_string()),
+            (Some(_), true) => LayersState::Failed("no column loaded to time per module".to_string()),
+            (Some(input), false) => {
+                self.layers_request = Some(LayersRequest { id, input: input.clone(), kinds });
+                LayersState::Running { since: self.now }
+            }
+        };
+        self.layers = Some(LayersView { id, text, state });
+    }
+
+    /// A per-module measurement finished; dropped unless its view is still shown.
+    pub fn on_layers(&mut self, id: u64, outcome: Result<LayersReport, String>) {
+        if let Some(view) = self.layers.as_mut().filter(|v| v.id == id) {
+            view.state = match outcome {
+                Ok(report) => LayersState::Ready(report),
+                Err(message) => LayersState::Failed(message),
             };
         }
     }

@@ -225,6 +225,32 @@ fn f4_asks_for_one_traced_run_of_the_current_text_and_keeps_only_its_result() {
 }
 
 #[test]
+fn f6_asks_for_one_per_module_run_on_every_live_column_and_replaces_the_profile() {
+    let (mut app, _t0) = app(&["eager", "portable", "xnnpack"]);
+    app.apply(Action::ToggleLayers);
+    assert!(matches!(app.layers().unwrap().state, LayersState::Failed(_)), "no text yet");
+    assert!(app.take_layers_request().is_none());
+    app.apply(Action::CloseLayers);
+    assert!(app.layers().is_none());
+
+    app.on_worker(WorkerEvent::LoadFailed { kind: spec("portable"), error: "broken".into() });
+    app.apply(Action::Paste("a cat".into()));
+    app.apply(Action::ToggleProfile);
+    app.apply(Action::ToggleLayers);
+    assert!(app.profile().is_none(), "one view at a time");
+    let request = app.take_layers_request().expect("a per-module run is asked for");
+    assert_eq!(request.kinds, specs(&["eager", "xnnpack"]), "every column that did not fail, eager included");
+    assert!(app.is_busy());
+    app.apply(Action::ToggleLayers);
+    app.apply(Action::ToggleLayers);
+    let second = app.take_layers_request().unwrap();
+    app.on_layers(request.id, Err("old".into()));
+    assert!(matches!(app.layers().unwrap().state, LayersState::Running { .. }));
+    app.on_layers(second.id, Err("no sidecar".into()));
+    assert!(matches!(&app.layers().unwrap().state, LayersState::Failed(m) if m == "no sidecar"));
+}
+
+#[test]
 fn parity_compares_outputs_for_the_same_input_only() {
     let (mut app, t0) = app(&["xnnpack", "eager"]);
     assert_eq!(app.reference(), Some(1), "eager is the reference wherever it is");

@@ -55,7 +55,7 @@ pub fn program_outputs(path: &Path, input: &Encoded, sidecar: &Sidecar) -> Resul
     // Room for every output of one run: generous per token (a fill-mask head alone is S x V floats).
     module.log_outputs((16 << 20) + input.len() * (4 << 20))?;
     let mask = (coverage.inputs >= 2).then_some(input.attention_mask.as_slice());
-    module.forward(&input.ids, mask)?;
+    crate::profile::trace::run_once(&mut module, crate::profile::trace::takes_cache_position(&report), input, mask)?;
     let bytes = module.take_etdump()?;
     let buffer = module.debug_buffer()?;
     let dump = etdump::decode(&bytes).map_err(|source| ProfileError::Dump { file: file.clone(), source })?;

@@ -135,7 +135,13 @@ pub fn layers(specs: &[BackendSpec], dir: &ModelDir, input: &Encoded, runs: u32)
             if !side_path.exists() {
                 continue;
             }
-            let table = crate::pte::read_program_file(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?.1;
+            let (coverage, table) = crate::pte::read_program_file(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            // A decoder's window program (no cache) runs the text padded to its window and
+            // returns the last position's logits: nothing of it lines up with eager's prefill.
+            let window = coverage.plan("forward").and_then(|p| p.fixed_seq_len()).is_some();
+            if window && dir.task() == crate::task::Task::TextGeneration {
+                continue;
+            }
             let plan = table.plan("forward").with_context(|| format!("{}: no method forward", path.display()))?;
             let sidecar = Sidecar::read(&side_path, plan)?;
             let outputs = gap::program_outputs(path, input, &sidecar).with_context(|| format!("{spec}: cannot log its intermediate outputs"))?;

@@ -7,7 +7,8 @@
 //! | `model` | the encoder's own work outside its submodules (the attention mask) |
 //! | `encoder.layer.N.attention.self`, `.attention.output`, `.attention.output.LayerNorm`, `.intermediate`, `.output`, `.output.LayerNorm` | BERT |
 //! | `transformer.layer.N.attention`, `.sa_layer_norm`, `.ffn`, `.output_layer_norm`, `transformer.layer.N` (its residual adds) | DistilBERT |
-//! | `head` | everything after the encoder: pooling, the masked-LM or classification head |
+//! | `wte`, `wpe`, `h.N.ln_1`, `.attn`, `.ln_2`, `.mlp`, `h.N` (its residual adds) | GPT-2 (token and position embeddings, then the decoder's blocks; their sum is `model`'s) |
+//! | `head` | everything after the encoder: pooling, the masked-LM or classification head; GPT-2's `ln_f` and LM head |
 //!
 //! Paths are cut to these rows: a layer's linear projections count in their
 //! parent (`attention.self.query` in `attention.self`).
@@ -21,14 +22,20 @@ const ENCODERS: [&str; 2] = ["bert", "distilbert"];
 pub const MODEL_ROW: &str = "model";
 pub const HEAD_ROW: &str = "head";
 
+/// GPT-2 keeps its decoder under `transformer.` (as DistilBERT its layer
+/// stack): these names right below it say it is GPT-2's.
+const GPT2_PARTS: [&str; 5] = ["h", "wte", "wpe", "ln_f", "drop"];
+
 /// Where a row goes in the table: the encoder's own work, the embeddings, the
 /// layers in order, the head; instruction rows (no sidecar) after, as they ran.
 pub fn order_key(row: &str) -> (u8, usize) {
     if row == MODEL_ROW {
         return (0, 0);
     }
-    if row == "embeddings" {
-        return (1, 0);
+    match row {
+        "embeddings" | "wte" => return (1, 0),
+        "wpe" => return (1, 1),
+        _ => {}
     }
     if row == HEAD_ROW {
         return (3, 0);
@@ -36,6 +43,7 @@ pub fn order_key(row: &str) -> (u8, usize) {
     let mut parts = row.split('.');
     match (parts.next(), parts.next(), parts.next().and_then(|n| n.parse().ok())) {
         (Some("encoder" | "transformer"), Some("layer"), Some(n)) => (2, n),
+        (Some("h"), Some(n), _) => n.parse().map_or((4, 0), |n| (2, n)),
         _ => (4, 0),
     }
 }
@@ -47,8 +55,9 @@ pub fn row_of(path: &str) -> String {
     if rest.first().is_some_and(|p| WRAPPERS.contains(p)) {
         rest = &rest[1..];
     }
-    match rest.first() {
-        Some(p) if ENCODERS.contains(p) => rest = &rest[1..],
+    match rest {
+        [p, ..] if ENCODERS.contains(p) => rest = &rest[1..],
+        ["transformer", part, ..] if GPT2_PARTS.contains(part) => rest = &rest[1..],
         // Outside the encoder: the wrapper's pooling, cls, classifier, ...
         _ if !starts_inside(rest) => return HEAD_ROW.to_owned(),
         _ => {}
@@ -58,7 +67,7 @@ pub fn row_of(path: &str) -> String {
 
 /// Eager's scopes name the encoder's submodules without a prefix.
 fn starts_inside(rest: &[&str]) -> bool {
-    matches!(rest.first(), Some(&("embeddings" | "encoder" | "transformer")))
+    matches!(rest.first(), Some(&("embeddings" | "encoder" | "transformer" | "h" | "wte" | "wpe")))
 }
 
 fn inside_encoder(rest: &[&str]) -> String {
@@ -79,6 +88,12 @@ fn inside_encoder(rest: &[&str]) -> String {
             }
         }
         ["pooler", ..] => HEAD_ROW.to_owned(),
+        // GPT-2: token and position embeddings, each block's modules, the final norm.
+        [part @ ("wte" | "wpe"), ..] => (*part).to_owned(),
+        ["drop", ..] => MODEL_ROW.to_owned(),
+        ["ln_f", ..] => HEAD_ROW.to_owned(),
+        ["h", n] => format!("h.{n}"),
+        ["h", n, first, ..] => format!("h.{n}.{first}"),
         // The layer stack's own loop.
         ["encoder" | "transformer"] => MODEL_ROW.to_owned(),
         [first, ..] => (*first).to_owned(),
@@ -116,9 +131,23 @@ mod tests {
             ("model.vocab_projector", "head"),
             ("", "head"),
             ("head", "head"),
+            // GPT-2: the export's paths (under the cache wrapper's `model.`) and eager's scopes.
+            ("model.transformer.wte", "wte"),
+            ("model.transformer.wpe", "wpe"),
+            ("wpe", "wpe"),
+            ("model.transformer.h.1.attn.c_attn", "h.1.attn"),
+            ("h.1.attn", "h.1.attn"),
+            ("model.transformer.h.0.ln_1", "h.0.ln_1"),
+            ("model.transformer.h.0.mlp.act", "h.0.mlp"),
+            ("model.transformer.h.0", "h.0"),
+            ("h.0", "h.0"),
+            ("model.transformer.ln_f", "head"),
+            ("model.lm_head", "head"),
+            ("model.transformer", "model"),
         ];
         for (path, row) in cases {
             assert_eq!(row_of(path), row, "{path}");
         }
+        assert_eq!(order_key("h.3.attn"), (2, 3));
     }
 }

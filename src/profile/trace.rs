@@ -29,6 +29,24 @@ pub struct Traced {
 /// Runs the program at `path` on `input`: one warm-up run, then `runs` traced
 /// runs, and decodes their ETDump. The file goes through runlens' own `.pte`
 /// reader before ExecuTorch sees it.
+/// A decoder with its KV cache inside takes `cache_position` [S] after `input_ids`.
+pub(crate) fn takes_cache_position(report: &crate::pte::CoverageReport) -> bool {
+    report.plan("forward").and_then(|p| p.input_shapes.get(1)).is_some_and(|s| s.sizes.len() == 1)
+}
+
+/// One forward on `input`: for a KV-cache decoder the prefill of the input
+/// (positions 0..S), else ids and the mask when the program takes one.
+pub(crate) fn run_once(module: &mut EtModule, kv_cache: bool, input: &Encoded, mask: Option<&[i64]>) -> Result<(), ffi::EtError> {
+    let len = input.ids.len() as i64;
+    if kv_cache {
+        let positions: Vec<i64> = (0..len).collect();
+        module.execute(&[ffi::LongTensor::new(&input.ids, &[1, len]), ffi::LongTensor::new(&positions, &[len])])?;
+    } else {
+        module.forward(&input.ids, mask)?;
+    }
+    Ok(())
+}
+
 pub fn trace_file(path: &Path, input: &Encoded, runs: u32) -> Result<Traced, ProfileError> {
     let file = path.display().to_string();
     if runs == 0 || runs > MAX_RUNS {
@@ -55,18 +73,8 @@ pub fn trace_file(path: &Path, input: &Encoded, runs: u32) -> Result<Traced, Pro
     // it and the warm-up run are taken out and dropped.
     let _ = module.take_etdump();
     let mask = with_mask.then_some(input.attention_mask.as_slice());
-    // A decoder with its KV cache inside takes cache_position [S] after input_ids: the prefill of the input.
-    let kv_cache = report.plan("forward").and_then(|p| p.input_shapes.get(1)).is_some_and(|s| s.sizes.len() == 1);
-    let len = input.ids.len() as i64;
-    let (ids_sizes, positions, positions_sizes) = ([1, len], (0..len).collect::<Vec<i64>>(), [len]);
-    let forward = |module: &mut EtModule| -> Result<(), ffi::EtError> {
-        if kv_cache {
-            module.execute(&[ffi::LongTensor::new(&input.ids, &ids_sizes), ffi::LongTensor::new(&positions, &positions_sizes)])?;
-        } else {
-            module.forward(&input.ids, mask)?;
-        }
-        Ok(())
-    };
+    let kv_cache = takes_cache_position(&report);
+    let forward = |module: &mut EtModule| run_once(module, kv_cache, input, mask);
     forward(&mut module)?;
     let _ = module.take_etdump();
     for _ in 0..runs {

@@ -1,6 +1,7 @@
 //! Drawing: a pure function of `&App` (`impl Widget for &App`), so tests render
 //! whole screens into a buffer. Top to bottom: input line, token strip, one
-//! column per backend, status bar; the profile view (F4) over the columns and
+//! column per backend, status bar; the profile view (F4) or the layers view
+//! (F6) over the columns and
 //! the help overlay on top when asked for; a
 //! short notice instead when the terminal is too small.
 
@@ -11,6 +12,7 @@ pub mod format;
 pub mod generation;
 pub mod help;
 pub mod latency;
+pub mod layers;
 pub mod profile;
 pub mod status;
 pub mod task;
@@ -148,6 +150,9 @@ impl Widget for &App {
         status::StatusBar { app: self }.render(a.status, buf);
         if let Some(view) = self.profile() {
             profile::ProfilePanel { view, now: self.now() }.render(a.columns, buf);
+        }
+        if let Some(view) = self.layers() {
+            layers::LayersPanel { view, now: self.now() }.render(a.columns, buf);
         }
         if self.show_help() {
             help::HelpOverlay.render(area, buf);

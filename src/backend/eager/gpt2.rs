@@ -21,6 +21,7 @@ use tch::{Kind, Tensor};
 
 use super::config::{self, Check, HiddenAct};
 use super::nn::{LayerNorm, Linear, LoadResult, Result};
+use super::timing::scope;
 use super::weights::{WeightPath, Weights};
 
 /// The GPT-2 hyper-parameters under their own names (transformers' `GPT2Config`; defaults are GPT-2 124M's).
@@ -218,8 +219,11 @@ impl Gpt2Block {
 
     fn forward(&self, x: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
         // hidden_states = attn_output + residual; hidden_states = residual + feed_forward_hidden_states
-        let x = self.attn.forward(&self.ln_1.forward(x)?, cache)?.f_add(x)?;
-        self.mlp.forward(&self.ln_2.forward(&x)?)?.f_add(&x)
+        // Scoped as transformers names the modules, for `runlens layers` (`h.{i}.attn`, ...).
+        let normed = scope("ln_1", || self.ln_1.forward(x))?;
+        let x = scope("attn", || self.attn.forward(&normed, cache))?.f_add(x)?;
+        let normed = scope("ln_2", || self.ln_2.forward(&x))?;
+        scope("mlp", || self.mlp.forward(&normed))?.f_add(&x)
     }
 }
 
@@ -313,15 +317,20 @@ impl Gpt2LmHeadModel {
         }
         let _no_grad = tch::no_grad_guard();
         let ids_t = Tensor::f_from_slice(ids)?;
-        // hidden_states = inputs_embeds + position_embeds
-        let mut x = Tensor::f_embedding(&self.wte, &ids_t, -1, false, false)?;
-        let _ = x.f_add_(&self.wpe.f_narrow(0, self.seen, s)?)?;
-        for (block, cache) in self.blocks.iter().zip(self.cache.iter_mut()) {
-            x = block.forward(&x, cache).context("eager GPT-2 block")?;
+        // hidden_states = inputs_embeds + position_embeds; `wte` and `wpe` are rows of
+        // `runlens layers`, their sum is the model's own (as in transformers' GPT2Model.forward).
+        let mut x = scope("wte", || Tensor::f_embedding(&self.wte, &ids_t, -1, false, false))?;
+        let positions = scope("wpe", || self.wpe.f_narrow(0, self.seen, s))?;
+        let _ = x.f_add_(&positions)?;
+        for (i, (block, cache)) in self.blocks.iter().zip(self.cache.iter_mut()).enumerate() {
+            x = scope(&format!("h.{i}"), || block.forward(&x, cache)).context("eager GPT-2 block")?;
         }
         self.seen += s;
-        let last = self.ln_f.forward(&x.f_select(0, s - 1)?)?; // [E]
-        let logits = self.lm_head.f_mv(&last)?; // lm_logits = self.lm_head(hidden_states): [V]
+        // `ln_f` and the LM head: the row `head`.
+        let logits = scope("head", || -> Result<Tensor> {
+            let last = self.ln_f.forward(&x.f_select(0, s - 1)?)?; // [E]
+            self.lm_head.f_mv(&last) // lm_logits = self.lm_head(hidden_states): [V]
+        })?;
         Ok(Vec::<f32>::try_from(&logits)?)
     }
 }
