@@ -112,6 +112,27 @@ fn split_line<'a>(left: Vec<Span<'a>>, right: Span<'a>, width: u16) -> Line<'a> 
     Line::from(spans)
 }
 
+/// A column's title in a border `width` cells wide: the whole title when it
+/// fits, else without its runtime's name (`ExecuTorch portable` → `portable`:
+/// the colour and the neighbours say which runtime), else cut with `…`; the
+/// key hint (`key`) is kept whole.
+pub fn column_title(title: &str, key: &str, width: u16) -> String {
+    let inside = (width as usize).saturating_sub(2); // between the corners
+    let key_len = key.chars().count();
+    let fits = |name: &str| 1 + name.chars().count() + key_len <= inside;
+    let short = ["ExecuTorch ", "PyTorch "].iter().find_map(|p| title.strip_prefix(p)).unwrap_or(title);
+    let name = match () {
+        _ if fits(title) => title.to_string(),
+        _ if fits(short) => short.to_string(),
+        _ => format::fit(short, inside.saturating_sub(1 + key_len)),
+    };
+    let mut out = format!(" {name}{key}");
+    if out.chars().count() < inside {
+        out.push(' ');
+    }
+    out
+}
+
 /// Green when the outputs agree to float precision, yellow when a person would
 /// read the same answer, red when they differ.
 pub fn task_parity_colour(p: &TaskParity) -> Color {
@@ -135,13 +156,10 @@ pub fn parity_colour(p: &Parity) -> Color {
 
 impl BackendColumn<'_> {
     /// The path's name; a column with other programs names the key that switches them.
-    fn title(&self) -> String {
+    fn title(&self, width: u16) -> String {
         let kind = &self.app.columns()[self.index].kind;
-        if self.app.has_variants(self.index) {
-            format!(" {} · F5 ", kind.title)
-        } else {
-            format!(" {} ", kind.title)
-        }
+        let key = if self.app.has_variants(self.index) { " · F5" } else { "" };
+        column_title(&kind.title, key, width)
     }
 
     fn state_line(&self, width: u16) -> Line<'static> {
@@ -337,8 +355,10 @@ impl BackendColumn<'_> {
             return;
         }
         let area = s.coverage;
-        line_at(buf, area, 0, &Line::styled("no .pte: libtorch runs", DIM));
-        line_at(buf, area, 1, &Line::styled("each operator in turn", DIM));
+        let rows = (area.height as usize).saturating_sub(1).max(1);
+        for (i, l) in format::wrap("no .pte: libtorch runs each operator in turn", area.width as usize, rows).into_iter().enumerate() {
+            line_at(buf, area, i as u16, &Line::styled(l, DIM));
+        }
         if let Some(load) = column.load_time {
             line_at(buf, area, area.height.saturating_sub(1), &Line::raw(format!("load {}", format::short(load))));
         }
@@ -358,7 +378,7 @@ impl Widget for BackendColumn<'_> {
         let block = Block::bordered()
             .border_type(BorderType::Rounded)
             .border_style(border)
-            .title(Span::styled(self.title(), title_style.add_modifier(Modifier::BOLD)));
+            .title(Span::styled(self.title(area.width), title_style.add_modifier(Modifier::BOLD)));
         let inner = block.inner(area);
         block.render(area, buf);
         let dims = column.output.as_ref().and_then(Output::embedding).map_or(384, |e| e.dim());
@@ -367,5 +387,22 @@ impl Widget for BackendColumn<'_> {
         self.render_output(&s, buf);
         LatencyPanel { stats: &column.stats, per_token: self.app.task() == Task::TextGeneration }.render(s.latency, buf);
         self.render_footer(&s, buf);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::column_title;
+
+    #[test]
+    fn titles_drop_the_runtime_before_they_are_cut() {
+        assert_eq!(column_title("ExecuTorch portable", "", 40), " ExecuTorch portable ");
+        assert_eq!(column_title("ExecuTorch portable", "", 20), " portable ");
+        assert_eq!(column_title("ExecuTorch XNNPACK", " · F5", 20), " XNNPACK · F5 ");
+        assert_eq!(column_title("PyTorch eager", "", 17), " PyTorch eager ");
+        assert_eq!(column_title("ExecuTorch XNNPACK, no cache", "", 20), " XNNPACK, no cache");
+        assert_eq!(column_title("ExecuTorch XNNPACK, no cache", "", 17), " XNNPACK, no c…");
+        assert_eq!(column_title("ExecuTorch XNNPACK", " · F5", 26), " ExecuTorch XNNPACK · F5");
+        assert_eq!(column_title("ExecuTorch XNNPACK", " · F5", 8), " · F5 ");
     }
 }

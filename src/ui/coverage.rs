@@ -102,7 +102,8 @@ impl Widget for CoveragePanel<'_> {
         let footer_line = footer(view, self.load_time);
         match self.coverage {
             None => {
-                lines.push(Line::styled("delegation: reading…", dim));
+                let rows = (area.height as usize).saturating_sub(1).max(1);
+                lines.extend(format::wrap("delegation: reading…", w, rows).into_iter().map(|l| Line::styled(l, dim)));
             }
             Some(Err(e)) => {
                 lines.push(Line::styled("delegation: unknown", dim));

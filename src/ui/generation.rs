@@ -158,12 +158,24 @@ impl Widget for GenerationParity<'_> {
         let reference = self.reference;
         let bold = Style::new().add_modifier(Modifier::BOLD);
         let green = Style::new().fg(Color::Green).add_modifier(Modifier::BOLD);
+        // The verdict, then whom it is against when that fits too.
+        let against = |verdict: Span<'static>, rest: String, style: Style| {
+            let fits = verdict.content.chars().count() + rest.chars().count() <= area.width as usize;
+            Line::from(if fits { vec![verdict, Span::styled(rest, style)] } else { vec![verdict] })
+        };
         let first = match self.divergence {
             Divergence::Reference => Line::from(vec![Span::styled("parity: ", bold), Span::raw("reference")]),
-            Divergence::Same { complete: true, .. } => Line::from(vec![Span::styled("same ids", green), Span::styled(format!(" as {reference}"), bold)]),
-            Divergence::Same { .. } => Line::from(vec![Span::styled("same so far", green), Span::styled(format!(" as {reference}"), bold)]),
-            Divergence::At(i) => Line::from(vec![Span::styled("≠ ", MARK), Span::styled(format!("{reference} at token {}", i + 1), MARK)]),
-            Divergence::Waiting => Line::styled(format!("vs {reference}: waiting"), DIM),
+            Divergence::Same { complete: true, .. } => against(Span::styled("same ids", green), format!(" as {reference}"), bold),
+            Divergence::Same { .. } => against(Span::styled("same so far", green), format!(" as {reference}"), bold),
+            Divergence::At(i) => {
+                let at = format!("{reference} at token {}", i + 1);
+                if at.chars().count() + 2 <= area.width as usize {
+                    Line::from(vec![Span::styled("≠ ", MARK), Span::styled(at, MARK)])
+                } else {
+                    Line::styled(format!("≠ at token {}", i + 1), MARK)
+                }
+            }
+            Divergence::Waiting => Line::styled(format::fit(&format!("vs {reference}: waiting"), area.width as usize), DIM),
         };
         line_at(buf, area, 0, &first);
         if let Some(live) = self.live.filter(|l| !l.tokens.is_empty()) {
