@@ -28,23 +28,28 @@ const GPT2_PARTS: [&str; 5] = ["h", "wte", "wpe", "ln_f", "drop"];
 
 /// Where a row goes in the table: the encoder's own work, the embeddings, the
 /// layers in order, the head; instruction rows (no sidecar) after, as they ran.
-pub fn order_key(row: &str) -> (u8, usize) {
+/// Within a layer, its modules in the order they first ran and the layer's own
+/// row (its residual adds) last, so the order does not depend on which backend
+/// came first (eager closes a block's scope after its MLP; a program's first
+/// residual add runs right after attention).
+pub fn order_key(row: &str) -> (u8, usize, u8) {
     if row == MODEL_ROW {
-        return (0, 0);
+        return (0, 0, 0);
     }
     match row {
-        "embeddings" | "wte" => return (1, 0),
-        "wpe" => return (1, 1),
+        "embeddings" | "wte" => return (1, 0, 0),
+        "wpe" => return (1, 1, 0),
         _ => {}
     }
     if row == HEAD_ROW {
-        return (3, 0);
+        return (3, 0, 0);
     }
-    let mut parts = row.split('.');
-    match (parts.next(), parts.next(), parts.next().and_then(|n| n.parse().ok())) {
-        (Some("encoder" | "transformer"), Some("layer"), Some(n)) => (2, n),
-        (Some("h"), Some(n), _) => n.parse().map_or((4, 0), |n| (2, n)),
-        _ => (4, 0),
+    let parts: Vec<&str> = row.split('.').collect();
+    let layer = |n: &str, depth: usize| n.parse().map_or((4, 0, 0), |n| (2, n, u8::from(parts.len() == depth)));
+    match parts.as_slice() {
+        ["encoder" | "transformer", "layer", n, ..] => layer(n, 3),
+        ["h", n, ..] => layer(n, 2),
+        _ => (4, 0, 0),
     }
 }
 
@@ -148,6 +153,10 @@ mod tests {
         for (path, row) in cases {
             assert_eq!(row_of(path), row, "{path}");
         }
-        assert_eq!(order_key("h.3.attn"), (2, 3));
+        assert_eq!(order_key("h.3.attn"), (2, 3, 0));
+        assert_eq!(order_key("h.3"), (2, 3, 1));
+        assert_eq!(order_key("transformer.layer.1"), (2, 1, 1));
+        assert_eq!(order_key("encoder.layer.5.output.LayerNorm"), (2, 5, 0));
+        assert_eq!(order_key("head"), (3, 0, 0));
     }
 }

@@ -126,6 +126,9 @@ pub fn column_title(title: &str, key: &str, width: u16) -> String {
         _ if fits(short) => short.to_string(),
         _ => format::fit(short, inside.saturating_sub(1 + key_len)),
     };
+    if name.is_empty() {
+        return format!(" {} ", key.trim());
+    }
     let mut out = format!(" {name}{key}");
     if out.chars().count() < inside {
         out.push(' ');
@@ -356,7 +359,13 @@ impl BackendColumn<'_> {
         }
         let area = s.coverage;
         let rows = (area.height as usize).saturating_sub(1).max(1);
-        for (i, l) in format::wrap("no .pte: libtorch runs each operator in turn", area.width as usize, rows).into_iter().enumerate() {
+        let (first, second) = ("no .pte: libtorch runs", "each operator in turn");
+        let lines = if first.len() <= area.width as usize {
+            vec![first.to_owned(), format::fit(second, area.width as usize)]
+        } else {
+            format::wrap(&format!("{first} {second}"), area.width as usize, rows)
+        };
+        for (i, l) in lines.into_iter().take(rows).enumerate() {
             line_at(buf, area, i as u16, &Line::styled(l, DIM));
         }
         if let Some(load) = column.load_time {

@@ -71,7 +71,7 @@ fn table(report: &LayersReport, room: usize) -> Vec<(String, Vec<Option<f64>>)> 
     let mut groups: Vec<(String, Vec<&String>)> = Vec::new();
     for r in &report.rows {
         let name = match order_key(r) {
-            (2, n) => format!("layer {n} (all rows)"),
+            (2, n, _) => format!("layer {n} (all rows)"),
             _ => short(r),
         };
         match groups.last_mut() {
