@@ -7,7 +7,7 @@
 use planus::ReadAsRoot;
 
 use super::generated::program::executorch_flatbuffer::{
-    ExecutionPlanRef, InstructionArgumentsRef, ProgramRef,
+    EValueRef, ExecutionPlanRef, InstructionArgumentsRef, KernelTypesRef, ProgramRef, ScalarType,
 };
 use super::header::read_layout;
 use super::limits::Limits;
@@ -37,6 +37,9 @@ pub struct PlanInstructions {
     pub delegates: Vec<String>,
     /// Instructions by chain.
     pub chains: Vec<Vec<Instruction>>,
+    /// At most how many bytes ExecuTorch's tracer copies into its debug buffer
+    /// in one run at the intermediate-output level ([`logged_bytes`]).
+    pub logged_output_bytes: u64,
 }
 
 /// Every plan of a program.
@@ -132,6 +135,14 @@ fn read_plan(plan: ExecutionPlanRef<'_>, limits: &mut Limits) -> Result<PlanInst
             delegates.push(limits.name(&[id])?);
         }
     }
+    let values: Vec<EValueRef<'_>> = match plan.values().map_err(fb("plan values"))? {
+        Some(list) => {
+            limits.visit(list.len())?;
+            list.iter().collect::<Result<_, _>>().map_err(fb("a value"))?
+        }
+        None => Vec::new(),
+    };
+    let mut logged_output_bytes = 0u64;
     let mut chains = Vec::new();
     if let Some(list) = plan.chains().map_err(fb("plan chains"))? {
         limits.visit(list.len())?;
@@ -149,6 +160,10 @@ fn read_plan(plan: ExecutionPlanRef<'_>, limits: &mut Limits) -> Result<PlanInst
                     };
                     instructions.push(match args {
                         Some(InstructionArgumentsRef::KernelCall(call)) => {
+                            let args = call.args().map_err(fb("kernel call arguments"))?;
+                            // The tracer logs a kernel call's last argument: its output.
+                            let last = args.and_then(|a| a.iter().last());
+                            logged_output_bytes = logged_output_bytes.saturating_add(last.map_or(0, |v| logged_bytes(&values, v)));
                             let op = call.op_index().map_err(fb("a kernel call"))?;
                             match usize::try_from(op) {
                                 Ok(k) if k < operators.len() => Instruction::Kernel { op: k },
@@ -156,6 +171,12 @@ fn read_plan(plan: ExecutionPlanRef<'_>, limits: &mut Limits) -> Result<PlanInst
                             }
                         }
                         Some(InstructionArgumentsRef::DelegateCall(call)) => {
+                            // A delegate call's arguments are logged all: the runtime
+                            // cannot tell its outputs from its inputs.
+                            let args = call.args().map_err(fb("delegate call arguments"))?;
+                            for v in args.iter().flat_map(|a| a.iter()) {
+                                logged_output_bytes = logged_output_bytes.saturating_add(logged_bytes(&values, v));
+                            }
                             let d = call.delegate_index().map_err(fb("a delegate call"))?;
                             match usize::try_from(d) {
                                 Ok(k) if k < delegates.len() => Instruction::Delegate { delegate: k },
@@ -172,5 +193,39 @@ fn read_plan(plan: ExecutionPlanRef<'_>, limits: &mut Limits) -> Result<PlanInst
             chains.push(instructions);
         }
     }
-    Ok(PlanInstructions { name, operators, delegates, chains })
+    Ok(PlanInstructions { name, operators, delegates, chains, logged_output_bytes })
+}
+
+/// The 64-byte alignment ETDump's buffer sink keeps between tensors.
+const LOG_ALIGN: u64 = 64;
+
+/// The bytes the tracer copies when it logs value `index`: a tensor's data at
+/// its stored sizes (a dynamic dimension at its bound) plus the alignment
+/// padding, every tensor of a list; nothing for other values.
+pub fn logged_bytes(values: &[EValueRef<'_>], index: i32) -> u64 {
+    let value = |i: i32| usize::try_from(i).ok().and_then(|i| values.get(i)).and_then(|v| v.val().ok().flatten());
+    let tensor_list = |items: Option<planus::Vector<'_, i32>>| {
+        items.iter().flat_map(|v| v.iter()).fold(0u64, |sum, i| match value(i) {
+            Some(KernelTypesRef::Tensor(t)) => sum.saturating_add(tensor_bytes(&t)),
+            _ => sum,
+        })
+    };
+    match value(index) {
+        Some(KernelTypesRef::Tensor(t)) => tensor_bytes(&t),
+        Some(KernelTypesRef::TensorList(l)) => tensor_list(l.items().ok().flatten()),
+        Some(KernelTypesRef::OptionalTensorList(l)) => tensor_list(l.items().ok().flatten()),
+        _ => 0,
+    }
+}
+
+fn tensor_bytes(t: &super::generated::program::executorch_flatbuffer::TensorRef<'_>) -> u64 {
+    let numel = t.sizes().ok().flatten().map_or(1u64, |s| s.iter().fold(1u64, |n, d| n.saturating_mul(u64::try_from(d).unwrap_or(0))));
+    let element = match t.scalar_type() {
+        Ok(ScalarType::Short | ScalarType::Half | ScalarType::Bfloat16 | ScalarType::Bits16 | ScalarType::Uint16) => 2,
+        Ok(ScalarType::Int | ScalarType::Float | ScalarType::Qint32 | ScalarType::Uint32) => 4,
+        Ok(ScalarType::Long | ScalarType::Double | ScalarType::Uint64) => 8,
+        Ok(_) => 1,
+        Err(_) => 8,
+    };
+    numel.saturating_mul(element).saturating_add(LOG_ALIGN)
 }
