@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -206,7 +207,11 @@ struct rl_module {
   std::vector<std::vector<executorch::aten::SizesType>> input_sizes;
   std::vector<int64_t> out_shape;  // sizes of the last successful run's first output
   void *etdump = nullptr;  // from ETDumpGen::get_etdump_data(), malloc'd by flatcc
-  std::vector<uint8_t> debug_buffer;  // intermediate outputs the tracer copies (rl_module_log_outputs)
+  // Intermediate outputs the tracer copies (rl_module_log_outputs). Left
+  // uninitialised: its size is a bound at the program's largest shapes, and
+  // only the pages a run writes become resident.
+  std::unique_ptr<uint8_t[]> debug_buffer;
+  size_t debug_buffer_size = 0;
   uint64_t last_run_ns = 0;  // wall time of the last successful timed_run()
 
   ~rl_module() { std::free(etdump); }
@@ -463,9 +468,9 @@ int32_t rl_module_log_outputs(rl_module *module, size_t buffer_bytes) {
     if (!module || buffer_bytes == 0) return fail(RL_ERR_ARGUMENT, "log outputs: null argument or empty buffer");
     auto *tracer = dynamic_cast<executorch::etdump::ETDumpGen *>(module->module->event_tracer());
     if (!tracer) return fail(RL_ERR_ARGUMENT, module->path + ": module was loaded without a tracer");
-    module->debug_buffer.assign(buffer_bytes, 0);
-    auto set = tracer->set_debug_buffer(
-        executorch::runtime::Span<uint8_t>(module->debug_buffer.data(), module->debug_buffer.size()));
+    module->debug_buffer.reset(new uint8_t[buffer_bytes]);  // bad_alloc is caught by guard()
+    module->debug_buffer_size = buffer_bytes;
+    auto set = tracer->set_debug_buffer(executorch::runtime::Span<uint8_t>(module->debug_buffer.get(), buffer_bytes));
     if (!set.ok()) return fail_et(set.error(), module->path + ": cannot set the tracer's debug buffer");
     tracer->set_event_tracer_debug_level(executorch::runtime::EventTracerDebugLogLevel::kIntermediateOutputs);
     return RL_OK;
@@ -475,8 +480,12 @@ int32_t rl_module_log_outputs(rl_module *module, size_t buffer_bytes) {
 int32_t rl_module_debug_buffer(rl_module *module, const uint8_t **data, size_t *len) {
   return guard("debug buffer", [&] {
     if (!module || !data || !len) return fail(RL_ERR_ARGUMENT, "debug buffer: null argument");
-    *data = module->debug_buffer.data();
-    *len = module->debug_buffer.size();
+    // Only what the tracer wrote: it zero-fills the alignment gaps between
+    // tensors, so no byte handed out is uninitialised.
+    auto *tracer = module->module ? dynamic_cast<executorch::etdump::ETDumpGen *>(module->module->event_tracer()) : nullptr;
+    auto *sink = tracer ? tracer->get_data_sink() : nullptr;
+    *data = module->debug_buffer.get();
+    *len = (sink && module->debug_buffer) ? std::min(sink->get_used_bytes(), module->debug_buffer_size) : 0;
     return RL_OK;
   });
 }

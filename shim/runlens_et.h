@@ -155,14 +155,15 @@ int32_t rl_module_take_etdump(rl_module *module, const uint8_t **data, size_t *l
 
 /**
  * Makes the tracer (module loaded with trace) copy every intermediate output into a
- * buffer of buffer_bytes (ETDump debug events point into it, by offset); outputs that
- * do not fit are not logged.
+ * buffer of buffer_bytes (ETDump debug events point into it, by offset). ExecuTorch
+ * ends the process when an output does not fit (an ET_CHECK in its buffer sink), so
+ * the caller sizes it from the program: see PlanInstructions::logged_output_bytes.
  */
 int32_t rl_module_log_outputs(rl_module *module, size_t buffer_bytes);
 
 /**
- * The buffer of rl_module_log_outputs; *data stays valid until the module is destroyed
- * or rl_module_log_outputs is called again.
+ * The part of rl_module_log_outputs' buffer the tracer has written; *data stays valid
+ * until the module is destroyed or rl_module_log_outputs is called again.
  */
 int32_t rl_module_debug_buffer(rl_module *module, const uint8_t **data, size_t *len);
 

@@ -197,3 +197,50 @@ fn gpt2_against_eager(v: &Value, n_layer: usize) {
         assert!(compared >= 2 + 2 * n_layer, "{name}: wte, wpe and each block's norms at least: {compared}");
     }
 }
+
+/// The tracer's debug buffer is sized from the program
+/// (`PlanInstructions::logged_output_bytes`): given exactly that many bytes, one
+/// run at the intermediate-output level fits, and every logged tensor lies inside
+/// it. ExecuTorch ends the process when the buffer runs out, so a bound too small
+/// kills this test rather than failing it politely; a per-token guess did that to
+/// GPT-2-sized portable programs, whose LM head copies the transposed embedding.
+#[test]
+fn the_debug_buffer_bound_holds_one_run() {
+    use runlens::ffi::{EtModule, LongTensor};
+    use runlens::profile::etdump;
+    let gpt2 = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/tiny-gpt2");
+    let cases = [
+        (models_root().join("portable.pte"), false),
+        (models_root().join("xnnpack.pte"), false),
+        (gpt2.join("portable.pte"), true),
+        (gpt2.join("xnnpack.pte"), true),
+    ];
+    for (path, kv_cache) in cases {
+        let (_, table) = runlens::pte::read_program_file(&path).unwrap();
+        let bound = table.plan("forward").unwrap().logged_output_bytes;
+        let mut module = EtModule::load(&path, true).unwrap();
+        module.log_outputs(usize::try_from(bound).unwrap()).unwrap();
+        if kv_cache {
+            let (ids, positions) = ([1i64, 2, 3, 4], [0i64, 1, 2, 3]);
+            module.execute(&[LongTensor::new(&ids, &[1, 4]), LongTensor::new(&positions, &[4])]).unwrap();
+        } else {
+            module.forward(&[101, 7592, 2088, 102], Some(&[1, 1, 1, 1])).unwrap();
+        }
+        let dump = etdump::decode(&module.take_etdump().unwrap()).unwrap();
+        let element = |t: i8| match t {
+            0 | 1 | 11 | 12 | 13 => 1u64,
+            2 | 5 | 15 => 2,
+            4 | 7 => 8,
+            _ => 4,
+        };
+        let ends: Vec<u64> = dump
+            .runs
+            .iter()
+            .flat_map(|b| &b.outputs)
+            .filter_map(|o| Some(u64::try_from(o.offset).ok()? + o.numel()? as u64 * element(o.scalar_type)))
+            .collect();
+        let used = ends.iter().copied().max().unwrap_or(0);
+        assert!(!ends.is_empty() && used <= bound, "{}: {} outputs end at {used} bytes, the bound is {bound}", path.display(), ends.len());
+        eprintln!("{}: {} outputs, {used} of {bound} bytes", path.display(), ends.len());
+    }
+}

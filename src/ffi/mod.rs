@@ -327,12 +327,14 @@ impl EtModule {
 
     /// Makes the tracer (module loaded with `trace`) copy every intermediate
     /// output into a buffer of `bytes`; the ETDump's debug events point into it.
+    /// ExecuTorch ends the process when an output does not fit: size it with
+    /// [`crate::pte::PlanInstructions::logged_output_bytes`].
     pub fn log_outputs(&mut self, bytes: usize) -> Result<(), EtError> {
         // SAFETY: the handle is valid for the life of self.
         check(unsafe { sys::rl_module_log_outputs(self.handle.as_ptr(), bytes) })
     }
 
-    /// A copy of the buffer of [`EtModule::log_outputs`].
+    /// A copy of what the tracer wrote into the buffer of [`EtModule::log_outputs`].
     pub fn debug_buffer(&mut self) -> Result<Vec<u8>, EtError> {
         let mut data: *const u8 = std::ptr::null();
         let mut len = 0usize;
