@@ -12,7 +12,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -198,6 +197,40 @@ class SerialBlasScope {
 
 }  // namespace
 
+namespace {
+
+// Where the tracer copies intermediate outputs (rl_module_log_outputs): a
+// buffer that grows. ExecuTorch's own BufferDataSink ends the process (an
+// ET_CHECK) when a tensor does not fit, and how much a run logs is known only
+// after it (a kernel's out and its return value are both logged, a delegate
+// call's every argument, the method's outputs again at the end). Offsets are
+// 64-byte aligned from the start, as ExecuTorch's sinks keep them.
+class GrowingSink final : public executorch::etdump::DataSinkBase {
+ public:
+  explicit GrowingSink(size_t reserve) { data_.reserve(reserve); }
+
+  executorch::runtime::Result<size_t> write(const void *ptr, size_t length) override {
+    if (length == 0) return static_cast<size_t>(-1);  // nothing stored, as ExecuTorch's sinks say it
+    try {
+      size_t offset = (data_.size() + 63) / 64 * 64;
+      data_.resize(offset + length);  // zero-fills the alignment gap
+      std::memcpy(data_.data() + offset, ptr, length);
+      return offset;
+    } catch (...) {
+      // No exception may unwind into ExecuTorch; it aborts on this error instead.
+      return executorch::runtime::Error::MemoryAllocationFailed;
+    }
+  }
+
+  size_t get_used_bytes() const override { return data_.size(); }
+  const uint8_t *data() const { return data_.data(); }
+
+ private:
+  std::vector<uint8_t> data_;
+};
+
+}  // namespace
+
 struct rl_module {
   std::unique_ptr<Module> module;
   std::string path;
@@ -207,14 +240,15 @@ struct rl_module {
   std::vector<std::vector<executorch::aten::SizesType>> input_sizes;
   std::vector<int64_t> out_shape;  // sizes of the last successful run's first output
   void *etdump = nullptr;  // from ETDumpGen::get_etdump_data(), malloc'd by flatcc
-  // Intermediate outputs the tracer copies (rl_module_log_outputs). Left
-  // uninitialised: its size is a bound at the program's largest shapes, and
-  // only the pages a run writes become resident.
-  std::unique_ptr<uint8_t[]> debug_buffer;
-  size_t debug_buffer_size = 0;
+  // Intermediate outputs the tracer copies (rl_module_log_outputs); the tracer
+  // inside `module` points at it, so the destructor resets `module` first.
+  std::unique_ptr<GrowingSink> debug_sink;
   uint64_t last_run_ns = 0;  // wall time of the last successful timed_run()
 
-  ~rl_module() { std::free(etdump); }
+  ~rl_module() {
+    module.reset();  // the tracer first: it points at debug_sink
+    std::free(etdump);
+  }
 
   // run(), timed: the one span both rl_module_forward (last_run_ns) and the
   // C++ loop of rl_module_forward_loop report.
@@ -468,10 +502,9 @@ int32_t rl_module_log_outputs(rl_module *module, size_t buffer_bytes) {
     if (!module || buffer_bytes == 0) return fail(RL_ERR_ARGUMENT, "log outputs: null argument or empty buffer");
     auto *tracer = dynamic_cast<executorch::etdump::ETDumpGen *>(module->module->event_tracer());
     if (!tracer) return fail(RL_ERR_ARGUMENT, module->path + ": module was loaded without a tracer");
-    module->debug_buffer.reset(new uint8_t[buffer_bytes]);  // bad_alloc is caught by guard()
-    module->debug_buffer_size = buffer_bytes;
-    auto set = tracer->set_debug_buffer(executorch::runtime::Span<uint8_t>(module->debug_buffer.get(), buffer_bytes));
-    if (!set.ok()) return fail_et(set.error(), module->path + ": cannot set the tracer's debug buffer");
+    auto sink = std::make_unique<GrowingSink>(buffer_bytes);  // bad_alloc is caught by guard()
+    tracer->set_data_sink(sink.get());
+    module->debug_sink = std::move(sink);  // the previous sink, if any, goes after the tracer has let go
     tracer->set_event_tracer_debug_level(executorch::runtime::EventTracerDebugLogLevel::kIntermediateOutputs);
     return RL_OK;
   });
@@ -480,12 +513,8 @@ int32_t rl_module_log_outputs(rl_module *module, size_t buffer_bytes) {
 int32_t rl_module_debug_buffer(rl_module *module, const uint8_t **data, size_t *len) {
   return guard("debug buffer", [&] {
     if (!module || !data || !len) return fail(RL_ERR_ARGUMENT, "debug buffer: null argument");
-    // Only what the tracer wrote: it zero-fills the alignment gaps between
-    // tensors, so no byte handed out is uninitialised.
-    auto *tracer = module->module ? dynamic_cast<executorch::etdump::ETDumpGen *>(module->module->event_tracer()) : nullptr;
-    auto *sink = tracer ? tracer->get_data_sink() : nullptr;
-    *data = module->debug_buffer.get();
-    *len = (sink && module->debug_buffer) ? std::min(sink->get_used_bytes(), module->debug_buffer_size) : 0;
+    *data = module->debug_sink ? module->debug_sink->data() : nullptr;
+    *len = module->debug_sink ? module->debug_sink->get_used_bytes() : 0;
     return RL_OK;
   });
 }

@@ -155,9 +155,9 @@ int32_t rl_module_take_etdump(rl_module *module, const uint8_t **data, size_t *l
 
 /**
  * Makes the tracer (module loaded with trace) copy every intermediate output into a
- * buffer of buffer_bytes (ETDump debug events point into it, by offset). ExecuTorch
- * ends the process when an output does not fit (an ET_CHECK in its buffer sink), so
- * the caller sizes it from the program: see PlanInstructions::logged_output_bytes.
+ * buffer (ETDump debug events point into it, by offset). The buffer grows as the run
+ * logs; buffer_bytes is reserved up front (an estimate: PlanInstructions::logged_output_bytes).
+ * ExecuTorch's own fixed-size buffer would end the process when an output did not fit.
  */
 int32_t rl_module_log_outputs(rl_module *module, size_t buffer_bytes);
 

@@ -235,7 +235,11 @@ fn generation_bench_gives_prefill_and_decode_rows_for_every_program() {
     assert_eq!(rows.len(), backends.len(), "one row per backend at 4 tokens: {rows:?}");
     for (row, name) in rows.iter().zip(backends) {
         assert_eq!((row["backend"].as_str(), row["prompt_len"].as_u64()), (Some(name), Some(4)));
-        let cache = if name.ends_with("-nocache") { "none" } else { "static" };
+        let cache = match name {
+            "eager" => "dynamic",
+            n if n.ends_with("-nocache") => "none",
+            _ => "static",
+        };
         assert_eq!(row["cache"].as_str(), Some(cache), "{name}");
         assert!((1..=2).contains(&row["runs"].as_u64().unwrap()), "{row}");
         for key in ["ttft_ms", "ttft_min_ms", "prompt_tokens_per_s", "decode_tokens_per_s", "decode_min"] {

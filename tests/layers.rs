@@ -198,14 +198,16 @@ fn gpt2_against_eager(v: &Value, n_layer: usize) {
     }
 }
 
-/// The tracer's debug buffer is sized from the program
-/// (`PlanInstructions::logged_output_bytes`): given exactly that many bytes, one
-/// run at the intermediate-output level fits, and every logged tensor lies inside
-/// it. ExecuTorch ends the process when the buffer runs out, so a bound too small
-/// kills this test rather than failing it politely; a per-token guess did that to
-/// GPT-2-sized portable programs, whose LM head copies the transposed embedding.
+/// The tracer's debug buffer grows as a run logs: ExecuTorch's own fixed
+/// buffer ends the process when a tensor does not fit, which is what a
+/// GPT-2-sized portable program did to `layers` (its LM head logs the 154 MB
+/// transposed embedding, twice). Here every program runs at its longest input
+/// with a buffer reserved far too small (4 KiB): the run completes, every
+/// logged tensor lies inside what the shim hands back, and the program's own
+/// estimate (`PlanInstructions::logged_output_bytes`, what `layers` reserves)
+/// is within a factor of three of what the run used.
 #[test]
-fn the_debug_buffer_bound_holds_one_run() {
+fn the_debug_buffer_grows_past_what_was_reserved() {
     use runlens::ffi::{EtModule, LongTensor};
     use runlens::profile::etdump;
     let gpt2 = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/tiny-gpt2");
@@ -215,18 +217,25 @@ fn the_debug_buffer_bound_holds_one_run() {
         (gpt2.join("portable.pte"), true),
         (gpt2.join("xnnpack.pte"), true),
     ];
-    for (path, kv_cache) in cases {
-        let (_, table) = runlens::pte::read_program_file(&path).unwrap();
+    let tiny_mlm = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/tiny-distilbert-mlm");
+    let mlm = [(tiny_mlm.join("portable.pte"), false), (tiny_mlm.join("xnnpack.pte"), false)];
+    for (path, kv_cache) in cases.into_iter().chain(mlm) {
+        let (report, table) = runlens::pte::read_program_file(&path).unwrap();
         let bound = table.plan("forward").unwrap().logged_output_bytes;
+        // At the longest input the program takes, where the bound is tightest:
+        // every activation at its full size.
+        let len = *report.plan("forward").unwrap().input_shapes[0].sizes.last().unwrap();
+        let ids: Vec<i64> = (0..len).map(|i| 100 + i % 200).collect();
         let mut module = EtModule::load(&path, true).unwrap();
-        module.log_outputs(usize::try_from(bound).unwrap()).unwrap();
+        module.log_outputs(4096).unwrap();
         if kv_cache {
-            let (ids, positions) = ([1i64, 2, 3, 4], [0i64, 1, 2, 3]);
-            module.execute(&[LongTensor::new(&ids, &[1, 4]), LongTensor::new(&positions, &[4])]).unwrap();
+            let positions: Vec<i64> = (0..len).collect();
+            module.execute(&[LongTensor::new(&ids, &[1, len]), LongTensor::new(&positions, &[len])]).unwrap();
         } else {
-            module.forward(&[101, 7592, 2088, 102], Some(&[1, 1, 1, 1])).unwrap();
+            module.forward(&ids, Some(&vec![1; ids.len()])).unwrap();
         }
         let dump = etdump::decode(&module.take_etdump().unwrap()).unwrap();
+        let buffer = module.debug_buffer().unwrap();
         let element = |t: i8| match t {
             0 | 1 | 11 | 12 | 13 => 1u64,
             2 | 5 | 15 => 2,
@@ -240,7 +249,9 @@ fn the_debug_buffer_bound_holds_one_run() {
             .filter_map(|o| Some(u64::try_from(o.offset).ok()? + o.numel()? as u64 * element(o.scalar_type)))
             .collect();
         let used = ends.iter().copied().max().unwrap_or(0);
-        assert!(!ends.is_empty() && used <= bound, "{}: {} outputs end at {used} bytes, the bound is {bound}", path.display(), ends.len());
-        eprintln!("{}: {} outputs, {used} of {bound} bytes", path.display(), ends.len());
+        let name = path.display();
+        assert!(!ends.is_empty() && used > 4096 && used <= buffer.len() as u64, "{name}: {} outputs end at {used}, {} bytes handed back", ends.len(), buffer.len());
+        assert!(bound >= used / 3 && bound <= used * 3, "{name}: the estimate {bound} is not within 3x of the {used} bytes used");
+        eprintln!("{name}: {} outputs, {used} bytes (estimate {bound})", ends.len());
     }
 }

@@ -326,12 +326,13 @@ impl EtModule {
     }
 
     /// Makes the tracer (module loaded with `trace`) copy every intermediate
-    /// output into a buffer of `bytes`; the ETDump's debug events point into it.
-    /// ExecuTorch ends the process when an output does not fit: size it with
-    /// [`crate::pte::PlanInstructions::logged_output_bytes`].
-    pub fn log_outputs(&mut self, bytes: usize) -> Result<(), EtError> {
+    /// output into a buffer the ETDump's debug events point into. The buffer
+    /// grows as a run logs (the shim's own sink: ExecuTorch's fixed one ends
+    /// the process when a tensor does not fit); `reserve` bytes are set aside
+    /// up front ([`crate::pte::PlanInstructions::logged_output_bytes`]).
+    pub fn log_outputs(&mut self, reserve: usize) -> Result<(), EtError> {
         // SAFETY: the handle is valid for the life of self.
-        check(unsafe { sys::rl_module_log_outputs(self.handle.as_ptr(), bytes) })
+        check(unsafe { sys::rl_module_log_outputs(self.handle.as_ptr(), reserve.max(1)) })
     }
 
     /// A copy of what the tracer wrote into the buffer of [`EtModule::log_outputs`].

@@ -52,11 +52,10 @@ pub fn program_outputs(path: &Path, input: &Encoded, sidecar: &Sidecar) -> Resul
     // The load's own block stays in the dump: taking the dump now would end the
     // tracer's buffer, and the next block would start without the debug buffer.
     let mut module = EtModule::load(path, true)?;
-    // Room for every output of one run, from the program itself: ExecuTorch ends
-    // the process when the buffer runs out (a GPT-2's portable LM head alone
-    // copies its 154 MB transposed weight), so the bound is what the program can
-    // log at its largest shapes, not a guess per token.
-    module.log_outputs(usize::try_from(plan.logged_output_bytes).unwrap_or(usize::MAX).saturating_add(1 << 20))?;
+    // The buffer grows as the run logs; reserving the program's estimate up
+    // front saves regrowing it (a GPT-2's portable LM head alone logs its
+    // 154 MB transposed weight twice). Only the pages a run writes are resident.
+    module.log_outputs(usize::try_from(plan.logged_output_bytes).unwrap_or(usize::MAX))?;
     let mask = (coverage.inputs >= 2).then_some(input.attention_mask.as_slice());
     crate::profile::trace::run_once(&mut module, crate::profile::trace::takes_cache_position(&report), input, mask)?;
     let bytes = module.take_etdump()?;

@@ -37,8 +37,10 @@ pub struct PlanInstructions {
     pub delegates: Vec<String>,
     /// Instructions by chain.
     pub chains: Vec<Vec<Instruction>>,
-    /// At most how many bytes ExecuTorch's tracer copies into its debug buffer
-    /// in one run at the intermediate-output level ([`logged_bytes`]).
+    /// About how many bytes ExecuTorch's tracer copies into its debug buffer
+    /// in one run at the intermediate-output level, at the program's largest
+    /// shapes ([`logged_bytes`]); what the buffer reserves. An estimate: the
+    /// buffer grows past it (an XNNPACK call can log more than its arguments).
     pub logged_output_bytes: u64,
 }
 
@@ -160,10 +162,19 @@ fn read_plan(plan: ExecutionPlanRef<'_>, limits: &mut Limits) -> Result<PlanInst
                     };
                     instructions.push(match args {
                         Some(InstructionArgumentsRef::KernelCall(call)) => {
+                            // The tracer logs a kernel call's outputs: its `out`
+                            // arguments and the returned values after them (a
+                            // permute_copy logs both), the run of tensor arguments
+                            // at the end of the list. Counting the whole run is an
+                            // upper bound where an input tensor comes right before.
                             let args = call.args().map_err(fb("kernel call arguments"))?;
-                            // The tracer logs a kernel call's last argument: its output.
-                            let last = args.and_then(|a| a.iter().last());
-                            logged_output_bytes = logged_output_bytes.saturating_add(last.map_or(0, |v| logged_bytes(&values, v)));
+                            let args: Vec<i32> = args.iter().flat_map(|a| a.iter()).collect();
+                            for &v in args.iter().rev() {
+                                match logged_bytes(&values, v) {
+                                    0 => break,
+                                    bytes => logged_output_bytes = logged_output_bytes.saturating_add(bytes),
+                                }
+                            }
                             let op = call.op_index().map_err(fb("a kernel call"))?;
                             match usize::try_from(op) {
                                 Ok(k) if k < operators.len() => Instruction::Kernel { op: k },
@@ -191,6 +202,13 @@ fn read_plan(plan: ExecutionPlanRef<'_>, limits: &mut Limits) -> Result<PlanInst
                 }
             }
             chains.push(instructions);
+        }
+    }
+    // The method's outputs are logged again when the run ends (twice with
+    // executorch 1.5.1: a fill-mask program's logits showed up two more times).
+    if let Some(outputs) = plan.outputs().map_err(fb("plan outputs"))? {
+        for v in outputs.iter() {
+            logged_output_bytes = logged_output_bytes.saturating_add(logged_bytes(&values, v).saturating_mul(2));
         }
     }
     Ok(PlanInstructions { name, operators, delegates, chains, logged_output_bytes })

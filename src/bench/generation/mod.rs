@@ -120,10 +120,12 @@ pub fn row(backend: &str, cache: Option<String>, prompt_len: usize, gen_tokens: 
     })
 }
 
-/// The manifest's cache kind of a program (`static`, else `none`); eager keeps a cache.
+/// The manifest's cache kind of a program (`static`, else `none`); eager's
+/// cache is `dynamic`: it grows by one position a token (as transformers'
+/// `DynamicCache`, which the Python eager row uses).
 pub fn cache_of(dir: &ModelDir, spec: &BackendSpec) -> Option<String> {
     if spec.is_eager() {
-        return Some("static".to_string());
+        return Some("dynamic".to_string());
     }
     let program = dir.manifest().programs.iter().find(|p| p.name == spec.name)?;
     Some(program.cache.clone().unwrap_or_else(|| "none".to_string()))
@@ -217,7 +219,7 @@ pub fn fill_ratios(rows: &mut [GenRow]) {
 /// without) and prompt length: (program, prompt_len, ttft ratio, decode ratio).
 pub fn cache_speedups(rows: &[GenRow]) -> Vec<(String, usize, f64, f64)> {
     let mut out = Vec::new();
-    for with in rows.iter().filter(|r| r.cache.as_deref() == Some("static")) {
+    for with in rows.iter().filter(|r| r.cache.as_deref().is_some_and(|c| c != "none")) {
         let without = format!("{}-nocache", with.backend);
         if let Some(no) = rows.iter().find(|r| r.backend == without && r.prompt_len == with.prompt_len) {
             if no.decode_tokens_per_s > 0.0 {
