@@ -11,6 +11,7 @@ use ratatui::widgets::{Block, BorderType, Widget};
 
 use super::coverage::{self, CoveragePanel};
 use super::embedding::EmbeddingStrip;
+use super::draw::line_at;
 use super::format;
 use super::generation::{GenerationPanel, GenerationParity};
 use super::latency::{self, LatencyPanel};
@@ -93,12 +94,6 @@ pub struct BackendColumn<'a> {
 }
 
 const DIM: Style = Style::new().fg(Color::DarkGray);
-
-fn line_at(buf: &mut Buffer, area: Rect, row: u16, line: &Line) {
-    if row < area.height {
-        buf.set_line(area.x, area.y + row, line, area.width);
-    }
-}
 
 /// A label on the left, a value on the right.
 fn split_line<'a>(left: Vec<Span<'a>>, right: Span<'a>, width: u16) -> Line<'a> {

@@ -21,6 +21,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
+use super::draw::line_at;
 use super::format;
 use crate::app::{Divergence, LiveGeneration};
 use crate::generate::Stop;
@@ -28,12 +29,6 @@ use crate::generate::Stop;
 const DIM: Style = Style::new().fg(Color::DarkGray);
 const DIFFERS: Style = Style::new().fg(Color::Red);
 const MARK: Style = Style::new().fg(Color::Red).add_modifier(Modifier::BOLD);
-
-fn line_at(buf: &mut Buffer, area: Rect, row: u16, line: &Line) {
-    if row < area.height {
-        buf.set_line(area.x, area.y + row, line, area.width);
-    }
-}
 
 /// Tokens per second in at most four digits.
 fn rate(per_s: f64) -> String {

@@ -7,6 +7,7 @@
 
 pub mod column;
 pub mod coverage;
+pub mod draw;
 pub mod embedding;
 pub mod format;
 pub mod generation;

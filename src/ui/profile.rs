@@ -17,8 +17,9 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, BorderType, Clear, Widget};
+use ratatui::widgets::Widget;
 
+use super::draw::{self, put};
 use super::format;
 use crate::app::{ProfileState, ProfileView};
 use crate::profile::{BackendProfile, DelegateOperatorProfile, OperatorKind, OperatorProfile};
@@ -114,22 +115,9 @@ fn backend_lines(b: &BackendProfile, width: usize, height: usize, longest: usize
     lines
 }
 
-fn put(lines: &[Line<'_>], area: Rect, buf: &mut Buffer) {
-    for (i, line) in lines.iter().enumerate().take(area.height as usize) {
-        buf.set_line(area.x, area.y + i as u16, line, area.width);
-    }
-}
-
 impl Widget for ProfilePanel<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        Clear.render(area, buf);
-        let block = Block::bordered()
-            .border_type(BorderType::Rounded)
-            .border_style(Style::new().fg(Color::Magenta))
-            .title(Span::styled(format::fit(TITLE, area.width.saturating_sub(2) as usize), Style::new().add_modifier(Modifier::BOLD)));
-        let inner = block.inner(area);
-        block.render(area, buf);
-        let inner = Rect { x: inner.x + 1, width: inner.width.saturating_sub(2), ..inner };
+        let inner = draw::overlay(TITLE, area, buf);
         let width = inner.width as usize;
         let text = format::fit(&format!("{:?}", self.view.text), width.saturating_sub(30).max(8));
         match &self.view.state {

@@ -9,6 +9,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
+use super::draw::line_at;
 use super::format;
 use crate::task::{Classification, FillMask};
 
@@ -18,12 +19,6 @@ const DIM: Style = Style::new().fg(Color::DarkGray);
 pub fn prob_bar(prob: f64, width: usize) -> String {
     let full = ((prob.clamp(0.0, 1.0) * width as f64).round() as usize).min(width);
     format!("{}{}", "█".repeat(full), "░".repeat(width - full))
-}
-
-fn line_at(buf: &mut Buffer, area: Rect, row: u16, line: &Line) {
-    if row < area.height {
-        buf.set_line(area.x, area.y + row, line, area.width);
-    }
 }
 
 /// One row: name, bar, probability; `mark` says how it compares with the reference.
