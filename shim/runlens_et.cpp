@@ -499,7 +499,7 @@ int32_t rl_module_take_etdump(rl_module *module, const uint8_t **data, size_t *l
 
 int32_t rl_module_log_outputs(rl_module *module, size_t buffer_bytes) {
   return guard("log outputs", [&] {
-    if (!module || buffer_bytes == 0) return fail(RL_ERR_ARGUMENT, "log outputs: null argument or empty buffer");
+    if (!module) return fail(RL_ERR_ARGUMENT, "log outputs: null module");
     auto *tracer = dynamic_cast<executorch::etdump::ETDumpGen *>(module->module->event_tracer());
     if (!tracer) return fail(RL_ERR_ARGUMENT, module->path + ": module was loaded without a tracer");
     auto sink = std::make_unique<GrowingSink>(buffer_bytes);  // bad_alloc is caught by guard()

@@ -332,34 +332,36 @@ impl EtModule {
     /// up front ([`crate::pte::PlanInstructions::logged_output_bytes`]).
     pub fn log_outputs(&mut self, reserve: usize) -> Result<(), EtError> {
         // SAFETY: the handle is valid for the life of self.
-        check(unsafe { sys::rl_module_log_outputs(self.handle.as_ptr(), reserve.max(1)) })
+        check(unsafe { sys::rl_module_log_outputs(self.handle.as_ptr(), reserve) })
     }
 
     /// A copy of what the tracer wrote into the buffer of [`EtModule::log_outputs`].
     pub fn debug_buffer(&mut self) -> Result<Vec<u8>, EtError> {
-        let mut data: *const u8 = std::ptr::null();
-        let mut len = 0usize;
-        // SAFETY: data and len are valid out-pointers.
-        check(unsafe { sys::rl_module_debug_buffer(self.handle.as_ptr(), &mut data, &mut len) })?;
-        if data.is_null() {
-            return Ok(Vec::new());
-        }
-        // SAFETY: the shim points data at `len` bytes the module owns until it is
-        // destroyed or log_outputs is called again; copied out at once.
-        Ok(unsafe { std::slice::from_raw_parts(data, len) }.to_vec())
+        // The bytes stay the module's until it is destroyed or log_outputs is called again.
+        self.copy_out(sys::rl_module_debug_buffer)
     }
 
     /// The ETDump bytes of the traced runs so far (module loaded with `trace`).
     pub fn take_etdump(&mut self) -> Result<Vec<u8>, EtError> {
+        // The bytes stay the module's until the next call on it.
+        self.copy_out(sys::rl_module_take_etdump)
+    }
+
+    /// Calls a shim function that points `data` at `len` bytes the module owns
+    /// and copies them out before anything else touches the module.
+    fn copy_out(
+        &mut self,
+        call: unsafe extern "C" fn(*mut sys::rl_module, *mut *const u8, *mut usize) -> i32,
+    ) -> Result<Vec<u8>, EtError> {
         let mut data: *const u8 = std::ptr::null();
         let mut len = 0usize;
-        // SAFETY: data and len are valid out-pointers.
-        check(unsafe { sys::rl_module_take_etdump(self.handle.as_ptr(), &mut data, &mut len) })?;
+        // SAFETY: the handle is live for the life of self; data and len are valid out-pointers.
+        check(unsafe { call(self.handle.as_ptr(), &mut data, &mut len) })?;
         if data.is_null() {
             return Ok(Vec::new());
         }
-        // SAFETY: on success the shim points data at `len` bytes it owns until the next call
-        // on this module; they are copied out before anything else touches the module.
+        // SAFETY: on success `data` points at `len` bytes the module owns; `&mut self`
+        // keeps every other call on the module out until they are copied.
         Ok(unsafe { std::slice::from_raw_parts(data, len) }.to_vec())
     }
 }
