@@ -236,17 +236,11 @@ fn the_debug_buffer_grows_past_what_was_reserved() {
         }
         let dump = etdump::decode(&module.take_etdump().unwrap()).unwrap();
         let buffer = module.debug_buffer().unwrap();
-        let element = |t: i8| match t {
-            0 | 1 | 11 | 12 | 13 => 1u64,
-            2 | 5 | 15 => 2,
-            4 | 7 => 8,
-            _ => 4,
-        };
         let ends: Vec<u64> = dump
             .runs
             .iter()
             .flat_map(|b| &b.outputs)
-            .filter_map(|o| Some(u64::try_from(o.offset).ok()? + o.numel()? as u64 * element(o.scalar_type)))
+            .filter_map(|o| Some(u64::try_from(o.offset).ok()? + o.numel()? as u64 * runlens::pte::element_bytes(o.scalar_type)))
             .collect();
         let used = ends.iter().copied().max().unwrap_or(0);
         let name = path.display();

@@ -238,12 +238,18 @@ pub fn logged_bytes(values: &[EValueRef<'_>], index: i32) -> u64 {
 
 fn tensor_bytes(t: &super::generated::program::executorch_flatbuffer::TensorRef<'_>) -> u64 {
     let numel = t.sizes().ok().flatten().map_or(1u64, |s| s.iter().fold(1u64, |n, d| n.saturating_mul(u64::try_from(d).unwrap_or(0))));
-    let element = match t.scalar_type() {
+    let element = t.scalar_type().map_or(8, |s| element_bytes(s.into()));
+    numel.saturating_mul(element).saturating_add(LOG_ALIGN)
+}
+
+/// Bytes per element of ExecuTorch's scalar type number (as the program and
+/// ETDump store it); 8, the widest, for a number it does not know.
+pub fn element_bytes(scalar_type: i8) -> u64 {
+    match ScalarType::try_from(scalar_type) {
         Ok(ScalarType::Short | ScalarType::Half | ScalarType::Bfloat16 | ScalarType::Bits16 | ScalarType::Uint16) => 2,
         Ok(ScalarType::Int | ScalarType::Float | ScalarType::Qint32 | ScalarType::Uint32) => 4,
         Ok(ScalarType::Long | ScalarType::Double | ScalarType::Uint64) => 8,
         Ok(_) => 1,
         Err(_) => 8,
-    };
-    numel.saturating_mul(element).saturating_add(LOG_ALIGN)
+    }
 }

@@ -37,7 +37,7 @@ use std::path::Path;
 
 pub use coverage::{BlobContents, BlobLocation, CoverageReport, DelegateBlob, InputShape, PlanCoverage};
 pub use header::{ExtendedHeader, FILE_IDENTIFIER};
-pub use instructions::{Instruction, InstructionTable, PlanInstructions};
+pub use instructions::{element_bytes, Instruction, InstructionTable, PlanInstructions};
 pub use partition::{squeeze, PartitionMap, PartitionRun, RunKind};
 pub use xnnpack::{XnnHeader, XnnNode, XNNPACK_BACKEND_ID};
 
