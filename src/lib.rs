@@ -1,11 +1,13 @@
 //! runlens: a text model run through three CPU runtimes side by side.
 //!
 //! Layers, in the order data flows through them:
-//! - [`model`]: the model directory (manifest, files), tokenizer ([`model::Encoded`]), Python's reference;
-//! - [`task`]: what an output means (embedding, fill-mask, classification, generation) and how two compare;
-//! - [`generate`]: the greedy decoding loop every decoder backend shares, and the streaming detokenizer;
+//! - [`tensor`]: the encoded input and the output tensor, plain data (imports nothing of runlens);
+//! - [`model`]: the model directory (manifest, files), tokenizer (text -> [`tensor::Encoded`]), Python's reference;
 //! - [`backend`]: the inference paths, tensor in and tensor out, behind one [`backend::Backend`]
 //!   trait and listed by the manifest (PyTorch eager on tch, any `.pte` through [`ffi`]);
+//! - [`task`]: what an output means (embedding, fill-mask, classification, generation), the one
+//!   driver that runs a backend for a task ([`task::run`], generation's greedy loop included) and
+//!   how two outputs compare;
 //! - [`pte`]: a reader for `.pte` files (delegation coverage, no runtime needed);
 //! - [`profile`]: per-operator time of the ExecuTorch paths, from a separate
 //!   run with ExecuTorch's ETDump tracer (`runlens profile`, F4 in the explorer);
@@ -25,7 +27,6 @@ pub mod cli;
 pub mod corpus_cache;
 pub mod ffi;
 pub mod footprint;
-pub mod generate;
 pub mod heat;
 pub mod layers;
 pub mod model;
@@ -34,5 +35,6 @@ pub mod pte;
 pub mod schedule;
 pub mod stats;
 pub mod task;
+pub mod tensor;
 pub mod tui;
 pub mod ui;

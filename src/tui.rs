@@ -245,7 +245,7 @@ async fn session(
     let app = App::new(config, tokenize, Instant::now());
 
     let dir = opts.models.clone();
-    let loader: Loader = Arc::new(move |kind| backend::load(kind, &dir));
+    let loader: Loader = Arc::new(move |kind| crate::task::load_backend(kind, &dir));
     let worker_tx = tx.clone();
     let sink: Sink = Arc::new(move |event| {
         let _ = worker_tx.send(Event::Worker(event));

@@ -62,7 +62,7 @@ fn every_backend_generates_transformers_greedy_ids() {
     for spec in &specs {
         // One load per backend: the prompts run one after another on it (a
         // KV-cache program starts each at position 0 over the last one's cache).
-        let mut b = backend::load(spec, &dir).unwrap_or_else(|e| panic!("{spec}: {e:#}"));
+        let mut b = runlens::task::load_backend(spec, &dir).unwrap_or_else(|e| panic!("{spec}: {e:#}"));
         assert!(b.as_decoder().is_some(), "{spec} is a decoder");
         for sentence in reference.sentences.iter().chain(reference.sentences.first()) {
             let (g, steps) = generate_streamed(b.as_mut(), &ctx, &sentence.ids).unwrap_or_else(|e| panic!("{spec} on {:?}: {e:#}", sentence.text));
@@ -117,7 +117,7 @@ fn course_window_programs_given_with_program_generate_the_reference_ids() {
     assert!(drivable.len() >= 2, "window.pte and window-per-position.pte");
     for p in drivable {
         let spec = BackendSpec::program(&p.name, &root.join(&p.file));
-        let mut b = backend::load(&spec, &dir).unwrap_or_else(|e| panic!("{}: {e:#}", p.name));
+        let mut b = runlens::task::load_backend(&spec, &dir).unwrap_or_else(|e| panic!("{}: {e:#}", p.name));
         assert!(b.describe().contains("left-padded"), "{}", b.describe());
         for sentence in &course.sentences {
             let (g, _) = generate_streamed(b.as_mut(), &ctx, &sentence.ids).unwrap_or_else(|e| panic!("{}: {e:#}", p.name));
@@ -133,7 +133,7 @@ fn generation_stops_at_the_maximum_length_and_at_the_end_of_text_id() {
     let long = reference.sentences.iter().max_by_key(|s| s.ids.len()).unwrap();
     let l = dir.max_seq_len();
     for spec in present(&dir) {
-        let mut b = backend::load(&spec, &dir).unwrap();
+        let mut b = runlens::task::load_backend(&spec, &dir).unwrap();
         // Past the reference's 24 tokens to the 64 every program holds: the cache and the windows fill up.
         let (g, _) = generate_streamed(b.as_mut(), &context(&dir, 1000), &long.ids).unwrap_or_else(|e| panic!("{spec}: {e:#}"));
         assert_eq!((g.stop, g.prompt_len + g.ids.len()), (Stop::MaxLength, l), "{spec}");
@@ -154,7 +154,7 @@ fn a_break_cancels_within_one_token_and_the_next_prompt_starts_clean() {
     let ctx = context(&dir, 24);
     for name in ["xnnpack", "portable-nocache"] {
         let spec = present(&dir).into_iter().find(|s| s.name == name).unwrap();
-        let mut b = backend::load(&spec, &dir).unwrap();
+        let mut b = runlens::task::load_backend(&spec, &dir).unwrap();
         let s = &reference.sentences[1];
         let mut seen = 0;
         let g = generate(b.as_mut(), &ctx, &Encoded::from_ids(&s.ids), &mut |step| {
@@ -178,7 +178,7 @@ fn prompts_that_cannot_be_generated_from_are_clear_errors() {
     let dir = model_dir(TINY);
     let ctx = context(&dir, 8);
     for spec in present(&dir) {
-        let mut b = backend::load(&spec, &dir).unwrap();
+        let mut b = runlens::task::load_backend(&spec, &dir).unwrap();
         let err = generate(b.as_mut(), &ctx, &Encoded::from_ids(&[]), &mut |_| ControlFlow::Continue(())).unwrap_err();
         assert!(err.to_string().contains("prompt is empty"), "{spec}: {err}");
         let err = generate(b.as_mut(), &ctx, &Encoded::from_ids(&[5; 64]), &mut |_| ControlFlow::Continue(())).unwrap_err();

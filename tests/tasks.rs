@@ -41,12 +41,12 @@ fn check_against_python(name: &str) {
     }
     let mut worst = Vec::new();
     for spec in &specs {
-        let mut b = backend::load(spec, &dir).unwrap_or_else(|e| panic!("{name}/{spec}: {e:#}"));
+        let mut b = runlens::task::load_backend(spec, &dir).unwrap_or_else(|e| panic!("{name}/{spec}: {e:#}"));
         let tol = if spec.is_eager() { 1e-4 } else { 1e-3 };
         let mut max_diff: f64 = 0.0;
         for sentence in &reference.sentences {
             let input = Encoded::from_ids(&sentence.ids);
-            let out = backend::run_task(b.as_mut(), &ctx, &input).unwrap_or_else(|e| panic!("{name}/{spec} on {:?}: {e:#}", sentence.text));
+            let out = runlens::task::run_quietly(b.as_mut(), &ctx, &input).unwrap_or_else(|e| panic!("{name}/{spec} on {:?}: {e:#}", sentence.text));
             let expected = sentence.output(&ctx);
             let parity = out.parity(&expected).unwrap_or_else(|| panic!("{name}/{spec}: not comparable with Python on {:?}", sentence.text));
             max_diff = max_diff.max(parity.max_abs_diff());
@@ -203,11 +203,11 @@ fn programs_of_every_convention_are_driven_or_refused_with_a_reason() {
     for p in &course.programs {
         let path = root.join(&p.file);
         let spec = BackendSpec::program(&p.name, &path);
-        match backend::load(&spec, &dir) {
+        match runlens::task::load_backend(&spec, &dir) {
             Ok(mut b) => {
                 assert!(p.drivable, "{}: runlens drove a program it should refuse", p.name);
                 for sentence in &course.sentences {
-                    let out = backend::run_task(b.as_mut(), &ctx, &Encoded::from_ids(&sentence.ids)).unwrap_or_else(|e| panic!("{}: {e:#}", p.name));
+                    let out = runlens::task::run_quietly(b.as_mut(), &ctx, &Encoded::from_ids(&sentence.ids)).unwrap_or_else(|e| panic!("{}: {e:#}", p.name));
                     let parity = out.parity(&sentence.output(&ctx)).unwrap_or_else(|| panic!("{}: not comparable", p.name));
                     assert!(parity.agrees() && parity.max_abs_diff() <= 1e-3, "{} on {:?}: {parity:?}", p.name, sentence.text);
                 }

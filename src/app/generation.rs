@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::generate::{Stop, TokenStep};
+use crate::task::generation::{Stop, TokenStep};
 
 /// The tokens a column has written so far for input `generation`.
 #[derive(Clone, Debug, PartialEq)]

@@ -10,15 +10,16 @@
 #[cfg(feature = "eager")]
 pub mod eager;
 pub mod executorch;
-pub mod executorch_decoder;
+pub mod decoder;
 pub mod probe;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::generate::Decoder;
-use crate::model::{Encoded, ModelDir};
-use crate::task::{OutputTensor, Task, TaskContext, TaskOutput};
+pub use decoder::Decoder;
+
+use crate::model::ModelDir;
+use crate::tensor::{Encoded, OutputTensor};
 
 /// One CPU inference path with its model loaded, ready to run.
 ///
@@ -37,17 +38,40 @@ pub trait Backend: Send {
     }
 }
 
-/// Run `backend` on `input` and read its output as the task does; for
-/// text-generation, the whole greedy generation (no per-token callback: see
-/// [`crate::task::generation::generate`] for streaming).
-pub fn run_task(backend: &mut dyn Backend, ctx: &TaskContext, input: &Encoded) -> anyhow::Result<TaskOutput> {
-    ctx.check_input(input)?;
-    if ctx.task == Task::TextGeneration {
-        let generation = crate::task::generation::generate(backend, ctx.generation()?, input, &mut |_| std::ops::ControlFlow::Continue(()))?;
-        return Ok(TaskOutput::Generation(generation));
+/// What a backend is loaded to return, in tensor terms. The task layer says
+/// which its task needs ([`crate::task::Task::output`]); eager picks its head
+/// from it, and a program's inputs and output are checked against it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OutputKind {
+    /// One pooled vector, `[1, H]`.
+    Pooled,
+    /// Vocabulary logits per position `[1, S, V]`, or at one position `[1, V]` (a masked-LM head).
+    TokenLogits,
+    /// Class logits, `[1, C]`.
+    ClassLogits,
+    /// A decoder: the next token's logits `[1, V]` (or per position `[1, S, V]`),
+    /// driven through [`Decoder`].
+    NextToken,
+}
+
+impl OutputKind {
+    /// The output shapes a program of this kind may have, for error messages.
+    pub fn expected(self) -> &'static str {
+        match self {
+            OutputKind::Pooled => "an embedding [1, H]",
+            OutputKind::TokenLogits => "logits per position [1, S, V] or at the one mask [1, V]",
+            OutputKind::ClassLogits => "class logits [1, C]",
+            OutputKind::NextToken => "next-token logits [1, V], or per position [1, S, V]",
+        }
     }
-    let out = backend.run(input)?;
-    ctx.interpret(input, out)
+
+    /// The ranks its first output may have.
+    pub fn ranks(self) -> &'static [usize] {
+        match self {
+            OutputKind::Pooled | OutputKind::ClassLogits => &[2],
+            OutputKind::TokenLogits | OutputKind::NextToken => &[2, 3],
+        }
+    }
 }
 
 /// Where a backend's model comes from.
@@ -251,17 +275,17 @@ pub const HAS_EAGER: bool = cfg!(feature = "eager");
 )]
 pub struct NotBuilt(pub String);
 
-/// Load one backend (slow: hundreds of ms).
-pub fn load(spec: &BackendSpec, dir: &ModelDir) -> anyhow::Result<Box<dyn Backend>> {
+/// Load one backend to return `output` (slow: hundreds of ms).
+pub fn load(spec: &BackendSpec, dir: &ModelDir, output: OutputKind) -> anyhow::Result<Box<dyn Backend>> {
     Ok(match &spec.source {
         #[cfg(feature = "eager")]
-        Source::Eager => Box::new(eager::EagerBackend::load(dir)?),
+        Source::Eager => Box::new(eager::EagerBackend::load(dir, output)?),
         #[cfg(not(feature = "eager"))]
         Source::Eager => return Err(NotBuilt(spec.name.clone()).into()),
         Source::Program(path) => {
             let manifest = dir.manifest();
             let pad_id = manifest.pad_token_id.or(manifest.eos_token_id).unwrap_or(0);
-            Box::new(executorch::ExecutorchBackend::load_file(spec, path, dir.task())?.with_pad_id(pad_id))
+            Box::new(executorch::ExecutorchBackend::load_file(spec, path, output)?.with_pad_id(pad_id))
         }
     })
 }

@@ -68,7 +68,7 @@ pub fn run(common: &Common, args: &BenchArgs) -> anyhow::Result<()> {
     if let Some(&l) = lens.iter().find(|&&l| l > dir.max_seq_len()) {
         anyhow::bail!("--seq-lens {l}: the model takes at most {} tokens", dir.max_seq_len());
     }
-    let inputs: Vec<Encoded> = lens.iter().map(|&l| Encoded::synthetic(&tokenizer, l)).collect::<anyhow::Result<_>>()?;
+    let inputs: Vec<Encoded> = lens.iter().map(|&l| tokenizer.synthetic(l)).collect::<anyhow::Result<_>>()?;
     let sweep = common.thread_counts();
     let threads = sweep[0];
     let budget = Budget { warmup: args.warmup, iters: args.iters, max_seconds: args.max_seconds };
@@ -187,7 +187,7 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
         }
         bar.set_message(format!("loading {kind}"));
         let start = Instant::now();
-        let mut b = backend::load(kind, dir)?;
+        let mut b = crate::task::load_backend(kind, dir)?;
         loads.push(LoadRow { backend: kind.name().to_string(), load_ms: start.elapsed().as_secs_f64() * 1e3, rss_mb: bench::rss_mb() });
         let (r, s) = generation::bench_backend(kind, cache.clone(), b.as_mut(), &prompts, gen_tokens, budget, &stop, |m| {
             bar.set_message(m.to_string());
@@ -273,8 +273,8 @@ fn bench_backend(
     let mut et: Option<ExecutorchBackend> = None;
     let mut eager: Option<Box<dyn backend::Backend>> = None;
     match kind.pte_file() {
-        None => eager = Some(backend::load(kind, dir)?),
-        Some(path) => et = Some(ExecutorchBackend::load_file(kind, path, dir.task())?),
+        None => eager = Some(crate::task::load_backend(kind, dir)?),
+        Some(path) => et = Some(ExecutorchBackend::load_file(kind, path, dir.task().output())?),
     }
     let load_ms = et.as_ref().map(|b| b.load_time()).unwrap_or_else(|| start.elapsed()).as_secs_f64() * 1e3;
     out.loads.push(LoadRow { backend: kind.name().to_string(), load_ms, rss_mb: bench::rss_mb() });

@@ -120,7 +120,7 @@ pub fn probe(common: &Common, args: &ProbeArgs) -> anyhow::Result<()> {
     ensure!(specs.len() == 1, "footprint-probe runs exactly one backend: name it with --backends");
     let tokenizer = dir.load_tokenizer()?;
     backend::set_threads(common.thread_count())?;
-    let mut loaded = backend::load(&specs[0], &dir)?;
+    let mut loaded = crate::task::load_backend(&specs[0], &dir)?;
     handshake("loaded")?;
     let start = Instant::now();
     let input = tokenizer.encode(&args.text.join(" "))?;

@@ -12,8 +12,8 @@ use serde::Serialize;
 
 use super::Common;
 use crate::backend::{self, BackendSpec};
-use crate::model::Encoded;
-use crate::generate::{Stop, DEFAULT_MAX_NEW_TOKENS};
+use crate::task::generation::{terminal_safe, Stop, DEFAULT_MAX_NEW_TOKENS};
+use crate::tensor::Encoded;
 use crate::task::{Classification, FillMask, LabelProb, MaskPrediction, Task, TaskContext, TaskOutput, TaskParity};
 
 #[derive(Debug, Args)]
@@ -129,7 +129,7 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
     let results: Vec<(BackendSpec, anyhow::Result<(TaskOutput, f64)>)> = specs
         .iter()
         .map(|spec| {
-            let outcome = backend::load(spec, &dir).and_then(|mut b| {
+            let outcome = crate::task::load_backend(spec, &dir).and_then(|mut b| {
                 if stream {
                     print!("{:<16} ", spec.name);
                     let _ = std::io::stdout().flush();
@@ -165,41 +165,28 @@ pub fn reference_of(specs: &[BackendSpec], ok: &[&BackendSpec]) -> BackendSpec {
     pool.iter().copied().find(|s| s.is_eager()).unwrap_or(pool[0]).clone()
 }
 
-/// Run `repeat` times; the last output and the median latency in ms (for
-/// text-generation: of the whole generation; the last run's tokens are
-/// printed as they come when `stream`).
+/// Run `repeat` times through the task's driver; the last output and the
+/// median latency in ms (for text-generation: of the whole generation; the
+/// last run's tokens are printed as they come when `stream`).
 fn timed_runs(backend: &mut dyn backend::Backend, ctx: &TaskContext, input: &Encoded, repeat: u32, stream: bool) -> anyhow::Result<(TaskOutput, f64)> {
     let mut times = Vec::with_capacity(repeat as usize);
-    if ctx.task == Task::TextGeneration {
-        let generation_ctx = ctx.generation()?;
-        let mut last = None;
-        for run in 0..repeat {
-            let show = stream && run + 1 == repeat;
-            let start = Instant::now();
-            let generation = crate::task::generation::generate(backend, generation_ctx, input, &mut |step| {
-                if show {
-                    print!("{}", crate::generate::terminal_safe(&step.text));
-                    let _ = std::io::stdout().flush();
-                }
-                ControlFlow::Continue(())
-            })?;
-            times.push(start.elapsed().as_secs_f64() * 1e3);
-            last = Some(generation);
-        }
-        times.sort_by(f64::total_cmp);
-        let generation = last.expect("repeat >= 1 (clap range)");
-        return Ok((TaskOutput::Generation(generation), times[times.len() / 2]));
-    }
     let mut last = None;
-    for _ in 0..repeat {
+    for run in 0..repeat {
+        let show = stream && run + 1 == repeat;
         let start = Instant::now();
-        let out = backend.run(input)?;
+        let output = crate::task::run(backend, ctx, input, &mut |step| {
+            if show {
+                print!("{}", terminal_safe(&step.text));
+                let _ = std::io::stdout().flush();
+            }
+            ControlFlow::Continue(())
+        })?;
         times.push(start.elapsed().as_secs_f64() * 1e3);
-        last = Some(out);
+        last = Some(output);
     }
     times.sort_by(f64::total_cmp);
-    let out = last.expect("repeat >= 1 (clap range)");
-    Ok((ctx.interpret(input, out)?, times[times.len() / 2]))
+    let output = last.expect("repeat >= 1 (clap range)");
+    Ok((output, times[times.len() / 2]))
 }
 
 fn build_results(reference: &BackendSpec, results: Vec<(BackendSpec, anyhow::Result<(TaskOutput, f64)>)>) -> Vec<BackendResult> {

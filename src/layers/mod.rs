@@ -65,7 +65,7 @@ pub type EagerOutputs = std::collections::BTreeMap<String, Vec<f32>>;
 #[cfg(feature = "eager")]
 pub fn eager(spec: &BackendSpec, dir: &ModelDir, input: &Encoded, runs: u32) -> anyhow::Result<(BackendLayers, EagerOutputs)> {
     use crate::backend::eager::timing;
-    let mut backend = crate::backend::load(spec, dir)?;
+    let mut backend = crate::task::load_backend(spec, dir)?;
     backend.run(input)?;
     let mut order: Vec<String> = Vec::new();
     let mut sums: std::collections::HashMap<String, f64> = std::collections::HashMap::new();

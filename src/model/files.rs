@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::manifest::{Manifest, ManifestError, EXPORT_HINT};
 use super::TextTokenizer;
-use crate::task::Task;
+use super::manifest::Task;
 
 /// MiniLM's maximum input length (`Dim("seq", max=128)` in `python/export.py`);
 /// other directories say theirs in the manifest.
@@ -89,9 +89,9 @@ impl ModelDir {
 
     /// The tokenizer, truncating at the model's maximum length; for
     /// text-generation it does not cut: a prompt too long for the decoder is an
-    /// error that says both lengths ([`crate::generate::PromptError`]).
+    /// error that says both lengths ([`crate::task::generation::PromptError`]).
     pub fn load_tokenizer(&self) -> anyhow::Result<TextTokenizer> {
-        let max_len = if self.task() == Task::TextGeneration { usize::MAX / 2 } else { self.max_seq_len() };
+        let max_len = if self.task().truncates_input() { self.max_seq_len() } else { usize::MAX / 2 };
         TextTokenizer::load(&self.tokenizer()?, max_len)
     }
 

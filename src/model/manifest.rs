@@ -6,9 +6,45 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use crate::task::Task;
+/// What a model directory was exported for (`task` in its manifest).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Task {
+    /// A sentence embedding (mean-pooled, L2-normalised), e.g. MiniLM.
+    FeatureExtraction,
+    /// Masked-LM: the likeliest tokens for every mask in the text.
+    FillMask,
+    /// A probability per class label.
+    TextClassification,
+    /// A prompt continued greedily, token by token (GPT-2).
+    TextGeneration,
+}
+
+impl Task {
+    pub fn name(self) -> &'static str {
+        match self {
+            Task::FeatureExtraction => "feature-extraction",
+            Task::FillMask => "fill-mask",
+            Task::TextClassification => "text-classification",
+            Task::TextGeneration => "text-generation",
+        }
+    }
+
+    /// Whether the tokenizer cuts an input at the directory's maximum length:
+    /// every task but text-generation, whose prompt too long for the decoder is
+    /// an error that says both lengths instead.
+    pub fn truncates_input(self) -> bool {
+        self != Task::TextGeneration
+    }
+}
+
+impl std::fmt::Display for Task {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// The manifest version this runlens reads.
 pub const MANIFEST_VERSION: u32 = 2;

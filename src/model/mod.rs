@@ -8,6 +8,7 @@ mod reference;
 mod tokenizer;
 
 pub use files::{ModelDir, ModelsMissing, DEFAULT_MODEL_DIR, MAX_SEQ_LEN};
-pub use manifest::{Manifest, ManifestError, ProgramEntry};
-pub use reference::{Reference, ReferenceSentence};
-pub use tokenizer::{Encoded, TextTokenizer};
+pub use manifest::{Manifest, ManifestError, ProgramEntry, Task};
+pub use reference::{Reference, ReferenceMask, ReferenceSentence, ReferenceTokenProb};
+pub use crate::tensor::Encoded;
+pub use tokenizer::TextTokenizer;

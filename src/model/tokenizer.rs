@@ -6,73 +6,7 @@ use std::path::Path;
 use anyhow::{anyhow, bail, Context};
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
-
-/// One tokenized input, ready for any backend: shape `[1, len]` of int64.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Encoded {
-    /// The text as the user gave it.
-    pub text: String,
-    /// Word pieces, `[CLS]` and `[SEP]` included.
-    pub tokens: Vec<String>,
-    pub ids: Vec<i64>,
-    /// 1 for every real token (no padding is added here).
-    pub attention_mask: Vec<i64>,
-    /// The text was longer than the model's maximum length and was cut.
-    pub truncated: bool,
-}
-
-/// The id of `[PAD]` in BERT vocabularies (the tokenizer's own pad id is used when it has one).
-pub const PAD_ID: i64 = 0;
-
-impl Encoded {
-    pub fn len(&self) -> usize {
-        self.ids.len()
-    }
-
-    /// This input padded with `[PAD]` (mask 0) to exactly `len` tokens, for a
-    /// program exported for a fixed length; masked mean pooling ignores the
-    /// padding. An error when the input is longer: it can be padded, not cut.
-    pub fn padded_to(&self, len: usize) -> anyhow::Result<Encoded> {
-        anyhow::ensure!(
-            self.ids.len() <= len && self.ids.len() == self.attention_mask.len(),
-            "the program takes exactly {len} tokens and this input has {} (mask {}); it can be padded, not cut",
-            self.ids.len(),
-            self.attention_mask.len()
-        );
-        let mut padded = self.clone();
-        padded.ids.resize(len, PAD_ID);
-        padded.attention_mask.resize(len, 0);
-        padded.tokens.resize(len, "[PAD]".to_string());
-        Ok(padded)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
-    }
-
-    /// An input of these ids, every one real (tests, and programs fed by id).
-    pub fn from_ids(ids: &[i64]) -> Encoded {
-        Encoded { text: String::new(), tokens: Vec::new(), ids: ids.to_vec(), attention_mask: vec![1; ids.len()], truncated: false }
-    }
-
-    /// An input of exactly `len` tokens (`[CLS]`, repeated word pieces, `[SEP]`)
-    /// for benchmarks at a chosen sequence length. `len` is clamped to 2..=the model's maximum.
-    pub fn synthetic(tokenizer: &TextTokenizer, len: usize) -> anyhow::Result<Encoded> {
-        let len = len.clamp(2, tokenizer.max_len());
-        let words = "the quick brown fox jumps over the lazy dog ".repeat(len);
-        let mut enc = tokenizer.encode(&words)?;
-        let sep = enc.ids[enc.ids.len() - 1];
-        let sep_tok = enc.tokens[enc.tokens.len() - 1].clone();
-        enc.ids.truncate(len - 1);
-        enc.tokens.truncate(len - 1);
-        enc.ids.push(sep);
-        enc.tokens.push(sep_tok);
-        enc.attention_mask = vec![1; len];
-        enc.truncated = false;
-        enc.text = enc.tokens[1..len - 1].join(" ");
-        Ok(enc)
-    }
-}
+use crate::tensor::Encoded;
 
 /// The model's tokenizer, truncating at the model's maximum length.
 pub struct TextTokenizer {
@@ -101,6 +35,24 @@ impl TextTokenizer {
             .iter()
             .find_map(|t| inner.token_to_id(t).map(|id| (t.to_string(), i64::from(id))));
         Ok(TextTokenizer { inner, max_len, mask })
+    }
+
+    /// An input of exactly `len` tokens (`[CLS]`, repeated word pieces, `[SEP]`)
+    /// for benchmarks at a chosen sequence length. `len` is clamped to 2..=the model's maximum.
+    pub fn synthetic(&self, len: usize) -> anyhow::Result<Encoded> {
+        let len = len.clamp(2, self.max_len());
+        let words = "the quick brown fox jumps over the lazy dog ".repeat(len);
+        let mut enc = self.encode(&words)?;
+        let sep = enc.ids[enc.ids.len() - 1];
+        let sep_tok = enc.tokens[enc.tokens.len() - 1].clone();
+        enc.ids.truncate(len - 1);
+        enc.tokens.truncate(len - 1);
+        enc.ids.push(sep);
+        enc.tokens.push(sep_tok);
+        enc.attention_mask = vec![1; len];
+        enc.truncated = false;
+        enc.text = enc.tokens[1..len - 1].join(" ");
+        Ok(enc)
     }
 
     /// The longest input, in tokens.

@@ -5,7 +5,7 @@
 //! ("latest wins"), so a slow backend never builds a queue and never delays the
 //! others. Every step is reported as a [`WorkerEvent`] carrying the input's
 //! generation; the app drops results for text that is no longer current.
-//! For text generation the worker runs [`crate::generate::greedy`] and reports
+//! For text generation the worker runs [`crate::task::generation::greedy`] and reports
 //! every token as it comes ([`WorkerEvent::Token`]); a newer input or a cancel
 //! stops it between two tokens.
 //! [`Request`] is how the app asks for work; [`Scheduler::handle`] carries it out
@@ -47,7 +47,7 @@ pub enum WorkerEvent {
     /// A run began (it may have waited in serial mode).
     Started { kind: BackendSpec, generation: u64, at: Instant },
     /// One new token of a generation in progress (text-generation), in order.
-    Token { kind: BackendSpec, generation: u64, step: crate::generate::TokenStep },
+    Token { kind: BackendSpec, generation: u64, step: crate::task::generation::TokenStep },
     /// A run ended; `elapsed` is the time inside `Backend::run` and the task's reading of its output.
     Finished { kind: BackendSpec, generation: u64, input: Arc<Encoded>, outcome: Result<TaskOutput, String>, elapsed: Duration },
     /// The corpus sentences, embedded in order.

@@ -1,8 +1,9 @@
 //! The body of one worker thread: load the backend, then run whatever its
 //! inbox holds, reporting every step to the sink. Panics in the backend are
 //! caught and reported as errors, so one broken path never takes down the others.
-//! A text-generation model runs the greedy loop, one `Token` report per token,
-//! and stops between tokens once its input is superseded.
+//! Every input goes through the task's one driver ([`crate::task::run`]); a
+//! generation reports each token as it comes and stops between tokens once its
+//! input is superseded.
 
 use std::any::Any;
 use std::ops::ControlFlow;
@@ -14,8 +15,7 @@ use std::time::Instant;
 use super::inbox::{Inbox, Work};
 use super::{Job, Loader, Shared, Sink, WorkerEvent};
 use crate::backend::{Backend, BackendSpec};
-use crate::generate::TokenStep;
-use crate::task::{Embedding, Task, TaskContext, TaskOutput};
+use crate::task::{Embedding, TaskContext, TaskOutput, TokenStep};
 
 pub(super) struct Worker {
     pub index: usize,
@@ -58,7 +58,7 @@ impl Worker {
                     let start = Instant::now();
                     let outcome: Result<Vec<Embedding>, String> = sentences
                         .iter()
-                        .map(|s| match run_caught(backend.as_mut(), &self.ctx, s)? {
+                        .map(|s| match caught(|| crate::task::run_quietly(backend.as_mut(), &self.ctx, s))? {
                             TaskOutput::Embedding(e) => Ok(e),
                             _ => Err("the corpus is embedded by feature-extraction models only".to_string()),
                         })
@@ -69,11 +69,7 @@ impl Worker {
                 Some(Work::Run(job)) => {
                     let at = Instant::now();
                     (self.sink)(WorkerEvent::Started { kind: kind.clone(), generation: job.generation, at });
-                    let outcome = if self.ctx.task == Task::TextGeneration {
-                        self.generate(backend.as_mut(), &job)
-                    } else {
-                        run_caught(backend.as_mut(), &self.ctx, &job.input)
-                    };
+                    let outcome = self.run(backend.as_mut(), &job);
                     let elapsed = at.elapsed();
                     drop(turn);
                     let ok = outcome.is_ok();
@@ -95,11 +91,12 @@ impl Worker {
 }
 
 impl Worker {
-    /// Greedy generation from the job's ids: every token reported as it comes;
-    /// stops between tokens once a newer input (or a cancel) supersedes this one.
-    fn generate(&self, backend: &mut dyn Backend, job: &Job) -> Result<TaskOutput, String> {
+    /// The job's input through the task: a generation's every token reported
+    /// as it comes, stopping between tokens once a newer input (or a cancel)
+    /// supersedes this one.
+    fn run(&self, backend: &mut dyn Backend, job: &Job) -> Result<TaskOutput, String> {
         let kind = &self.kind;
-        let run = || -> anyhow::Result<TaskOutput> {
+        caught(|| {
             let mut on_token = |step: &TokenStep| {
                 (self.sink)(WorkerEvent::Token { kind: kind.clone(), generation: job.generation, step: step.clone() });
                 if self.inbox.is_superseded() {
@@ -108,18 +105,14 @@ impl Worker {
                     ControlFlow::Continue(())
                 }
             };
-            crate::task::generation::generate(backend, self.ctx.generation()?, &job.input, &mut on_token).map(TaskOutput::Generation)
-        };
-        match catch_unwind(AssertUnwindSafe(run)) {
-            Ok(Ok(output)) => Ok(output),
-            Ok(Err(e)) => Err(format!("{e:#}")),
-            Err(payload) => Err(panic_message(payload)),
-        }
+            crate::task::run(backend, &self.ctx, &job.input, &mut on_token)
+        })
     }
 }
 
-fn run_caught(backend: &mut dyn Backend, ctx: &TaskContext, input: &crate::model::Encoded) -> Result<TaskOutput, String> {
-    match catch_unwind(AssertUnwindSafe(|| crate::backend::run_task(backend, ctx, input))) {
+/// `f`'s outcome, its error or panic as a message.
+fn caught(f: impl FnOnce() -> anyhow::Result<TaskOutput>) -> Result<TaskOutput, String> {
+    match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(output)) => Ok(output),
         Ok(Err(e)) => Err(format!("{e:#}")),
         Err(payload) => Err(panic_message(payload)),

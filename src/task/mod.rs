@@ -6,7 +6,7 @@
 //! - [`fill_mask`]: fill-mask, the likeliest tokens at every `[MASK]`;
 //! - [`classification`]: text-classification, a probability per label;
 //! - [`generation`]: text-generation, a prompt continued greedily token by token
-//!   (the [`crate::generate`] loop; one forward is not its output).
+//!   (the [`generation::greedy`] loop; one forward is not its output).
 //!
 //! [`TaskContext`] holds what interpreting an output needs from the model
 //! directory (the mask token, the label names, the vocabulary) and turns a
@@ -17,77 +17,59 @@ pub mod embedding;
 pub mod fill_mask;
 pub mod generation;
 
-use std::fmt;
-
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 pub use classification::{Classification, ClassificationParity, LabelProb};
 pub use embedding::{Embedding, Parity};
 pub use fill_mask::{FillMask, FillMaskParity, MaskPrediction, TokenProb};
-pub use generation::{GenerationContext, GenerationParity, NotADecoder};
+pub use generation::{Generation, GenerationContext, GenerationParity, NotADecoder, TokenStep};
 
-use crate::generate::Generation;
+mod reference;
 
-use crate::model::Encoded;
+use std::ops::ControlFlow;
 
-/// What a model directory was exported for (`task` in its manifest).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Task {
-    /// A sentence embedding (mean-pooled, L2-normalised), e.g. MiniLM.
-    FeatureExtraction,
-    /// Masked-LM: the likeliest tokens for every mask in the text.
-    FillMask,
-    /// A probability per class label.
-    TextClassification,
-    /// A prompt continued greedily, token by token (GPT-2).
-    TextGeneration,
-}
+use crate::backend::{Backend, BackendSpec, OutputKind};
+use crate::model::ModelDir;
+pub use crate::model::Task;
+pub use crate::tensor::{Encoded, OutputTensor};
 
 impl Task {
-    pub fn name(self) -> &'static str {
+    /// What a backend is loaded to return for this task.
+    pub fn output(self) -> OutputKind {
         match self {
-            Task::FeatureExtraction => "feature-extraction",
-            Task::FillMask => "fill-mask",
-            Task::TextClassification => "text-classification",
-            Task::TextGeneration => "text-generation",
+            Task::FeatureExtraction => OutputKind::Pooled,
+            Task::FillMask => OutputKind::TokenLogits,
+            Task::TextClassification => OutputKind::ClassLogits,
+            Task::TextGeneration => OutputKind::NextToken,
         }
     }
 
     /// The output shapes a program of this task may have, for error messages.
     pub fn expected_outputs(self) -> &'static str {
-        match self {
-            Task::FeatureExtraction => "an embedding [1, H]",
-            Task::FillMask => "logits per position [1, S, V] or at the one mask [1, V]",
-            Task::TextClassification => "class logits [1, C]",
-            Task::TextGeneration => "next-token logits [1, V], or per position [1, S, V]",
-        }
+        self.output().expected()
     }
 }
 
-impl fmt::Display for Task {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+/// Every task runlens runs, by its manifest name.
+pub const TASKS: [Task; 4] = [Task::FeatureExtraction, Task::FillMask, Task::TextClassification, Task::TextGeneration];
+
+/// A task name runlens does not know.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("runlens has no task \"{task}\"; it runs {}", TASKS.map(Task::name).join(", "))]
+pub struct UnknownTask {
+    pub task: String,
+}
+
+impl Task {
+    /// A manifest's task name (`fill-mask`) as a [`Task`].
+    pub fn parse(name: &str) -> Result<Task, UnknownTask> {
+        TASKS.into_iter().find(|t| t.name() == name).ok_or_else(|| UnknownTask { task: name.to_string() })
     }
 }
 
-/// A backend's raw output: the first output tensor of the program (or of the
-/// eager model), float32, row-major.
-#[derive(Clone, Debug, PartialEq)]
-pub struct OutputTensor {
-    pub shape: Vec<usize>,
-    pub data: Vec<f32>,
-}
-
-impl OutputTensor {
-    pub fn new(shape: Vec<usize>, data: Vec<f32>) -> OutputTensor {
-        OutputTensor { shape, data }
-    }
-
-    fn describe_shape(&self) -> String {
-        let dims: Vec<String> = self.shape.iter().map(ToString::to_string).collect();
-        format!("[{}]", dims.join(", "))
-    }
+/// Load `spec` of `dir` for the directory's task (slow: hundreds of ms).
+pub fn load_backend(spec: &BackendSpec, dir: &ModelDir) -> anyhow::Result<Box<dyn Backend>> {
+    crate::backend::load(spec, dir, dir.task().output())
 }
 
 /// One backend's output, as the task reads it.
@@ -194,8 +176,8 @@ impl TaskContext {
             }
             Task::TextClassification => ctx.labels = label_names(&dir.config()?)?,
             Task::TextGeneration => {
-                let detokenizer = crate::generate::Detokenizer::from_file(&dir.tokenizer()?)?;
-                let options = crate::generate::GenerateOptions { eos_token_id: dir.manifest().eos_token_id, ..Default::default() };
+                let detokenizer = generation::Detokenizer::from_file(&dir.tokenizer()?)?;
+                let options = generation::GenerateOptions { eos_token_id: dir.manifest().eos_token_id, ..Default::default() };
                 ctx.generation = Some(GenerationContext { detokenizer: std::sync::Arc::new(detokenizer), options });
             }
         }
@@ -224,7 +206,7 @@ impl TaskContext {
     }
 
     /// Interpret `out`, the output of a backend for `input`. Text-generation's
-    /// output is not one forward's: [`crate::backend::run_task`] runs the greedy loop.
+    /// output is not one forward's: [`run`] runs the greedy loop.
     pub fn interpret(&self, input: &Encoded, out: OutputTensor) -> anyhow::Result<TaskOutput> {
         let shape = out.describe_shape();
         let wrong = || anyhow::anyhow!("the program returned {shape}; a {} program returns {}", self.task, self.task.expected_outputs());
@@ -247,6 +229,31 @@ impl TaskContext {
             }
         }
     }
+}
+
+/// Run `backend` on `input` as the task does: the one driver `run`, `bench` and
+/// the explorer's workers all call. One forward read as the task's output; for
+/// text-generation the whole greedy generation, `on_token` seeing every new
+/// token as it comes (return `Break` to stop after it).
+pub fn run(
+    backend: &mut dyn Backend,
+    ctx: &TaskContext,
+    input: &Encoded,
+    on_token: &mut dyn FnMut(&TokenStep) -> ControlFlow<()>,
+) -> anyhow::Result<TaskOutput> {
+    ctx.check_input(input)?;
+    match ctx.task {
+        Task::TextGeneration => generation::generate(backend, ctx.generation()?, input, on_token).map(TaskOutput::Generation),
+        _ => {
+            let out = backend.run(input)?;
+            ctx.interpret(input, out)
+        }
+    }
+}
+
+/// [`run`] without watching the tokens of a generation.
+pub fn run_quietly(backend: &mut dyn Backend, ctx: &TaskContext, input: &Encoded) -> anyhow::Result<TaskOutput> {
+    run(backend, ctx, input, &mut |_| ControlFlow::Continue(()))
 }
 
 /// `id2label` of a config.json, in label-id order (`LABEL_i` for gaps).
@@ -293,6 +300,16 @@ mod tests {
         assert!(p[1] > p[2] && p[2] > p[0]);
         assert_eq!(max_abs_diff(&[1.0, 2.0], &[1.5, 2.0]), Some(0.5));
         assert_eq!(max_abs_diff(&[1.0], &[1.0, 2.0]), None);
+    }
+
+    #[test]
+    fn parses_every_task_name_and_names_the_known_ones_otherwise() {
+        for task in TASKS {
+            assert_eq!(Task::parse(task.name()), Ok(task));
+        }
+        let err = Task::parse("translation").unwrap_err();
+        assert_eq!(err, UnknownTask { task: "translation".into() });
+        assert!(err.to_string().contains("feature-extraction, fill-mask, text-classification, text-generation"), "{err}");
     }
 
     #[test]

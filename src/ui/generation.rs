@@ -24,7 +24,7 @@ use ratatui::widgets::Widget;
 use super::draw::line_at;
 use super::format;
 use crate::app::{Divergence, LiveGeneration};
-use crate::generate::Stop;
+use crate::task::generation::Stop;
 
 const DIM: Style = Style::new().fg(Color::DarkGray);
 const DIFFERS: Style = Style::new().fg(Color::Red);

@@ -57,7 +57,7 @@ pub fn spec(name: &str) -> runlens::backend::BackendSpec {
 
 /// Load the backend named `name` of MiniLM's directory.
 pub fn load(name: &str) -> Box<dyn runlens::backend::Backend> {
-    runlens::backend::load(&spec(name), &models()).unwrap_or_else(|e| panic!("{name}: {e:#}"))
+    runlens::task::load_backend(&spec(name), &models()).unwrap_or_else(|e| panic!("{name}: {e:#}"))
 }
 
 /// A feature-extraction output as an embedding ([1, H] checked).

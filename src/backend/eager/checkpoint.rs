@@ -47,14 +47,9 @@ pub enum Unsupported {
         architecture: String,
         model_type: String,
     },
-    #[error("eager has no head for the task \"{task}\"; it runs {}", TASKS.join(", "))]
-    Task { task: String },
     #[error("{path}: {architecture} is an encoder and text-generation needs a decoder; eager generates with GPT2LMHeadModel")]
     NotADecoder { path: String, architecture: String },
 }
-
-/// The tasks eager has heads for (the manifest's `task`).
-pub const TASKS: &[&str] = &["feature-extraction", "fill-mask", "text-classification", "text-generation"];
 
 /// `config.json` read once: what the checkpoint is and its sizes.
 #[derive(Clone, Debug)]

@@ -337,7 +337,7 @@ impl Gpt2LmHeadModel {
 
 // The model is used by one thread at a time (the backend is Send, not Sync);
 // libtorch tensors may move between threads.
-impl crate::generate::Decoder for Gpt2LmHeadModel {
+impl crate::backend::Decoder for Gpt2LmHeadModel {
     fn max_len(&self) -> usize {
         self.max_len as usize
     }

@@ -29,16 +29,16 @@ use std::path::PathBuf;
 use anyhow::Context;
 use tch::Tensor;
 
-use crate::backend::Backend;
-use crate::model::{Encoded, ModelDir};
-use crate::task::OutputTensor;
+use crate::backend::{Backend, OutputKind};
+use crate::model::ModelDir;
+use crate::tensor::{Encoded, OutputTensor};
 
 pub use bert::BertConfig;
-pub use checkpoint::{Unsupported, SUPPORTED, TASKS};
+pub use checkpoint::{Unsupported, SUPPORTED};
 pub use config::{ConfigError, HiddenAct};
 pub use distilbert::DistilBertConfig;
 pub use gpt2::{Gpt2Config, Gpt2LmHeadModel};
-pub use model::{load_eager, load_model, parse_task, EagerModel, EncoderModel};
+pub use model::{load_eager, load_model, EagerModel, EncoderModel};
 pub use weights::WeightError;
 
 /// The eager path: a BERT-family checkpoint with its task's head, or GPT-2, in libtorch tensors.
@@ -53,10 +53,10 @@ impl EagerBackend {
     /// [`crate::model::ModelsMissing`]; an architecture eager does not implement is
     /// [`Unsupported`]; a config the encoder cannot run is a [`ConfigError`]; a missing
     /// or mis-shaped tensor is a [`WeightError`] naming it.
-    pub fn load(dir: &ModelDir) -> anyhow::Result<EagerBackend> {
+    pub fn load(dir: &ModelDir, output: OutputKind) -> anyhow::Result<EagerBackend> {
         let config_file = dir.config()?;
         let weights_file = dir.weights()?;
-        let mut model = load_eager(&config_file, &weights_file, dir.task().name())?;
+        let mut model = load_eager(&config_file, &weights_file, output)?;
         if let EagerModel::Decoder(gpt2) = &mut model {
             gpt2.limit_len(dir.max_seq_len());
         }
@@ -93,7 +93,7 @@ impl Backend for EagerBackend {
             EagerModel::Encoder(model) => model,
             EagerModel::Decoder(model) => {
                 // A decoder's one forward: the prefill, the next token's logits.
-                let logits = crate::generate::Decoder::prefill(model.as_mut(), &input.ids)?;
+                let logits = crate::backend::Decoder::prefill(model.as_mut(), &input.ids)?;
                 return Ok(OutputTensor::new(vec![1, logits.len()], logits));
             }
         };
@@ -105,7 +105,7 @@ impl Backend for EagerBackend {
         Ok(OutputTensor::new(shape, data))
     }
 
-    fn as_decoder(&mut self) -> Option<&mut dyn crate::generate::Decoder> {
+    fn as_decoder(&mut self) -> Option<&mut dyn crate::backend::Decoder> {
         match &mut self.model {
             EagerModel::Decoder(model) => Some(model.as_mut()),
             EagerModel::Encoder(_) => None,

@@ -9,14 +9,13 @@ use tch::{Kind, Tensor};
 
 use super::bert::BertModel;
 use super::checkpoint::{CheckpointConfig, LoadConfigError, ModelConfig, Unsupported};
-#[cfg(doc)]
-use super::checkpoint::TASKS;
 use super::distilbert::DistilBertModel;
 use super::gpt2::Gpt2LmHeadModel;
 use super::heads::{
     BertClassificationHead, BertMaskedLmHead, DistilBertClassificationHead, DistilBertMaskedLmHead, SentenceEmbedding,
 };
 use super::weights::Weights;
+use crate::backend::OutputKind;
 
 /// A checkpoint's encoder with the head its task needs, in libtorch tensors.
 pub trait EncoderModel: Send {
@@ -31,33 +30,25 @@ pub trait EncoderModel: Send {
     fn describe(&self) -> String;
 }
 
-pub use crate::task::Task;
-
-/// The manifest's task string as a [`Task`]; a task without a head here is [`Unsupported::Task`].
-pub fn parse_task(task: &str) -> Result<Task, Unsupported> {
-    serde_json::from_value(serde_json::Value::String(task.to_string())).map_err(|_| Unsupported::Task { task: task.to_string() })
-}
-
-/// Reads config.json and the weights; picks the architecture from config.json and the head from `task`
-/// (the manifest's task string). An architecture or task it does not implement is an error that names it
+/// Reads config.json and the weights; picks the architecture from config.json and the head from `output`
+/// (what the task needs). An architecture it does not implement is an error that names it
 /// and lists the supported ones ([`super::SUPPORTED`]): an [`Unsupported`], which the caller finds with
 /// `err.downcast_ref::<Unsupported>()`. A missing or mis-shaped tensor is a
 /// [`super::WeightError`] naming it and the file; a config it cannot use, a [`super::ConfigError`].
-pub fn load_model(config_file: &Path, weights_file: &Path, task: &str) -> anyhow::Result<Box<dyn EncoderModel>> {
+pub fn load_model(config_file: &Path, weights_file: &Path, output: OutputKind) -> anyhow::Result<Box<dyn EncoderModel>> {
     let config = match CheckpointConfig::load(config_file) {
         Ok(config) => config,
         // Unwrapped, so that `downcast_ref::<Unsupported>` finds it.
         Err(LoadConfigError::Unsupported(unsupported)) => return Err(unsupported.into()),
         Err(LoadConfigError::Config(error)) => return Err(error.into()),
     };
-    let task = parse_task(task)?;
     let _no_grad = tch::no_grad_guard();
     let weights = Weights::read(weights_file)?;
     let root = weights.root("");
     let head_context = || {
         format!(
             "loading the {} head of {} ({}): the checkpoint lacks a tensor this task needs",
-            task.name(),
+            head_name(output),
             config.architecture,
             config_file.display()
         )
@@ -66,37 +57,37 @@ pub fn load_model(config_file: &Path, weights_file: &Path, task: &str) -> anyhow
         ModelConfig::Bert(cfg) => {
             let path = weights.encoder_root("bert");
             let bert = BertModel::load(&path, cfg)?;
-            let head = match task {
-                Task::FeatureExtraction => Head::SentenceEmbedding(SentenceEmbedding),
-                Task::FillMask => {
+            let head = match output {
+                OutputKind::Pooled => Head::SentenceEmbedding(SentenceEmbedding),
+                OutputKind::TokenLogits => {
                     Head::BertMaskedLm(BertMaskedLmHead::load(&root, cfg, bert.word_embeddings()).with_context(head_context)?)
                 }
-                Task::TextClassification => Head::BertClassification(
+                OutputKind::ClassLogits => Head::BertClassification(
                     BertClassificationHead::load(&path, &root, cfg, config.num_labels).with_context(head_context)?,
                 ),
-                Task::TextGeneration => return Err(not_a_decoder(&config)),
+                OutputKind::NextToken => return Err(not_a_decoder(&config)),
             };
             (Encoder::Bert(bert), head)
         }
         ModelConfig::DistilBert(cfg) => {
             let path = weights.encoder_root("distilbert");
             let distilbert = DistilBertModel::load(&path, cfg)?;
-            let head = match task {
-                Task::FeatureExtraction => Head::SentenceEmbedding(SentenceEmbedding),
-                Task::FillMask => Head::DistilBertMaskedLm(
+            let head = match output {
+                OutputKind::Pooled => Head::SentenceEmbedding(SentenceEmbedding),
+                OutputKind::TokenLogits => Head::DistilBertMaskedLm(
                     DistilBertMaskedLmHead::load(&root, cfg, distilbert.word_embeddings()).with_context(head_context)?,
                 ),
-                Task::TextClassification => Head::DistilBertClassification(
+                OutputKind::ClassLogits => Head::DistilBertClassification(
                     DistilBertClassificationHead::load(&root, cfg, config.num_labels).with_context(head_context)?,
                 ),
-                Task::TextGeneration => return Err(not_a_decoder(&config)),
+                OutputKind::NextToken => return Err(not_a_decoder(&config)),
             };
             (Encoder::DistilBert(distilbert), head)
         }
         ModelConfig::Gpt2(_) => anyhow::bail!(
             "{}: GPT-2 is a decoder: eager runs it for text-generation (load_eager), not as an encoder for {}",
             config_file.display(),
-            task
+            head_name(output)
         ),
     };
     let description = format!("{} + {}", config.model.describe(), head.describe(config.num_labels));
@@ -107,6 +98,16 @@ pub fn load_model(config_file: &Path, weights_file: &Path, task: &str) -> anyhow
         max_positions: config.model.max_positions(),
         description,
     }))
+}
+
+/// What a head is called in messages: the task it serves.
+fn head_name(output: OutputKind) -> &'static str {
+    match output {
+        OutputKind::Pooled => "feature-extraction",
+        OutputKind::TokenLogits => "fill-mask",
+        OutputKind::ClassLogits => "text-classification",
+        OutputKind::NextToken => "text-generation",
+    }
 }
 
 /// text-generation asked of an encoder checkpoint.
@@ -123,21 +124,21 @@ pub enum EagerModel {
 
 /// Like [`load_model`], for any architecture eager implements: a GPT-2
 /// checkpoint is a decoder (text-generation only), the others encoders.
-pub fn load_eager(config_file: &Path, weights_file: &Path, task: &str) -> anyhow::Result<EagerModel> {
+pub fn load_eager(config_file: &Path, weights_file: &Path, output: OutputKind) -> anyhow::Result<EagerModel> {
     let config = match CheckpointConfig::load(config_file) {
         Ok(config) => config,
         Err(LoadConfigError::Unsupported(unsupported)) => return Err(unsupported.into()),
         Err(LoadConfigError::Config(error)) => return Err(error.into()),
     };
     let ModelConfig::Gpt2(cfg) = &config.model else {
-        return load_model(config_file, weights_file, task).map(EagerModel::Encoder);
+        return load_model(config_file, weights_file, output).map(EagerModel::Encoder);
     };
-    let task = parse_task(task)?;
     anyhow::ensure!(
-        task == Task::TextGeneration,
-        "{}: {} is a decoder: eager runs it for text-generation, not {task}",
+        output == OutputKind::NextToken,
+        "{}: {} is a decoder: eager runs it for text-generation, not {}",
         config_file.display(),
-        config.architecture
+        config.architecture,
+        head_name(output)
     );
     let _no_grad = tch::no_grad_guard();
     let weights = Weights::read(weights_file)?;
@@ -248,20 +249,5 @@ impl EncoderModel for TaskModel {
 
     fn describe(&self) -> String {
         self.description.clone()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_the_tasks_it_has_heads_for() {
-        for name in super::super::TASKS {
-            assert_eq!(parse_task(name).unwrap().name(), *name);
-        }
-        let err = parse_task("translation").unwrap_err();
-        assert_eq!(err, Unsupported::Task { task: "translation".into() });
-        assert!(err.to_string().contains("feature-extraction, fill-mask, text-classification, text-generation"), "{err}");
     }
 }

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{machine::Machine, Budget, LoadRow};
 use crate::backend::{self, BackendSpec};
-use crate::generate::{Detokenizer, GenerateOptions};
+use crate::task::generation::{Detokenizer, GenerateOptions};
 use crate::model::ModelDir;
 
 /// What the timings are worth: the models made here have random weights.
@@ -176,7 +176,7 @@ pub fn bench_backend(
         let (mut ttft, mut decode) = (Vec::new(), Vec::new());
         // One generation: its TTFT (ms) and decode rate.
         let mut once = || -> anyhow::Result<(f64, Option<f64>)> {
-            let g = crate::generate::greedy(decoder, &detok, prompt, &options, &mut |_| std::ops::ControlFlow::Continue(()))?;
+            let g = crate::task::generation::greedy(decoder, &detok, prompt, &options, &mut |_| std::ops::ControlFlow::Continue(()))?;
             anyhow::ensure!(g.ids.len() == gen_tokens, "{name} stopped after {} of {gen_tokens} tokens ({})", g.ids.len(), g.stop);
             Ok((g.ttft.as_secs_f64() * 1e3, g.decode_tokens_per_s()))
         };

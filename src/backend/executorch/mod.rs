@@ -9,7 +9,7 @@
 //! - tokens: `input_ids`, or `input_ids` and `attention_mask`, int64 `[1, S]`,
 //!   S dynamic up to a bound or fixed (then the input is padded and the
 //!   padding masked; right-padded for encoders, left-padded windows for
-//!   text-generation, see [`super::executorch_decoder`]);
+//!   text-generation, see [`decoder`]);
 //! - KV cache: `input_ids` int64 `[1, S]` (S dynamic) and `cache_position`
 //!   int64 `[S]`: a decoder holding its KV cache in the program
 //!   (text-generation only).
@@ -17,20 +17,21 @@
 //! A program of another shape is an error that names the file, what it has
 //! and what runlens expects.
 
+pub mod decoder;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::{Backend, BackendSpec};
+use super::{Backend, BackendSpec, Decoder, OutputKind};
 use crate::ffi::EtModule;
-use crate::model::Encoded;
 use crate::pte::{CoverageReport, InputShape, PlanCoverage};
-use crate::task::{OutputTensor, Task};
+use crate::tensor::{Encoded, OutputTensor};
 
 /// What runlens expects of a program's inputs, for error messages.
 const EXPECTED_INPUTS: &str =
-    "input_ids, or input_ids and attention_mask: int64 [1, S]; or (text-generation) input_ids int64 [1, S] and cache_position int64 [S]";
+    "input_ids, or input_ids and attention_mask: int64 [1, S]; or (a decoder) input_ids int64 [1, S] and cache_position int64 [S]";
 
 /// How a program takes its input, read from the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,7 +51,7 @@ pub struct InputConvention {
 impl InputConvention {
     /// Read the convention of `forward` from runlens' report of the file; an
     /// error saying what was found when runlens cannot drive it.
-    pub fn of(plan: &PlanCoverage, task: Task) -> Result<InputConvention, String> {
+    pub fn of(plan: &PlanCoverage, output: OutputKind) -> Result<InputConvention, String> {
         let describe = |shapes: &[InputShape]| {
             shapes
                 .iter()
@@ -68,8 +69,11 @@ impl InputConvention {
             && inputs[1].dtype == "long"
             && inputs[1].sizes.len() == 1
             && inputs[1].sizes[0] == inputs[0].sizes[1];
-        if kv_cache && task != Task::TextGeneration {
-            return Err(format!("it is a decoder with a KV cache (input_ids and cache_position); this model directory's task is {task}, not text-generation"));
+        if kv_cache && output != OutputKind::NextToken {
+            return Err(format!(
+                "it is a decoder with a KV cache (input_ids and cache_position); this model directory's programs return {}",
+                output.expected()
+            ));
         }
         if plan.inputs as usize != inputs.len() {
             return Err(wrong_inputs());
@@ -78,15 +82,12 @@ impl InputConvention {
             return Err(wrong_inputs());
         }
         let out = plan.output_shapes.first().ok_or_else(|| "its method forward returns no tensor".to_string())?;
-        let rank_ok = match task {
-            Task::FillMask | Task::TextGeneration => out.sizes.len() == 2 || out.sizes.len() == 3,
-            Task::FeatureExtraction | Task::TextClassification => out.sizes.len() == 2,
-        };
+        let rank_ok = output.ranks().contains(&out.sizes.len());
         if out.dtype != "float" || !rank_ok || out.sizes.first() != Some(&1) {
             return Err(format!(
-                "its method forward returns {}; a {task} program returns {} (float)",
+                "its method forward returns {}; this model directory's programs return {} (float)",
                 describe(std::slice::from_ref(out)),
-                task.expected_outputs()
+                output.expected()
             ));
         }
         let len = usize::try_from(inputs[0].sizes[1]).unwrap_or(0);
@@ -99,12 +100,13 @@ impl InputConvention {
     }
 
     /// For people: "KV cache of 64 positions", "fixed length 32 (input padded)", ...
-    pub fn describe(&self, task: Task) -> String {
+    pub fn describe(&self, output: OutputKind) -> String {
+        let decoder = output == OutputKind::NextToken;
         let inputs = if self.with_mask || self.cache_position { "" } else { ", input_ids only" };
         match (self.cache_position, self.fixed_len) {
             (true, _) => format!(", KV cache of {} positions (cache_position input)", self.max_len),
-            (false, Some(n)) if task == Task::TextGeneration => format!(", a window of {n} tokens, left-padded and recomputed per token{inputs}"),
-            (false, None) if task == Task::TextGeneration => format!(", no cache: the whole sequence (up to {}) recomputed per token{inputs}", self.max_len),
+            (false, Some(n)) if decoder => format!(", a window of {n} tokens, left-padded and recomputed per token{inputs}"),
+            (false, None) if decoder => format!(", no cache: the whole sequence (up to {}) recomputed per token{inputs}", self.max_len),
             (false, Some(n)) => format!(", fixed length {n} (input padded){inputs}"),
             (false, None) => inputs.to_string(),
         }
@@ -118,16 +120,16 @@ pub struct ExecutorchBackend {
     load_time: Duration,
     coverage: CoverageReport,
     convention: InputConvention,
-    task: Task,
-    /// text-generation: the sequence so far, and what a window is padded with.
-    decoding: super::executorch_decoder::Decoding,
+    output: OutputKind,
+    /// A decoder: the sequence so far, and what a window is padded with.
+    decoding: decoder::Decoding,
 }
 
 impl ExecutorchBackend {
-    /// Load a `.pte` from any path for `task`. The file is read by runlens' own
+    /// Load a `.pte` from any path, to return `output`. The file is read by runlens' own
     /// reader first, so that bytes ExecuTorch might abort on never reach it,
     /// and so that its inputs and output are known before it runs.
-    pub fn load_file(spec: &BackendSpec, path: &Path, task: Task) -> anyhow::Result<ExecutorchBackend> {
+    pub fn load_file(spec: &BackendSpec, path: &Path, output: OutputKind) -> anyhow::Result<ExecutorchBackend> {
         if !path.is_file() {
             return Err(crate::model::ModelsMissing { path: path.to_path_buf() }.into());
         }
@@ -136,7 +138,7 @@ impl ExecutorchBackend {
         let plan = coverage
             .plan("forward")
             .with_context(|| format!("{}: the program has no method \"forward\"; runlens runs forward", path.display()))?;
-        let convention = InputConvention::of(plan, task).map_err(|why| anyhow::anyhow!("{}: runlens cannot drive this program: {why}", path.display()))?;
+        let convention = InputConvention::of(plan, output).map_err(|why| anyhow::anyhow!("{}: runlens cannot drive this program: {why}", path.display()))?;
         // ExecuTorch aborts the process on some damaged programs: try it in a child first.
         super::probe::check(path)?;
         let start = Instant::now();
@@ -148,20 +150,20 @@ impl ExecutorchBackend {
             load_time: start.elapsed(),
             coverage,
             convention,
-            task,
+            output,
             decoding: Default::default(),
         })
     }
 
-    /// text-generation: pad a fixed window with `pad_id` (the manifest's `pad_token_id`; 0 unless set).
+    /// A decoder: pad a fixed window with `pad_id` (the manifest's `pad_token_id`; 0 unless set).
     pub fn with_pad_id(mut self, pad_id: i64) -> ExecutorchBackend {
         self.decoding.pad_id = pad_id;
         self
     }
 
-    /// The task it was loaded for.
-    pub fn task(&self) -> Task {
-        self.task
+    /// What it was loaded to return.
+    pub fn output(&self) -> OutputKind {
+        self.output
     }
 
     /// How the program takes its input.
@@ -232,26 +234,26 @@ impl ExecutorchBackend {
 
 impl Backend for ExecutorchBackend {
     fn describe(&self) -> String {
-        let shape = self.convention.describe(self.task);
+        let shape = self.convention.describe(self.output);
         format!("{}: {}, {}{shape}, {} pool threads", self.spec.title, self.spec.about, self.path.display(), crate::ffi::threads())
     }
 
     fn run(&mut self, input: &Encoded) -> anyhow::Result<OutputTensor> {
-        if self.task == Task::TextGeneration {
+        if self.output == OutputKind::NextToken {
             // A decoder's one forward: the prefill, the next token's logits.
-            let logits = crate::generate::Decoder::prefill(self, &input.ids)?;
+            let logits = Decoder::prefill(self, &input.ids)?;
             return Ok(OutputTensor::new(vec![1, logits.len()], logits));
         }
         let prepared = self.prepare(input)?;
         self.run_prepared(&prepared, input.len())
     }
 
-    fn as_decoder(&mut self) -> Option<&mut dyn crate::generate::Decoder> {
-        (self.task == Task::TextGeneration).then_some(self as &mut dyn crate::generate::Decoder)
+    fn as_decoder(&mut self) -> Option<&mut dyn Decoder> {
+        (self.output == OutputKind::NextToken).then_some(self as &mut dyn Decoder)
     }
 }
 
-impl crate::generate::Decoder for ExecutorchBackend {
+impl Decoder for ExecutorchBackend {
     fn max_len(&self) -> usize {
         self.convention.max_len
     }
@@ -296,21 +298,21 @@ mod tests {
     fn kv_cache_and_window_programs_are_told_apart_by_their_inputs() {
         let logits = shape(&[1, 512], false, "float");
         let kv = plan(vec![shape(&[1, 64], true, "long"), shape(&[64], true, "long")], logits.clone());
-        let c = InputConvention::of(&kv, Task::TextGeneration).unwrap();
+        let c = InputConvention::of(&kv, OutputKind::NextToken).unwrap();
         assert_eq!(c, InputConvention { with_mask: false, cache_position: true, fixed_len: None, max_len: 64 });
-        assert!(c.describe(Task::TextGeneration).contains("KV cache of 64"));
+        assert!(c.describe(OutputKind::NextToken).contains("KV cache of 64"));
 
         let window = plan(vec![shape(&[1, 32], false, "long"), shape(&[1, 32], false, "long")], shape(&[1, 32, 512], false, "float"));
-        let c = InputConvention::of(&window, Task::TextGeneration).unwrap();
+        let c = InputConvention::of(&window, OutputKind::NextToken).unwrap();
         assert_eq!(c, InputConvention { with_mask: true, cache_position: false, fixed_len: Some(32), max_len: 32 });
-        assert!(c.describe(Task::TextGeneration).contains("left-padded"));
+        assert!(c.describe(OutputKind::NextToken).contains("left-padded"));
 
         // A KV-cache program in a directory of another task, and shapes runlens cannot drive, say why.
-        let err = InputConvention::of(&kv, Task::FillMask).unwrap_err();
-        assert!(err.contains("KV cache") && err.contains("fill-mask"), "{err}");
+        let err = InputConvention::of(&kv, OutputKind::TokenLogits).unwrap_err();
+        assert!(err.contains("KV cache") && err.contains("[1, S, V]"), "{err}");
         let rank2_positions = plan(vec![shape(&[1, 64], true, "long"), shape(&[1, 64], true, "float")], logits.clone());
-        assert!(InputConvention::of(&rank2_positions, Task::TextGeneration).unwrap_err().contains("cache_position int64 [S]"));
+        assert!(InputConvention::of(&rank2_positions, OutputKind::NextToken).unwrap_err().contains("cache_position int64 [S]"));
         let rank4_out = plan(vec![shape(&[1, 64], true, "long"), shape(&[64], true, "long")], shape(&[1, 1, 64, 512], true, "float"));
-        assert!(InputConvention::of(&rank4_out, Task::TextGeneration).unwrap_err().contains("[1, V]"));
+        assert!(InputConvention::of(&rank4_out, OutputKind::NextToken).unwrap_err().contains("[1, V]"));
     }
 }

@@ -1,5 +1,9 @@
-//! text-generation: a prompt continued greedily, token by token
-//! ([`crate::generate::greedy`]), and two continuations compared id by id.
+//! text-generation: a prompt continued greedily, token by token, and two
+//! continuations compared id by id.
+//!
+//! - [`greedy`]: the one decoding loop every decoder backend shares, and what a
+//!   generation is ([`Generation`], [`Stop`], [`TokenStep`]);
+//! - [`detokenizer`]: ids back to text as they come ([`Detokenizer`]).
 //!
 //! Unlike the other tasks one forward is not the output: a backend that can
 //! continue a sequence ([`Backend::as_decoder`]) is driven by the greedy loop,
@@ -11,9 +15,16 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+pub mod detokenizer;
+mod greedy;
+
+pub use detokenizer::{terminal_safe, Detokenizer, TextStream};
+pub use greedy::{
+    argmax, check_prompt, greedy, GenerateOptions, Generation, PromptError, Stop, TokenStep, DEFAULT_MAX_NEW_TOKENS,
+};
+
 use crate::backend::Backend;
-use crate::generate::{self, Detokenizer, GenerateOptions, Generation, TokenStep};
-use crate::model::Encoded;
+use crate::tensor::Encoded;
 
 /// How one continuation compares with the reference's for the same prompt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -51,7 +62,7 @@ pub struct GenerationContext {
 pub struct NotADecoder(pub String);
 
 /// Continue `input` greedily on `backend`, `on_token` called for every new token
-/// (return `Break` to stop after it).
+/// (return `Break` to stop after it). [`super::run`] calls it for text-generation.
 pub fn generate(
     backend: &mut dyn Backend,
     ctx: &GenerationContext,
@@ -60,11 +71,14 @@ pub fn generate(
 ) -> anyhow::Result<Generation> {
     let describe = backend.describe();
     let decoder = backend.as_decoder().ok_or(NotADecoder(describe))?;
-    generate::greedy(decoder, &ctx.detokenizer, &input.ids, &ctx.options, on_token)
+    greedy(decoder, &ctx.detokenizer, &input.ids, &ctx.options, on_token)
 }
 
 #[cfg(test)]
-mod tests {
+mod tests;
+
+#[cfg(test)]
+mod parity_tests {
     use super::*;
 
     #[test]

@@ -4,6 +4,7 @@
 use std::ops::ControlFlow;
 
 use super::*;
+use crate::backend::Decoder;
 
 /// A fake decoder: its logits are one-hot at the next id of `script`, whatever
 /// the input; it records what it was called with.

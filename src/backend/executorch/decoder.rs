@@ -17,7 +17,7 @@
 
 use anyhow::Context;
 
-use super::executorch::InputConvention;
+use super::InputConvention;
 use crate::ffi::{EtModule, LongTensor};
 
 /// The sequence a decoder program holds, and what its window is padded with.

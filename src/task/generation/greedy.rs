@@ -1,30 +1,14 @@
-//! Text generation: one greedy decoding loop ([`greedy`]) for every backend
-//! that can continue a sequence ([`Decoder`]: eager GPT-2 with its KV cache, an
-//! ExecuTorch program with a static KV cache, or a fixed window recomputed for
-//! every token), and the streaming [`Detokenizer`] that turns each new token
-//! into the text it completes.
-//!
-//! - [`detokenizer`]: byte-level BPE ids back to text, holding a token that
-//!   ends inside a UTF-8 character until the character completes.
-
-pub mod detokenizer;
+//! The greedy decoding loop ([`greedy`]) every decoder backend shares, and
+//! what one generation is ([`Generation`]: ids, text, per-token latencies, why
+//! it stopped).
 
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-pub use detokenizer::{terminal_safe, Detokenizer, TextStream};
-
-/// A model that continues a token sequence one token at a time.
-pub trait Decoder {
-    /// The longest sequence (prompt + generated) it holds.
-    fn max_len(&self) -> usize;
-    /// Forget any previous sequence, run `prompt` (>= 1 token): the logits of the next token, [V].
-    fn prefill(&mut self, prompt: &[i64]) -> anyhow::Result<Vec<f32>>;
-    /// Append `token` to the sequence: the logits of the next token, [V].
-    fn step(&mut self, token: i64) -> anyhow::Result<Vec<f32>>;
-}
+use super::detokenizer::Detokenizer;
+use crate::backend::Decoder;
 
 /// What `--max-new-tokens` defaults to.
 pub const DEFAULT_MAX_NEW_TOKENS: usize = 32;
@@ -205,5 +189,3 @@ pub fn greedy(
     Ok(Generation { prompt_len: prompt.len(), text: detok.decode(&ids), ttft: token_latencies[0], ids, token_latencies, stop })
 }
 
-#[cfg(test)]
-mod tests;
