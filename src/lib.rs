@@ -21,6 +21,7 @@
 //! - [`cli`]: the headless subcommands.
 
 pub mod app;
+pub mod arch;
 pub mod backend;
 pub mod bench;
 pub mod cli;

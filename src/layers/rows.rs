@@ -11,99 +11,64 @@
 //! | `head` | everything after the encoder: pooling, the masked-LM or classification head; GPT-2's `ln_f` and LM head |
 //!
 //! Paths are cut to these rows: a layer's linear projections count in their
-//! parent (`attention.self.query` in `attention.self`).
+//! parent (`attention.self.query` in `attention.self`). Which paths are whose
+//! is each architecture's ([`crate::arch`]); this file is the driver.
 
 /// The attribute names under which an export wrapper or a task model holds
-/// the encoder (`model.` around a `...ForMaskedLM`, `bert.` in the embedding
-/// wrapper); the row names start below them.
+/// the model (`model.` around a `...ForMaskedLM` or the cache wrapper); the
+/// architecture's own paths start below them.
 const WRAPPERS: [&str; 1] = ["model"];
-const ENCODERS: [&str; 2] = ["bert", "distilbert"];
-/// The encoder's own code outside its submodules.
+/// The model's own code outside its submodules.
 pub const MODEL_ROW: &str = "model";
 pub const HEAD_ROW: &str = "head";
 
-/// GPT-2 keeps its decoder under `transformer.` (as DistilBERT its layer
-/// stack): these names right below it say it is GPT-2's.
-const GPT2_PARTS: [&str; 5] = ["h", "wte", "wpe", "ln_f", "drop"];
-
-/// Where a row goes in the table: the encoder's own work, the embeddings, the
+/// Where a row goes in the table: the model's own work, the embeddings, the
 /// layers in order, the head; instruction rows (no sidecar) after, as they ran.
 /// Within a layer, its modules in the order they first ran and the layer's own
 /// row (its residual adds) last, so the order does not depend on which backend
 /// came first (eager closes a block's scope after its MLP; a program's first
-/// residual add runs right after attention).
+/// residual add runs right after attention). Each architecture orders its own
+/// rows ([`crate::arch::Architecture::order`]).
 pub fn order_key(row: &str) -> (u8, usize, u8) {
-    if row == MODEL_ROW {
-        return (0, 0, 0);
-    }
     match row {
-        "embeddings" | "wte" => return (1, 0, 0),
-        "wpe" => return (1, 1, 0),
-        _ => {}
-    }
-    if row == HEAD_ROW {
-        return (3, 0, 0);
-    }
-    let parts: Vec<&str> = row.split('.').collect();
-    let layer = |n: &str, depth: usize| n.parse().map_or((4, 0, 0), |n| (2, n, u8::from(parts.len() == depth)));
-    match parts.as_slice() {
-        ["encoder" | "transformer", "layer", n, ..] => layer(n, 3),
-        ["h", n, ..] => layer(n, 2),
-        _ => (4, 0, 0),
+        MODEL_ROW => (0, 0, 0),
+        HEAD_ROW => (3, 0, 0),
+        _ => ARCHITECTURES.iter().find_map(|a| (a.order)(row)).unwrap_or((4, 0, 0)),
     }
 }
 
-/// The row a module path counts in.
+/// The row a module path counts in: the first architecture that knows the
+/// path names it ([`crate::arch::Architecture::row`]); a path none knows is
+/// outside the model (the wrapper's pooling, a task head): the head.
 pub fn row_of(path: &str) -> String {
     let parts: Vec<&str> = if path.is_empty() { Vec::new() } else { path.split('.').collect() };
     let mut rest = &parts[..];
     if rest.first().is_some_and(|p| WRAPPERS.contains(p)) {
         rest = &rest[1..];
     }
-    match rest {
-        [p, ..] if ENCODERS.contains(p) => rest = &rest[1..],
-        ["transformer", part, ..] if GPT2_PARTS.contains(part) => rest = &rest[1..],
-        // Outside the encoder: the wrapper's pooling, cls, classifier, ...
-        _ if !starts_inside(rest) => return HEAD_ROW.to_owned(),
-        _ => {}
-    }
-    inside_encoder(rest)
+    ARCHITECTURES.iter().find_map(|a| (a.row)(rest)).unwrap_or_else(|| HEAD_ROW.to_owned())
 }
 
-/// Eager's scopes name the encoder's submodules without a prefix.
-fn starts_inside(rest: &[&str]) -> bool {
-    matches!(rest.first(), Some(&("embeddings" | "encoder" | "transformer" | "h" | "wte" | "wpe")))
-}
-
-fn inside_encoder(rest: &[&str]) -> String {
-    match rest {
-        [] => MODEL_ROW.to_owned(),
-        ["embeddings", ..] => "embeddings".to_owned(),
-        [stack @ ("encoder" | "transformer"), "layer", n, tail @ ..] => {
-            let layer = format!("{stack}.layer.{n}");
-            if let Some(k) = tail.iter().position(|p| p.to_ascii_lowercase().contains("norm")) {
-                return format!("{layer}.{}", tail[..=k].join("."));
-            }
-            match tail {
-                [] => layer,
-                // BERT's attention container adds nothing of its own: its layer's row.
-                ["attention"] if *stack == "encoder" => layer,
-                ["attention", sub @ ("self" | "output"), ..] => format!("{layer}.attention.{sub}"),
-                [first, ..] => format!("{layer}.{first}"),
-            }
-        }
-        ["pooler", ..] => HEAD_ROW.to_owned(),
-        // GPT-2: token and position embeddings, each block's modules, the final norm.
-        [part @ ("wte" | "wpe"), ..] => (*part).to_owned(),
-        ["drop", ..] => MODEL_ROW.to_owned(),
-        ["ln_f", ..] => HEAD_ROW.to_owned(),
-        ["h", n] => format!("h.{n}"),
-        ["h", n, first, ..] => format!("h.{n}.{first}"),
-        // The layer stack's own loop.
-        ["encoder" | "transformer"] => MODEL_ROW.to_owned(),
-        [first, ..] => (*first).to_owned(),
+/// `layer` (`encoder.layer.3`) and the module path below it: the layer's own
+/// row when nothing is below, a norm with the path down to it, else the first
+/// module below (a layer's linear projections count in their parent).
+pub fn cut_layer(layer: String, tail: &[&str]) -> String {
+    if let Some(k) = tail.iter().position(|p| p.to_ascii_lowercase().contains("norm")) {
+        return format!("{layer}.{}", tail[..=k].join("."));
+    }
+    match tail {
+        [] => layer,
+        [first, ..] => format!("{layer}.{first}"),
     }
 }
+
+/// The order key of a row inside layer `parts[index]` of a stack whose
+/// layer rows have `depth` parts (`h.3`: 2; `encoder.layer.3`: 3).
+pub fn layer_order(parts: &[&str], index: usize, depth: usize) -> (u8, usize, u8) {
+    parts.get(index).and_then(|n| n.parse().ok()).map_or((4, 0, 0), |n| (2, n, u8::from(parts.len() == depth)))
+}
+
+use crate::arch::ARCHITECTURES;
 
 #[cfg(test)]
 mod tests {

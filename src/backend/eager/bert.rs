@@ -14,7 +14,12 @@ use tch::Tensor;
 use super::config::{self, Check, ConfigError, HiddenAct};
 use super::nn::{self, LayerNorm, Linear, LoadResult, Result};
 use super::timing::scope;
-use super::weights::WeightPath;
+use anyhow::Context;
+use super::weights::{WeightPath, Weights};
+use super::checkpoint::CheckpointConfig;
+use super::heads::{BertClassificationHead, BertMaskedLmHead, Classifier, SentenceEmbedding};
+use super::model::{encoder_model, head_context, ArchConfig, EagerModel, EncoderStack, Head};
+use crate::backend::OutputKind;
 
 /// The BERT hyper-parameters, straight from `config.json` (transformers' `BertConfig`).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -335,5 +340,52 @@ impl BertModel {
         let additive = attention_mask.map(nn::additive_mask).transpose()?; // [1, 1, S]
         let embeddings = scope("embeddings", || self.embeddings.forward(input_ids))?;
         scope("encoder", || self.encoder.forward(&embeddings, additive.as_ref()))
+    }
+}
+
+/// config.json's fields, for the architecture table ([`crate::arch::bert`]).
+pub fn parse_config(path: &str, value: &serde_json::Value) -> std::result::Result<Box<dyn ArchConfig>, ConfigError> {
+    Ok(Box::new(config::parse(path, "BERT", value, BertConfig::check)?))
+}
+
+impl EncoderStack for BertModel {
+    fn forward(&self, ids: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
+        BertModel::forward(self, ids, mask)
+    }
+}
+
+impl ArchConfig for BertConfig {
+    fn vocab_size(&self) -> i64 {
+        self.vocab_size
+    }
+    fn hidden_size(&self) -> i64 {
+        self.hidden_size
+    }
+    fn max_positions(&self) -> i64 {
+        self.max_position_embeddings
+    }
+    fn describe(&self) -> String {
+        format!("BERT {} layers, hidden {}, {} heads", self.num_hidden_layers, self.hidden_size, self.num_attention_heads)
+    }
+    /// The encoder under `bert.` (or at the root), the head at the root
+    /// (`cls.predictions...`, `classifier`; the pooler is the encoder's).
+    fn load(&self, checkpoint: &CheckpointConfig, weights: &Weights, output: OutputKind) -> anyhow::Result<EagerModel> {
+        let path = weights.encoder_root("bert");
+        let root = weights.root("");
+        let bert = BertModel::load(&path, self)?;
+        let context = || head_context(checkpoint, output);
+        let head: Box<dyn Head> = match output {
+            OutputKind::Pooled => Box::new(SentenceEmbedding),
+            OutputKind::TokenLogits => Box::new(BertMaskedLmHead::load(&root, self, bert.word_embeddings()).with_context(context)?),
+            OutputKind::ClassLogits => Box::new(Classifier {
+                head: BertClassificationHead::load(&path, &root, self, checkpoint.num_labels).with_context(context)?,
+                num_labels: checkpoint.num_labels,
+            }),
+            OutputKind::NextToken => anyhow::bail!("{}: BERT is an encoder", checkpoint.path.display()),
+        };
+        Ok(encoder_model(checkpoint, Box::new(bert), head))
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }

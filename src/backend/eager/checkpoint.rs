@@ -7,34 +7,21 @@
 //! does. A class eager does not implement is [`Unsupported`].
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock};
 
 use serde::Deserialize;
 
-use super::bert::BertConfig;
-use super::config::{self, ConfigError};
-use super::distilbert::DistilBertConfig;
-use super::gpt2::Gpt2Config;
+use super::config::ConfigError;
+use super::model::ArchConfig;
+use crate::arch::Architecture;
 
-/// The checkpoint classes eager implements (`config.json`'s `architectures[0]`).
-pub const SUPPORTED: &[&str] = &[
-    "BertModel",
-    "BertForMaskedLM",
-    "BertForSequenceClassification",
-    "DistilBertModel",
-    "DistilBertForMaskedLM",
-    "DistilBertForSequenceClassification",
-    "GPT2LMHeadModel",
-];
+/// The checkpoint classes eager implements (`config.json`'s `architectures[0]`),
+/// from the one table of architectures ([`crate::arch::ARCHITECTURES`]).
+pub static SUPPORTED: LazyLock<Vec<&'static str>> = LazyLock::new(crate::arch::supported_classes);
 
-/// An encoder family eager has a file for; the head comes from the task.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Architecture {
-    /// `model_type` "bert": BERT, MiniLM and other BERT-shaped checkpoints.
-    Bert,
-    /// `model_type` "distilbert".
-    DistilBert,
-    /// `model_type` "gpt2": a decoder with its LM head (text-generation).
-    Gpt2,
+/// The decoder classes, for messages.
+fn decoders() -> String {
+    crate::arch::ARCHITECTURES.iter().filter(|a| a.decoder).flat_map(|a| a.classes.iter().copied()).collect::<Vec<_>>().join(", ")
 }
 
 /// The checkpoint is of a kind eager does not implement. The ExecuTorch programs of the
@@ -47,12 +34,12 @@ pub enum Unsupported {
         architecture: String,
         model_type: String,
     },
-    #[error("{path}: {architecture} is an encoder and text-generation needs a decoder; eager generates with GPT2LMHeadModel")]
+    #[error("{path}: {architecture} is an encoder and text-generation needs a decoder; eager generates with {}", decoders())]
     NotADecoder { path: String, architecture: String },
 }
 
 /// `config.json` read once: what the checkpoint is and its sizes.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct CheckpointConfig {
     pub path: PathBuf,
     /// `architectures[0]`, or the bare model class when the file names none (`BertModel`).
@@ -61,15 +48,22 @@ pub struct CheckpointConfig {
     /// The number of classes a sequence-classification head has: `id2label`'s
     /// length, else `num_labels`, else 2 (transformers' rule).
     pub num_labels: i64,
-    pub model: ModelConfig,
+    /// Its row of the architecture table.
+    pub arch: &'static Architecture,
+    /// The architecture's own fields, parsed and checked.
+    pub model: Arc<dyn ArchConfig>,
 }
 
-/// The sizes of the encoder, in the architecture's own terms.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ModelConfig {
-    Bert(BertConfig),
-    DistilBert(DistilBertConfig),
-    Gpt2(Gpt2Config),
+impl std::fmt::Debug for CheckpointConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckpointConfig")
+            .field("path", &self.path)
+            .field("architecture", &self.architecture)
+            .field("model_type", &self.model_type)
+            .field("num_labels", &self.num_labels)
+            .field("model", &self.model)
+            .finish()
+    }
 }
 
 /// The fields every architecture's config.json may carry that say what it is.
@@ -110,7 +104,8 @@ impl CheckpointConfig {
         let value: serde_json::Value = serde_json::from_str(&text).map_err(parse_error)?;
         let header = Header::deserialize(&value).map_err(parse_error)?;
         let model_type = header.model_type.clone().unwrap_or_default();
-        let (architecture, family) = Self::architecture(&header).ok_or_else(|| Unsupported::Architecture {
+        let class = header.architectures.as_deref().and_then(<[String]>::first).map(String::as_str);
+        let (arch, architecture) = crate::arch::of_config(header.model_type.as_deref(), class).ok_or_else(|| Unsupported::Architecture {
             path: shown.clone(),
             architecture: header
                 .architectures
@@ -119,13 +114,7 @@ impl CheckpointConfig {
                 .unwrap_or_else(|| "a model without `architectures`".into()),
             model_type: model_type.clone(),
         })?;
-        let model = match family {
-            Architecture::Bert => ModelConfig::Bert(config::parse(&shown, "BERT", &value, BertConfig::check)?),
-            Architecture::DistilBert => {
-                ModelConfig::DistilBert(config::parse(&shown, "DistilBERT", &value, DistilBertConfig::check)?)
-            }
-            Architecture::Gpt2 => ModelConfig::Gpt2(config::parse(&shown, "GPT-2", &value, Gpt2Config::check)?),
-        };
+        let model: Arc<dyn ArchConfig> = Arc::from((arch.eager)(&shown, &value)?);
         let num_labels = match (&header.id2label, header.num_labels) {
             (Some(labels), _) if !labels.is_empty() => labels.len() as i64,
             (_, Some(n)) => n,
@@ -145,79 +134,20 @@ impl CheckpointConfig {
             architecture,
             model_type,
             num_labels,
+            arch,
             model,
         })
-    }
-
-    /// `architectures[0]` when the file names it (it must be in [`SUPPORTED`]);
-    /// else the bare model of `model_type`.
-    fn architecture(header: &Header) -> Option<(String, Architecture)> {
-        let name = match header.architectures.as_deref() {
-            Some([first, ..]) => first.clone(),
-            _ => match header.model_type.as_deref()? {
-                "bert" => "BertModel".to_string(),
-                "distilbert" => "DistilBertModel".to_string(),
-                "gpt2" => "GPT2LMHeadModel".to_string(),
-                _ => return None,
-            },
-        };
-        if !SUPPORTED.contains(&name.as_str()) {
-            return None;
-        }
-        let family = if name.starts_with("DistilBert") {
-            Architecture::DistilBert
-        } else if name.starts_with("GPT2") {
-            Architecture::Gpt2
-        } else {
-            Architecture::Bert
-        };
-        Some((name, family))
-    }
-}
-
-impl ModelConfig {
-    pub fn vocab_size(&self) -> i64 {
-        match self {
-            ModelConfig::Bert(c) => c.vocab_size,
-            ModelConfig::DistilBert(c) => c.vocab_size,
-            ModelConfig::Gpt2(c) => c.vocab_size,
-        }
-    }
-
-    pub fn hidden_size(&self) -> i64 {
-        match self {
-            ModelConfig::Bert(c) => c.hidden_size,
-            ModelConfig::DistilBert(c) => c.dim,
-            ModelConfig::Gpt2(c) => c.n_embd,
-        }
-    }
-
-    /// The longest input the position embeddings cover.
-    pub fn max_positions(&self) -> i64 {
-        match self {
-            ModelConfig::Bert(c) => c.max_position_embeddings,
-            ModelConfig::DistilBert(c) => c.max_position_embeddings,
-            ModelConfig::Gpt2(c) => c.n_positions,
-        }
-    }
-
-    /// "BERT 6 layers, hidden 384, 12 heads"
-    pub fn describe(&self) -> String {
-        match self {
-            ModelConfig::Bert(c) => format!(
-                "BERT {} layers, hidden {}, {} heads",
-                c.num_hidden_layers, c.hidden_size, c.num_attention_heads
-            ),
-            ModelConfig::DistilBert(c) => format!("DistilBERT {} layers, dim {}, {} heads", c.n_layers, c.dim, c.n_heads),
-            ModelConfig::Gpt2(c) => format!("GPT-2 {} layers, n_embd {}, {} heads", c.n_layer, c.n_embd, c.n_head),
-        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::eager::HiddenAct;
+    use crate::backend::eager::{BertConfig, DistilBertConfig, Gpt2Config, HiddenAct};
+
+    fn model<T: 'static>(checkpoint: &CheckpointConfig) -> &T {
+        checkpoint.model.as_any().downcast_ref::<T>().unwrap_or_else(|| panic!("{checkpoint:?}"))
+    }
 
     const MINILM: &str = r#"{"architectures": ["BertModel"], "model_type": "bert",
         "hidden_act": "gelu", "hidden_size": 384, "intermediate_size": 1536,
@@ -244,7 +174,7 @@ mod tests {
         assert!(config.check().is_ok());
         let checkpoint = load(MINILM).unwrap();
         assert_eq!(checkpoint.architecture, "BertModel");
-        assert_eq!(checkpoint.model, ModelConfig::Bert(config));
+        assert_eq!(model::<BertConfig>(&checkpoint), &config);
         assert_eq!(checkpoint.num_labels, 2);
     }
 
@@ -253,9 +183,7 @@ mod tests {
         let checkpoint = load(DISTILBERT).unwrap();
         assert_eq!(checkpoint.architecture, "DistilBertForSequenceClassification");
         assert_eq!(checkpoint.num_labels, 3);
-        let ModelConfig::DistilBert(c) = &checkpoint.model else {
-            panic!("{checkpoint:?}")
-        };
+        let c = model::<DistilBertConfig>(&checkpoint);
         assert_eq!((c.dim, c.n_layers, c.n_heads, c.hidden_dim, c.head_size()), (48, 3, 4, 96, 12));
         assert_eq!(checkpoint.model.describe(), "DistilBERT 3 layers, dim 48, 4 heads");
         // A file that names no class: its model_type picks the bare model.
@@ -281,7 +209,7 @@ mod tests {
         let checkpoint = load(r#"{"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64, "n_layer": 2,
             "n_head": 4, "n_positions": 128, "n_inner": null, "vocab_size": 512, "activation_function": "gelu_new"}"#)
         .unwrap();
-        let ModelConfig::Gpt2(c) = &checkpoint.model else { panic!("{checkpoint:?}") };
+        let c = model::<Gpt2Config>(&checkpoint);
         assert_eq!((c.n_embd, c.n_layer, c.n_head, c.head_size(), c.inner_size()), (64, 2, 4, 16, 256));
         assert_eq!((c.activation_function, c.layer_norm_epsilon, c.scale_attn_weights), (HiddenAct::GeluTanh, 1e-5, true));
         assert_eq!(checkpoint.model.max_positions(), 128);

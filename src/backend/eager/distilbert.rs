@@ -18,7 +18,13 @@ use tch::Tensor;
 use super::timing::scope;
 use super::config::{self, Check, HiddenAct};
 use super::nn::{self, LayerNorm, Linear, LoadResult, Result};
-use super::weights::WeightPath;
+use anyhow::Context;
+use super::weights::{WeightPath, Weights};
+use super::checkpoint::CheckpointConfig;
+use super::config::ConfigError;
+use super::heads::{Classifier, DistilBertClassificationHead, DistilBertMaskedLmHead, SentenceEmbedding};
+use super::model::{encoder_model, head_context, ArchConfig, EagerModel, EncoderStack, Head};
+use crate::backend::OutputKind;
 
 /// The DistilBERT hyper-parameters under their own names (transformers' `DistilBertConfig`).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -221,5 +227,54 @@ impl DistilBertModel {
             x = scope(&format!("transformer.layer.{i}"), || layer.forward(&x, additive.as_ref()))?;
         }
         Ok(x)
+    }
+}
+
+/// config.json's fields, for the architecture table ([`crate::arch::distilbert`]).
+pub fn parse_config(path: &str, value: &serde_json::Value) -> std::result::Result<Box<dyn ArchConfig>, ConfigError> {
+    Ok(Box::new(config::parse(path, "DistilBERT", value, DistilBertConfig::check)?))
+}
+
+impl EncoderStack for DistilBertModel {
+    fn forward(&self, ids: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
+        DistilBertModel::forward(self, ids, mask)
+    }
+}
+
+impl ArchConfig for DistilBertConfig {
+    fn vocab_size(&self) -> i64 {
+        self.vocab_size
+    }
+    fn hidden_size(&self) -> i64 {
+        self.dim
+    }
+    fn max_positions(&self) -> i64 {
+        self.max_position_embeddings
+    }
+    fn describe(&self) -> String {
+        format!("DistilBERT {} layers, dim {}, {} heads", self.n_layers, self.dim, self.n_heads)
+    }
+    /// The encoder under `distilbert.` (or at the root), the head at the root
+    /// (`vocab_transform`, `vocab_projector`, `pre_classifier`, `classifier`).
+    fn load(&self, checkpoint: &CheckpointConfig, weights: &Weights, output: OutputKind) -> anyhow::Result<EagerModel> {
+        let path = weights.encoder_root("distilbert");
+        let root = weights.root("");
+        let distilbert = DistilBertModel::load(&path, self)?;
+        let context = || head_context(checkpoint, output);
+        let head: Box<dyn Head> = match output {
+            OutputKind::Pooled => Box::new(SentenceEmbedding),
+            OutputKind::TokenLogits => {
+                Box::new(DistilBertMaskedLmHead::load(&root, self, distilbert.word_embeddings()).with_context(context)?)
+            }
+            OutputKind::ClassLogits => Box::new(Classifier {
+                head: DistilBertClassificationHead::load(&root, self, checkpoint.num_labels).with_context(context)?,
+                num_labels: checkpoint.num_labels,
+            }),
+            OutputKind::NextToken => anyhow::bail!("{}: DistilBERT is an encoder", checkpoint.path.display()),
+        };
+        Ok(encoder_model(checkpoint, Box::new(distilbert), head))
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }

@@ -23,6 +23,10 @@ use super::config::{self, Check, HiddenAct};
 use super::nn::{LayerNorm, Linear, LoadResult, Result};
 use super::timing::scope;
 use super::weights::{WeightPath, Weights};
+use super::checkpoint::CheckpointConfig;
+use super::config::ConfigError;
+use super::model::{ArchConfig, DecoderModel, EagerModel};
+use crate::backend::OutputKind;
 
 /// The GPT-2 hyper-parameters under their own names (transformers' `GPT2Config`; defaults are GPT-2 124M's).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -350,5 +354,40 @@ impl crate::backend::Decoder for Gpt2LmHeadModel {
     fn step(&mut self, token: i64) -> anyhow::Result<Vec<f32>> {
         anyhow::ensure!(self.seen > 0, "a step before any prefill (no sequence to continue)");
         self.append(&[token])
+    }
+}
+
+/// config.json's fields, for the architecture table ([`crate::arch::gpt2`]).
+pub fn parse_config(path: &str, value: &serde_json::Value) -> std::result::Result<Box<dyn ArchConfig>, ConfigError> {
+    Ok(Box::new(config::parse(path, "GPT-2", value, Gpt2Config::check)?))
+}
+
+impl DecoderModel for Gpt2LmHeadModel {
+    fn describe(&self) -> String {
+        Gpt2LmHeadModel::describe(self)
+    }
+    fn limit_len(&mut self, max_len: usize) {
+        Gpt2LmHeadModel::limit_len(self, max_len)
+    }
+}
+
+impl ArchConfig for Gpt2Config {
+    fn vocab_size(&self) -> i64 {
+        self.vocab_size
+    }
+    fn hidden_size(&self) -> i64 {
+        self.n_embd
+    }
+    fn max_positions(&self) -> i64 {
+        self.n_positions
+    }
+    fn describe(&self) -> String {
+        format!("GPT-2 {} layers, n_embd {}, {} heads", self.n_layer, self.n_embd, self.n_head)
+    }
+    fn load(&self, _checkpoint: &CheckpointConfig, weights: &Weights, _output: OutputKind) -> anyhow::Result<EagerModel> {
+        Ok(EagerModel::Decoder(Box::new(Gpt2LmHeadModel::load(weights, self)?)))
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }

@@ -187,3 +187,55 @@ impl DistilBertClassificationHead {
         self.classifier.forward(&pooled)
     }
 }
+
+/// What each head is to the encoder model ([`super::model::Head`]).
+mod as_head {
+    use super::*;
+    use crate::backend::eager::model::Head;
+
+    impl Head for SentenceEmbedding {
+        fn forward(&self, hidden: &Tensor, mask: &Tensor) -> Result<Tensor> {
+            SentenceEmbedding::forward(self, hidden, mask)
+        }
+        fn describe(&self) -> String {
+            "mean pooling, L2-normalised".into()
+        }
+    }
+
+    /// A masked-LM head reads the hidden state alone.
+    macro_rules! masked_lm {
+        ($($head:ty),*) => {$(
+            impl Head for $head {
+                fn forward(&self, hidden: &Tensor, _mask: &Tensor) -> Result<Tensor> {
+                    <$head>::forward(self, hidden)
+                }
+                fn describe(&self) -> String {
+                    "masked-LM head".into()
+                }
+            }
+        )*};
+    }
+    masked_lm!(BertMaskedLmHead, DistilBertMaskedLmHead);
+
+    /// A classification head, with its number of labels for the description.
+    pub struct Classifier<H> {
+        pub head: H,
+        pub num_labels: i64,
+    }
+
+    macro_rules! classifier {
+        ($($head:ty),*) => {$(
+            impl Head for Classifier<$head> {
+                fn forward(&self, hidden: &Tensor, _mask: &Tensor) -> Result<Tensor> {
+                    self.head.forward(hidden)
+                }
+                fn describe(&self) -> String {
+                    format!("sequence-classification head ({} labels)", self.num_labels)
+                }
+            }
+        )*};
+    }
+    classifier!(BertClassificationHead, DistilBertClassificationHead);
+}
+
+pub use as_head::Classifier;

@@ -38,7 +38,7 @@ pub use checkpoint::{Unsupported, SUPPORTED};
 pub use config::{ConfigError, HiddenAct};
 pub use distilbert::DistilBertConfig;
 pub use gpt2::{Gpt2Config, Gpt2LmHeadModel};
-pub use model::{load_eager, load_model, EagerModel, EncoderModel};
+pub use model::{load_eager, load_model, ArchConfig, DecoderModel, EagerModel, EncoderModel};
 pub use weights::WeightError;
 
 /// The eager path: a BERT-family checkpoint with its task's head, or GPT-2, in libtorch tensors.

@@ -2,20 +2,15 @@
 //! `config.json` and the weights and returns an [`EncoderModel`], tensors in,
 //! tensors out, shaped like the task's ExecuTorch programs.
 
+use std::any::Any;
 use std::path::Path;
 
 use anyhow::Context;
 use tch::{Kind, Tensor};
 
-use super::bert::BertModel;
-use super::checkpoint::{CheckpointConfig, LoadConfigError, ModelConfig, Unsupported};
-use super::distilbert::DistilBertModel;
-use super::gpt2::Gpt2LmHeadModel;
-use super::heads::{
-    BertClassificationHead, BertMaskedLmHead, DistilBertClassificationHead, DistilBertMaskedLmHead, SentenceEmbedding,
-};
+use super::checkpoint::{CheckpointConfig, LoadConfigError, Unsupported};
 use super::weights::Weights;
-use crate::backend::OutputKind;
+use crate::backend::{Decoder, OutputKind};
 
 /// A checkpoint's encoder with the head its task needs, in libtorch tensors.
 pub trait EncoderModel: Send {
@@ -30,78 +25,87 @@ pub trait EncoderModel: Send {
     fn describe(&self) -> String;
 }
 
-/// Reads config.json and the weights; picks the architecture from config.json and the head from `output`
-/// (what the task needs). An architecture it does not implement is an error that names it
-/// and lists the supported ones ([`super::SUPPORTED`]): an [`Unsupported`], which the caller finds with
-/// `err.downcast_ref::<Unsupported>()`. A missing or mis-shaped tensor is a
-/// [`super::WeightError`] naming it and the file; a config it cannot use, a [`super::ConfigError`].
-pub fn load_model(config_file: &Path, weights_file: &Path, output: OutputKind) -> anyhow::Result<Box<dyn EncoderModel>> {
+/// A decoder with its LM head that continues a sequence (text-generation).
+pub trait DecoderModel: Decoder + Send {
+    /// e.g. "GPT-2 12 layers, n_embd 768, 12 heads, KV cache".
+    fn describe(&self) -> String;
+    /// Hold at most `max_len` positions (the model directory's `max_seq_len`).
+    fn limit_len(&mut self, max_len: usize);
+}
+
+/// An architecture's config.json fields, parsed and checked: its row of the
+/// table ([`crate::arch::Architecture::eager`]) makes one, and it builds the model.
+pub trait ArchConfig: std::fmt::Debug + Send + Sync {
+    fn vocab_size(&self) -> i64;
+    fn hidden_size(&self) -> i64;
+    /// The longest input the position embeddings cover.
+    fn max_positions(&self) -> i64;
+    /// "BERT 6 layers, hidden 384, 12 heads"
+    fn describe(&self) -> String;
+    /// The model from the checkpoint's weights, with the head `output` needs.
+    fn load(&self, checkpoint: &CheckpointConfig, weights: &Weights, output: OutputKind) -> anyhow::Result<EagerModel>;
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// An encoder's layer stack: input_ids [S], attention_mask [S] (f32) or None
+/// when every token is real -> the last hidden state [S, H].
+pub trait EncoderStack: Send {
+    fn forward(&self, ids: &Tensor, mask: Option<&Tensor>) -> tch::Result<Tensor>;
+}
+
+/// What a task puts on an encoder's last hidden state: hidden [S, H],
+/// attention_mask [S] (f32) -> [H], [S, V] or [C].
+pub trait Head: Send {
+    fn forward(&self, hidden: &Tensor, mask: &Tensor) -> tch::Result<Tensor>;
+    fn describe(&self) -> String;
+}
+
+/// What eager loads for a model directory: an encoder with its task's head, or
+/// a decoder that continues a sequence (text-generation).
+pub enum EagerModel {
+    Encoder(Box<dyn EncoderModel>),
+    Decoder(Box<dyn DecoderModel>),
+}
+
+/// Reads config.json and the weights; the architecture's row of the table
+/// picks the model and `output` the head. An architecture it does not
+/// implement is an [`Unsupported`] that names it and lists the supported ones
+/// ([`super::SUPPORTED`]), found with `err.downcast_ref::<Unsupported>()`; a
+/// missing or mis-shaped tensor is a [`super::WeightError`] naming it and the
+/// file; a config it cannot use, a [`super::ConfigError`].
+pub fn load_eager(config_file: &Path, weights_file: &Path, output: OutputKind) -> anyhow::Result<EagerModel> {
     let config = match CheckpointConfig::load(config_file) {
         Ok(config) => config,
         // Unwrapped, so that `downcast_ref::<Unsupported>` finds it.
         Err(LoadConfigError::Unsupported(unsupported)) => return Err(unsupported.into()),
         Err(LoadConfigError::Config(error)) => return Err(error.into()),
     };
+    if output == OutputKind::NextToken && !config.arch.decoder {
+        return Err(Unsupported::NotADecoder { path: config.path.display().to_string(), architecture: config.architecture.clone() }.into());
+    }
+    if output != OutputKind::NextToken && config.arch.decoder {
+        anyhow::bail!(
+            "{}: {} is a decoder: eager runs it for text-generation, not as an encoder for {}",
+            config_file.display(),
+            config.arch.name,
+            head_name(output)
+        );
+    }
     let _no_grad = tch::no_grad_guard();
     let weights = Weights::read(weights_file)?;
-    let root = weights.root("");
-    let head_context = || {
-        format!(
-            "loading the {} head of {} ({}): the checkpoint lacks a tensor this task needs",
-            head_name(output),
-            config.architecture,
-            config_file.display()
-        )
-    };
-    let (encoder, head) = match &config.model {
-        ModelConfig::Bert(cfg) => {
-            let path = weights.encoder_root("bert");
-            let bert = BertModel::load(&path, cfg)?;
-            let head = match output {
-                OutputKind::Pooled => Head::SentenceEmbedding(SentenceEmbedding),
-                OutputKind::TokenLogits => {
-                    Head::BertMaskedLm(BertMaskedLmHead::load(&root, cfg, bert.word_embeddings()).with_context(head_context)?)
-                }
-                OutputKind::ClassLogits => Head::BertClassification(
-                    BertClassificationHead::load(&path, &root, cfg, config.num_labels).with_context(head_context)?,
-                ),
-                OutputKind::NextToken => return Err(not_a_decoder(&config)),
-            };
-            (Encoder::Bert(bert), head)
-        }
-        ModelConfig::DistilBert(cfg) => {
-            let path = weights.encoder_root("distilbert");
-            let distilbert = DistilBertModel::load(&path, cfg)?;
-            let head = match output {
-                OutputKind::Pooled => Head::SentenceEmbedding(SentenceEmbedding),
-                OutputKind::TokenLogits => Head::DistilBertMaskedLm(
-                    DistilBertMaskedLmHead::load(&root, cfg, distilbert.word_embeddings()).with_context(head_context)?,
-                ),
-                OutputKind::ClassLogits => Head::DistilBertClassification(
-                    DistilBertClassificationHead::load(&root, cfg, config.num_labels).with_context(head_context)?,
-                ),
-                OutputKind::NextToken => return Err(not_a_decoder(&config)),
-            };
-            (Encoder::DistilBert(distilbert), head)
-        }
-        ModelConfig::Gpt2(_) => anyhow::bail!(
-            "{}: GPT-2 is a decoder: eager runs it for text-generation (load_eager), not as an encoder for {}",
-            config_file.display(),
-            head_name(output)
-        ),
-    };
-    let description = format!("{} + {}", config.model.describe(), head.describe(config.num_labels));
-    Ok(Box::new(TaskModel {
-        encoder,
-        head,
-        vocab_size: config.model.vocab_size(),
-        max_positions: config.model.max_positions(),
-        description,
-    }))
+    config.model.load(&config, &weights, output)
+}
+
+/// [`load_eager`] for an encoder: the model with its head.
+pub fn load_model(config_file: &Path, weights_file: &Path, output: OutputKind) -> anyhow::Result<Box<dyn EncoderModel>> {
+    match load_eager(config_file, weights_file, output)? {
+        EagerModel::Encoder(model) => Ok(model),
+        EagerModel::Decoder(_) => anyhow::bail!("{}: a decoder, not an encoder with a head", config_file.display()),
+    }
 }
 
 /// What a head is called in messages: the task it serves.
-fn head_name(output: OutputKind) -> &'static str {
+pub fn head_name(output: OutputKind) -> &'static str {
     match output {
         OutputKind::Pooled => "feature-extraction",
         OutputKind::TokenLogits => "fill-mask",
@@ -110,93 +114,32 @@ fn head_name(output: OutputKind) -> &'static str {
     }
 }
 
-/// text-generation asked of an encoder checkpoint.
-fn not_a_decoder(config: &CheckpointConfig) -> anyhow::Error {
-    Unsupported::NotADecoder { path: config.path.display().to_string(), architecture: config.architecture.clone() }.into()
-}
-
-/// What eager loads for a model directory: an encoder with its task's head, or
-/// a decoder that continues a sequence (text-generation).
-pub enum EagerModel {
-    Encoder(Box<dyn EncoderModel>),
-    Decoder(Box<Gpt2LmHeadModel>),
-}
-
-/// Like [`load_model`], for any architecture eager implements: a GPT-2
-/// checkpoint is a decoder (text-generation only), the others encoders.
-pub fn load_eager(config_file: &Path, weights_file: &Path, output: OutputKind) -> anyhow::Result<EagerModel> {
-    let config = match CheckpointConfig::load(config_file) {
-        Ok(config) => config,
-        Err(LoadConfigError::Unsupported(unsupported)) => return Err(unsupported.into()),
-        Err(LoadConfigError::Config(error)) => return Err(error.into()),
-    };
-    let ModelConfig::Gpt2(cfg) = &config.model else {
-        return load_model(config_file, weights_file, output).map(EagerModel::Encoder);
-    };
-    anyhow::ensure!(
-        output == OutputKind::NextToken,
-        "{}: {} is a decoder: eager runs it for text-generation, not {}",
-        config_file.display(),
+/// The context of a head that failed to load: which head, of what, from where.
+pub fn head_context(config: &CheckpointConfig, output: OutputKind) -> String {
+    format!(
+        "loading the {} head of {} ({}): the checkpoint lacks a tensor this task needs",
+        head_name(output),
         config.architecture,
-        head_name(output)
-    );
-    let _no_grad = tch::no_grad_guard();
-    let weights = Weights::read(weights_file)?;
-    Ok(EagerModel::Decoder(Box::new(Gpt2LmHeadModel::load(&weights, cfg)?)))
+        config.path.display()
+    )
 }
 
-/// The encoders eager implements, one file each.
-enum Encoder {
-    Bert(BertModel),
-    DistilBert(DistilBertModel),
-}
-
-impl Encoder {
-    /// input_ids [S], attention_mask [S] (f32) or None when every token is real -> [S, H]
-    fn forward(&self, ids: &Tensor, mask: Option<&Tensor>) -> tch::Result<Tensor> {
-        match self {
-            Encoder::Bert(m) => m.forward(ids, mask),
-            Encoder::DistilBert(m) => m.forward(ids, mask),
-        }
-    }
-}
-
-/// The heads eager implements, picked by task and architecture.
-enum Head {
-    SentenceEmbedding(SentenceEmbedding),
-    BertMaskedLm(BertMaskedLmHead),
-    DistilBertMaskedLm(DistilBertMaskedLmHead),
-    BertClassification(BertClassificationHead),
-    DistilBertClassification(DistilBertClassificationHead),
-}
-
-impl Head {
-    /// hidden [S, H], attention_mask [S] (f32) -> [H], [S, V] or [C]
-    fn forward(&self, hidden: &Tensor, mask: &Tensor) -> tch::Result<Tensor> {
-        match self {
-            Head::SentenceEmbedding(h) => h.forward(hidden, mask),
-            Head::BertMaskedLm(h) => h.forward(hidden),
-            Head::DistilBertMaskedLm(h) => h.forward(hidden),
-            Head::BertClassification(h) => h.forward(hidden),
-            Head::DistilBertClassification(h) => h.forward(hidden),
-        }
-    }
-
-    fn describe(&self, num_labels: i64) -> String {
-        match self {
-            Head::SentenceEmbedding(_) => "mean pooling, L2-normalised".into(),
-            Head::BertMaskedLm(_) | Head::DistilBertMaskedLm(_) => "masked-LM head".into(),
-            Head::BertClassification(_) | Head::DistilBertClassification(_) => {
-                format!("sequence-classification head ({num_labels} labels)")
-            }
-        }
-    }
+/// An encoder checkpoint's model: its stack and the head, checked inputs.
+pub fn encoder_model(config: &CheckpointConfig, encoder: Box<dyn EncoderStack>, head: Box<dyn Head>) -> EagerModel {
+    let description = format!("{} + {}", config.model.describe(), head.describe());
+    EagerModel::Encoder(Box::new(TaskModel {
+        encoder,
+        head,
+        vocab_size: config.model.vocab_size(),
+        max_positions: config.model.max_positions(),
+        description,
+    }))
 }
 
 /// An encoder, its head and the limits of its inputs.
 struct TaskModel {
-    encoder: Encoder,
-    head: Head,
+    encoder: Box<dyn EncoderStack>,
+    head: Box<dyn Head>,
     vocab_size: i64,
     max_positions: i64,
     description: String,
