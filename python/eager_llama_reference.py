@@ -24,12 +24,13 @@ Biases and RMSNorm weights are drawn at random too (transformers initialises
 them to 0 and 1, which would not show a decoder that ignores them), and the
 initializer range is wide so that the greedy token wins by a clear margin.
 
-reference.json: {"arch", "model_type", "prompts": [{"ids", "last_logits",
+reference.json: {"arch", "model_type", "inv_freq", "prompts": [{"ids", "last_logits",
 "greedy", "final_logits", "min_top2_gap"}]}: the prompt's ids (seeded random
 ids, lengths 1, 7 and 20), the logits of the next token after the prompt (the
 prefill), `generate(do_sample=False)`'s new ids (10, no end-of-text stop), the
 logits that chose the last of them (a forward over prompt + greedy[:-1]), and
-the smallest gap between the top two logits over those greedy steps. The
+the smallest gap between the top two logits over those greedy steps;
+`inv_freq` is the rotary embedding's buffer (the inverse frequencies). The
 script fails if that gap is below MIN_GAP: then a greedy comparison could
 depend on float noise; pick another --seed.
 """
@@ -149,7 +150,24 @@ def reference(checkpoint: Path, seed: int) -> dict:
             "ids": ids, "last_logits": prefill.tolist(), "greedy": greedy,
             "final_logits": final.tolist(), "min_top2_gap": gap,
         })
-    return {"arch": type(model).__name__, "model_type": cfg.model_type, "prompts": prompts}
+    # The rotary embedding's inverse frequencies as transformers' rope init function made them.
+    inv_freq = model.model.rotary_emb.inv_freq
+    return {"arch": type(model).__name__, "model_type": cfg.model_type, "inv_freq": inv_freq.tolist(), "prompts": prompts}
+
+
+def llama3_bands(ref: dict, cfg: dict) -> None:
+    """The llama checkpoint's frequencies must fall in all three of llama3's bands (kept, smoothed, divided)."""
+    import math
+
+    rope = cfg["rope_scaling"]
+    theta, dim = cfg["rope_theta"], cfg["hidden_size"] // cfg["num_attention_heads"]
+    old = rope["original_max_position_embeddings"]
+    wavelens = [2 * math.pi * theta ** (i / dim) for i in range(0, dim, 2)]
+    bands = {"kept": [w < old / rope["high_freq_factor"] for w in wavelens],
+             "divided": [w > old / rope["low_freq_factor"] for w in wavelens]}
+    bands["smoothed"] = [not (k or d) for k, d in zip(bands["kept"], bands["divided"])]
+    missing = [name for name, flags in bands.items() if not any(flags)]
+    assert not missing, f"llama3 bands without a frequency: {missing} (wavelengths {wavelens})"
 
 
 def main() -> int:
@@ -172,6 +190,8 @@ def main() -> int:
         out = args.out / arch
         build(arch, args.seed, out)
         ref = reference(out, args.seed)
+        if arch == "llama":
+            llama3_bands(ref, json.loads((out / "config.json").read_text()))
         (out / "reference.json").write_text(json.dumps(ref) + "\n")
         gap = min(p["min_top2_gap"] for p in ref["prompts"])
         print(f"eager_llama_reference: {ref['arch']} (seed {args.seed}, random weights, top-2 gap >= {gap:.3f}) in {out}")

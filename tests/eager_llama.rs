@@ -27,6 +27,8 @@ const TOLERANCE: f32 = 1e-4;
 #[derive(Deserialize)]
 struct Reference {
     model_type: String,
+    /// The rotary embedding's inverse frequencies.
+    inv_freq: Vec<f32>,
     prompts: Vec<Prompt>,
 }
 
@@ -87,6 +89,10 @@ fn matches_transformers(arch: &str) -> LlamaConfig {
     let reference = reference(&dir);
     let mut model = load(&dir);
     assert_eq!(reference.model_type, arch);
+    // The frequencies are computed with transformers' float32 operations: the same numbers.
+    let config = model.config();
+    let inv_freq = Vec::<f32>::try_from(&config.rope.inv_freq(config.head_dim).unwrap()).unwrap();
+    assert_eq!(inv_freq, reference.inv_freq, "{arch}: inverse frequencies of {:?}", config.rope);
     assert!(reference.prompts.len() >= 3);
     for p in &reference.prompts {
         // The reference's margins are far above the tolerance, so greedy ids must agree exactly.
