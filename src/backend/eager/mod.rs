@@ -19,8 +19,10 @@ pub mod config;
 pub mod distilbert;
 pub mod gpt2;
 pub mod heads;
+pub mod llama;
 pub mod model;
 pub mod nn;
+pub mod rope;
 pub mod timing;
 pub mod weights;
 
