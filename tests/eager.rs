@@ -43,7 +43,7 @@ fn require(file: Result<PathBuf, ModelsMissing>) -> PathBuf {
 }
 
 fn load(dir: &ModelDir) -> anyhow::Result<EagerBackend> {
-    catch_unwind(AssertUnwindSafe(|| EagerBackend::load(dir)))
+    catch_unwind(AssertUnwindSafe(|| EagerBackend::load(dir, dir.task().output())))
         .expect("EagerBackend::load panicked instead of returning an error")
 }
 

@@ -18,7 +18,8 @@ use runlens::backend::eager::llama::{Family, LlamaConfig, LlamaForCausalLM};
 use runlens::backend::eager::rope::{RopeConfig, RopeScaling};
 use runlens::backend::eager::timing;
 use runlens::backend::eager::weights::Weights;
-use runlens::generate::{argmax, Decoder};
+use runlens::backend::Decoder;
+use runlens::task::generation::argmax;
 use serde::Deserialize;
 
 /// Logits may differ from transformers' by this much (float32, other matmul shapes).

@@ -316,16 +316,16 @@ fn load_err(dir: &Path, task: &str) -> String {
 
 #[test]
 fn an_unsupported_architecture_names_itself_and_the_supported_ones() {
-    let llama = r#"{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 48,
+    let mistral = r#"{"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 48,
         "num_attention_heads": 4, "num_hidden_layers": 3, "vocab_size": 32000}"#;
-    let tmp = checkpoint_with(llama, &[("wte.weight".to_string(), Tensor::zeros([4, 4], (Kind::Float, tch::Device::Cpu)))]);
+    let tmp = checkpoint_with(mistral, &[("wte.weight".to_string(), Tensor::zeros([4, 4], (Kind::Float, tch::Device::Cpu)))]);
     let err = load(&tmp.path().join("config.json"), &tmp.path().join("model.safetensors"), "text-generation")
         .err()
-        .expect("Llama is not an architecture eager implements");
+        .expect("Mistral is not an architecture eager implements");
     let unsupported = err.downcast_ref::<Unsupported>().expect("a typed Unsupported error");
     assert!(matches!(unsupported, Unsupported::Architecture { .. }), "{unsupported:?}");
     let message = err.to_string();
-    assert!(message.contains("LlamaForCausalLM") && message.contains("llama"), "{message}");
+    assert!(message.contains("MistralForCausalLM") && message.contains("mistral"), "{message}");
     assert!(SUPPORTED.iter().all(|name| message.contains(name)), "{message}");
     assert!(message.contains("config.json"), "the error names the file: {message}");
 

@@ -14,6 +14,7 @@ use std::process::{Command, Output};
 use runlens::ffi::EtModule;
 use runlens::model::{Encoded, ModelDir};
 use runlens::profile::etdump::{self, EtDump};
+use runlens::backend::OutputKind;
 use runlens::profile::{profile_file, BackendProfile, OperatorKind, ProfileError};
 use runlens::pte;
 
@@ -30,7 +31,7 @@ fn input() -> Encoded {
 
 fn profile(name: &str, runs: u32) -> BackendProfile {
     let path = pte_path(name);
-    profile_file(name, &path, &input(), runs).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()))
+    profile_file(name, &path, &input(), runs, OutputKind::Pooled).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()))
 }
 
 #[test]
@@ -177,14 +178,14 @@ fn a_profile_of_a_bad_program_is_an_error() {
     for (what, bytes) in corrupted_copies() {
         let path = tmp.path().join("xnnpack.pte");
         std::fs::write(&path, &bytes).unwrap();
-        let err = profile_file("xnnpack", &path, &input(), 1).expect_err(what);
+        let err = profile_file("xnnpack", &path, &input(), 1, OutputKind::Pooled).expect_err(what);
         let message = format!("{err:#}");
         assert!(message.contains("xnnpack.pte"), "{what}: {message}");
         if what != "flipped bytes" {
             assert!(matches!(err, ProfileError::Program { .. }), "{what}: the .pte reader refuses it first: {message}");
         }
     }
-    let err = profile_file("xnnpack", &pte_path("xnnpack.pte"), &input(), 0).unwrap_err();
+    let err = profile_file("xnnpack", &pte_path("xnnpack.pte"), &input(), 0, OutputKind::Pooled).unwrap_err();
     assert!(matches!(err, ProfileError::Runs { runs: 0, .. }), "{err}");
 }
 

@@ -12,6 +12,7 @@
 pub mod bert;
 pub mod distilbert;
 pub mod gpt2;
+pub mod llama;
 
 /// One architecture runlens implements.
 pub struct Architecture {
@@ -38,7 +39,14 @@ pub struct Architecture {
 }
 
 /// Every architecture runlens implements, one line each.
-pub const ARCHITECTURES: &[Architecture] = &[bert::ARCHITECTURE, distilbert::ARCHITECTURE, gpt2::ARCHITECTURE];
+pub const ARCHITECTURES: &[Architecture] = &[
+    bert::ARCHITECTURE,
+    distilbert::ARCHITECTURE,
+    gpt2::ARCHITECTURE,
+    llama::LLAMA,
+    llama::QWEN2,
+    llama::QWEN3,
+];
 
 /// The architecture of a config.json's header: `architectures[0]` when it
 /// names one (it must be a class of the table), else the bare class of `model_type`.

@@ -47,7 +47,7 @@ pub fn run(common: &Common, args: &ProfileArgs) -> anyhow::Result<()> {
     let tokenizer = dir.load_tokenizer()?;
     let input = tokenizer.encode(&args.text.join(" "))?;
     backend::set_threads(common.thread_count())?;
-    let report = profile::profile_backends(&specs, &input, args.runs).context("cannot profile")?;
+    let report = profile::profile_backends(&specs, &input, args.runs, dir.task().output()).context("cannot profile")?;
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {

@@ -15,7 +15,7 @@ use std::path::Path;
 use super::report::Gap;
 use super::rows::row_of;
 use super::sidecar::Sidecar;
-use crate::ffi::EtModule;
+use crate::backend::OutputKind;
 use crate::model::Encoded;
 use crate::profile::aggregate::EXECUTE_BLOCK;
 use crate::profile::{etdump, ProfileError};
@@ -35,31 +35,21 @@ pub type RowOutputs = BTreeMap<String, Vec<ModuleOutput>>;
 
 /// Runs the program at `path` once with intermediate outputs logged and
 /// groups them by row through `sidecar`.
-pub fn program_outputs(path: &Path, input: &Encoded, sidecar: &Sidecar) -> Result<RowOutputs, ProfileError> {
+pub fn program_outputs(path: &Path, input: &Encoded, sidecar: &Sidecar, output: OutputKind) -> Result<RowOutputs, ProfileError> {
     let file = path.display().to_string();
-    let (report, table) = crate::pte::read_program_file(path).map_err(|source| ProfileError::Program { file: file.clone(), source: Box::new(source) })?;
-    let plan = table.plan("forward").ok_or_else(|| ProfileError::NoForward(file.clone()))?;
-    let coverage = report.plan("forward").ok_or_else(|| ProfileError::NoForward(file.clone()))?;
-    let padded;
-    let input = match coverage.fixed_seq_len() {
-        Some(len) => {
-            padded = input.padded_to(len).map_err(|e| ProfileError::Input { file: file.clone(), detail: format!("{e:#}") })?;
-            &padded
-        }
-        None => input,
-    };
-    crate::backend::probe::check(path).map_err(|e| ProfileError::Aborts(format!("{e:#}")))?;
     // The load's own block stays in the dump: taking the dump now would end the
     // tracer's buffer, and the next block would start without the debug buffer.
-    let mut module = EtModule::load(path, true)?;
+    let mut program = crate::profile::trace::open(path, output, true)?;
     // The buffer grows as the run logs; reserving the program's estimate up
     // front saves regrowing it (a GPT-2's portable LM head alone logs its
     // 154 MB transposed weight twice). Only the pages a run writes are resident.
-    module.log_outputs(usize::try_from(plan.logged_output_bytes).unwrap_or(usize::MAX))?;
-    let mask = (coverage.inputs >= 2).then_some(input.attention_mask.as_slice());
-    crate::profile::trace::run_once(&mut module, crate::profile::trace::takes_cache_position(&report), input, mask)?;
-    let bytes = module.take_etdump()?;
-    let buffer = module.debug_buffer()?;
+    let reserve = usize::try_from(program.instructions.logged_output_bytes).unwrap_or(usize::MAX);
+    program.module_mut().log_outputs(reserve)?;
+    program.forward(input).map_err(|e| ProfileError::Input { file: file.clone(), detail: format!("{e:#}") })?;
+    let bytes = program.module_mut().take_etdump()?;
+    let buffer = program.module_mut().debug_buffer()?;
+    let plan = &program.instructions;
+    let coverage = program.coverage.plan("forward").ok_or_else(|| ProfileError::NoForward(file.clone()))?;
     let dump = etdump::decode(&bytes).map_err(|source| ProfileError::Dump { file: file.clone(), source })?;
     let block = dump
         .runs

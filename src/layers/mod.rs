@@ -17,8 +17,9 @@ use anyhow::Context;
 
 pub use report::{BackendLayers, LayersReport};
 
-use crate::backend::BackendSpec;
-use crate::model::{Encoded, ModelDir};
+use crate::backend::{BackendSpec, OutputKind};
+use crate::model::ModelDir;
+use crate::tensor::Encoded;
 use executorch::{program_layers, Naming};
 use sidecar::Sidecar;
 
@@ -27,9 +28,9 @@ pub const DEFAULT_RUNS: u32 = 3;
 
 /// One ExecuTorch program per module: a traced run mapped through its sidecar
 /// (`<program>.modules.json` next to it), or per instruction without one.
-pub fn program(spec: &BackendSpec, input: &Encoded, runs: u32) -> anyhow::Result<BackendLayers> {
+pub fn program(spec: &BackendSpec, input: &Encoded, runs: u32, output: OutputKind) -> anyhow::Result<BackendLayers> {
     let path = spec.pte_file().with_context(|| format!("{spec} is not an ExecuTorch program"))?;
-    let traced = crate::profile::trace_file(path, input, runs)?;
+    let traced = crate::profile::trace_file(path, input, runs, output)?;
     let side_path = sidecar::path_for(path);
     let sidecar = if side_path.exists() { Some(Sidecar::read(&side_path, &traced.plan)?) } else { None };
     let xnodes: Vec<Vec<crate::pte::XnnNode>> = traced
@@ -107,6 +108,7 @@ pub fn eager(spec: &BackendSpec, dir: &ModelDir, input: &Encoded, runs: u32) -> 
 
 /// Every backend of `specs` per module on `input`.
 pub fn layers(specs: &[BackendSpec], dir: &ModelDir, input: &Encoded, runs: u32) -> anyhow::Result<LayersReport> {
+    let output = dir.task().output();
     let mut backends = Vec::new();
     // Eager's outputs, the reference of the gaps (never set without the eager path).
     #[cfg_attr(not(feature = "eager"), allow(unused_mut))]
@@ -115,7 +117,7 @@ pub fn layers(specs: &[BackendSpec], dir: &ModelDir, input: &Encoded, runs: u32)
     let _ = dir;
     for spec in specs {
         let layers = match spec.pte_file() {
-            Some(_) => program(spec, input, runs),
+            Some(_) => program(spec, input, runs, output),
             #[cfg(feature = "eager")]
             None => eager(spec, dir, input, runs).map(|(layers, outputs)| {
                 reference = Some(outputs);
@@ -136,15 +138,16 @@ pub fn layers(specs: &[BackendSpec], dir: &ModelDir, input: &Encoded, runs: u32)
                 continue;
             }
             let (coverage, table) = crate::pte::read_program_file(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-            // A decoder's window program (no cache) runs the text padded to its window and
-            // returns the last position's logits: nothing of it lines up with eager's prefill.
+            // A decoder's window program (no cache) runs the text left-padded to its window:
+            // its intermediate outputs hold the padding's positions first, and do not line
+            // up with eager's prefill position by position.
             let window = coverage.plan("forward").and_then(|p| p.fixed_seq_len()).is_some();
-            if window && dir.task() == crate::task::Task::TextGeneration {
+            if window && output == OutputKind::NextToken {
                 continue;
             }
             let plan = table.plan("forward").with_context(|| format!("{}: no method forward", path.display()))?;
             let sidecar = Sidecar::read(&side_path, plan)?;
-            let outputs = gap::program_outputs(path, input, &sidecar).with_context(|| format!("{spec}: cannot log its intermediate outputs"))?;
+            let outputs = gap::program_outputs(path, input, &sidecar, output).with_context(|| format!("{spec}: cannot log its intermediate outputs"))?;
             for (row, g) in gap::row_gaps(reference, &outputs) {
                 report.gaps.insert((row, spec.name.clone()), g);
             }

@@ -58,7 +58,7 @@ pub enum ProfileError {
 
 /// Profiles each ExecuTorch backend of `specs` on `input`; an error for one
 /// without a `.pte` (eager).
-pub fn profile_backends(specs: &[BackendSpec], input: &Encoded, runs: u32) -> anyhow::Result<ProfileReport> {
+pub fn profile_backends(specs: &[BackendSpec], input: &Encoded, runs: u32, output: crate::backend::OutputKind) -> anyhow::Result<ProfileReport> {
     let mut backends = Vec::new();
     for spec in specs {
         let Some(path) = spec.pte_file() else {
@@ -67,7 +67,7 @@ pub fn profile_backends(specs: &[BackendSpec], input: &Encoded, runs: u32) -> an
         if !path.is_file() {
             return Err(crate::model::ModelsMissing { path: path.to_path_buf() }.into());
         }
-        backends.push(profile_file(&spec.name, path, input, runs)?);
+        backends.push(profile_file(&spec.name, path, input, runs, output)?);
     }
     Ok(ProfileReport { text: input.text.clone(), tokens: input.len(), backends })
 }

@@ -9,8 +9,10 @@ use super::aggregate::{aggregate, TickRatio};
 use super::etdump;
 use super::report::BackendProfile;
 use super::ProfileError;
-use crate::ffi::{self, EtModule};
-use crate::model::Encoded;
+use crate::backend::executorch::{OpenError, Program};
+use crate::backend::OutputKind;
+use crate::ffi;
+use crate::tensor::Encoded;
 
 /// Traced runs averaged by default (after one warm-up run whose events are dropped).
 pub const DEFAULT_RUNS: u32 = 5;
@@ -26,69 +28,49 @@ pub struct Traced {
     pub ratio: TickRatio,
 }
 
-/// Runs the program at `path` on `input`: one warm-up run, then `runs` traced
-/// runs, and decodes their ETDump. The file goes through runlens' own `.pte`
-/// reader before ExecuTorch sees it.
-/// A decoder with its KV cache inside takes `cache_position` [S] after `input_ids`.
-pub(crate) fn takes_cache_position(report: &crate::pte::CoverageReport) -> bool {
-    report.plan("forward").and_then(|p| p.input_shapes.get(1)).is_some_and(|s| s.sizes.len() == 1)
-}
-
-/// One forward on `input`: for a KV-cache decoder the prefill of the input
-/// (positions 0..S), else ids and the mask when the program takes one.
-pub(crate) fn run_once(module: &mut EtModule, kv_cache: bool, input: &Encoded, mask: Option<&[i64]>) -> Result<(), ffi::EtError> {
-    let len = input.ids.len() as i64;
-    if kv_cache {
-        let positions: Vec<i64> = (0..len).collect();
-        module.execute(&[ffi::LongTensor::new(&input.ids, &[1, len]), ffi::LongTensor::new(&positions, &[len])])?;
-    } else {
-        module.forward(&input.ids, mask)?;
-    }
-    Ok(())
-}
-
-pub fn trace_file(path: &Path, input: &Encoded, runs: u32) -> Result<Traced, ProfileError> {
+/// Runs the program at `path` on `input` as its column does (the one
+/// driver, [`Program`], loaded with the tracer, to return `output`): one
+/// warm-up run, then `runs` traced runs, and decodes their ETDump.
+pub fn trace_file(path: &Path, input: &Encoded, runs: u32, output: OutputKind) -> Result<Traced, ProfileError> {
     let file = path.display().to_string();
     if runs == 0 || runs > MAX_RUNS {
         return Err(ProfileError::Runs { runs, max: MAX_RUNS });
     }
-    let (report, table) = crate::pte::read_program_file(path).map_err(|source| ProfileError::Program { file: file.clone(), source: Box::new(source) })?;
-    let plan = table.plan("forward").ok_or_else(|| ProfileError::NoForward(file.clone()))?.clone();
     let (numerator, denominator) = ffi::ticks_to_ns_ratio()?;
     let ratio = TickRatio { numerator, denominator };
-
-    // A program exported for a fixed length gets the input padded, as its backend does.
-    let with_mask = report.plan("forward").is_some_and(|p| p.inputs >= 2);
-    let padded;
-    let input = match report.plan("forward").and_then(|p| p.fixed_seq_len()) {
-        Some(len) => {
-            padded = input.padded_to(len).map_err(|e| ProfileError::Input { file: file.clone(), detail: format!("{e:#}") })?;
-            &padded
-        }
-        None => input,
-    };
-    crate::backend::probe::check(path).map_err(|e| ProfileError::Aborts(format!("{e:#}")))?;
-    let mut module = EtModule::load(path, true)?;
+    let mut program = open(path, output, true)?;
     // The load itself fills a block ("Default": Method::init, Program::load_method);
     // it and the warm-up run are taken out and dropped.
-    let _ = module.take_etdump();
-    let mask = with_mask.then_some(input.attention_mask.as_slice());
-    let kv_cache = takes_cache_position(&report);
-    let forward = |module: &mut EtModule| run_once(module, kv_cache, input, mask);
-    forward(&mut module)?;
-    let _ = module.take_etdump();
+    let _ = program.module_mut().take_etdump();
+    let forward = |program: &mut Program| {
+        program.forward(input).map(drop).map_err(|e| ProfileError::Input { file: file.clone(), detail: format!("{e:#}") })
+    };
+    forward(&mut program)?;
+    let _ = program.module_mut().take_etdump();
     for _ in 0..runs {
-        forward(&mut module)?;
+        forward(&mut program)?;
     }
-    let bytes = module.take_etdump()?;
+    let bytes = program.module_mut().take_etdump()?;
     let dump = etdump::decode(&bytes).map_err(|source| ProfileError::Dump { file: file.clone(), source })?;
+    let Program { coverage: report, instructions: plan, .. } = program;
     Ok(Traced { file, report, plan, dump, ratio })
+}
+
+/// [`Program::open`], its errors as a profile's.
+pub(crate) fn open(path: &Path, output: OutputKind, traced: bool) -> Result<Program, ProfileError> {
+    Program::open(path, output, traced).map_err(|e| match e {
+        OpenError::Unreadable { file, source } => ProfileError::Program { file, source },
+        OpenError::NoForward(file) => ProfileError::NoForward(file),
+        e @ OpenError::CannotDrive { .. } => ProfileError::Input { file: path.display().to_string(), detail: e.to_string() },
+        OpenError::Aborts(message) => ProfileError::Aborts(message),
+        OpenError::Runtime(e) => ProfileError::Runtime(e),
+    })
 }
 
 /// Profiles the program at `path` on `input` ([`trace_file`]), per operator.
 /// `name` names the backend in the report.
-pub fn profile_file(name: &str, path: &Path, input: &Encoded, runs: u32) -> Result<BackendProfile, ProfileError> {
-    let Traced { file, plan, dump, ratio, .. } = trace_file(path, input, runs)?;
+pub fn profile_file(name: &str, path: &Path, input: &Encoded, runs: u32, output: OutputKind) -> Result<BackendProfile, ProfileError> {
+    let Traced { file, plan, dump, ratio, .. } = trace_file(path, input, runs, output)?;
     let agg = aggregate(&dump, &plan, ratio).map_err(|detail| ProfileError::Mismatch { file: file.clone(), detail })?;
     Ok(BackendProfile {
         name: name.to_owned(),

@@ -193,12 +193,12 @@ mod tests {
 
     #[test]
     fn an_unknown_architecture_names_itself_and_the_supported_ones() {
-        let err = load(r#"{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 768}"#).unwrap_err();
+        let err = load(r#"{"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 768}"#).unwrap_err();
         let LoadConfigError::Unsupported(unsupported) = &err else {
             panic!("{err}")
         };
         let message = unsupported.to_string();
-        assert!(message.contains("LlamaForCausalLM") && message.contains("\"llama\""), "{message}");
+        assert!(message.contains("MistralForCausalLM") && message.contains("\"mistral\""), "{message}");
         assert!(SUPPORTED.iter().all(|name| message.contains(name)), "{message}");
         let err = load(r#"{"model_type": "roberta"}"#).unwrap_err();
         assert!(err.to_string().contains("roberta"), "{err}");

@@ -36,6 +36,9 @@ use super::nn::{LoadResult, Result};
 use super::rope::{self, RopeConfig, RopeFields, Rotary};
 use super::timing::scope;
 use super::weights::{WeightError, WeightPath, Weights};
+use super::checkpoint::CheckpointConfig;
+use super::model::{ArchConfig, DecoderModel, EagerModel};
+use crate::backend::OutputKind;
 
 /// Which member of the family (`model_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -559,7 +562,7 @@ impl LlamaForCausalLM {
 
 // The model is used by one thread at a time (the backend is Send, not Sync);
 // libtorch tensors may move between threads.
-impl crate::generate::Decoder for LlamaForCausalLM {
+impl crate::backend::Decoder for LlamaForCausalLM {
     fn max_len(&self) -> usize {
         self.max_len as usize
     }
@@ -572,5 +575,40 @@ impl crate::generate::Decoder for LlamaForCausalLM {
     fn step(&mut self, token: i64) -> anyhow::Result<Vec<f32>> {
         anyhow::ensure!(self.seen > 0, "a step before any prefill (no sequence to continue)");
         self.append(&[token])
+    }
+}
+
+/// config.json's fields, for the architecture table ([`crate::arch::llama`]).
+pub fn parse_config(path: &str, value: &Value) -> std::result::Result<Box<dyn ArchConfig>, ConfigError> {
+    Ok(Box::new(config::parse(path, "Llama-family", value, LlamaConfig::check)?))
+}
+
+impl DecoderModel for LlamaForCausalLM {
+    fn describe(&self) -> String {
+        LlamaForCausalLM::describe(self)
+    }
+    fn limit_len(&mut self, max_len: usize) {
+        LlamaForCausalLM::limit_len(self, max_len)
+    }
+}
+
+impl ArchConfig for LlamaConfig {
+    fn vocab_size(&self) -> i64 {
+        self.vocab_size
+    }
+    fn hidden_size(&self) -> i64 {
+        self.hidden_size
+    }
+    fn max_positions(&self) -> i64 {
+        self.max_position_embeddings
+    }
+    fn describe(&self) -> String {
+        format!("{} {} layers, hidden {}, {} heads", self.model_type.name(), self.num_hidden_layers, self.hidden_size, self.num_attention_heads)
+    }
+    fn load(&self, _checkpoint: &CheckpointConfig, weights: &Weights, _output: OutputKind) -> anyhow::Result<EagerModel> {
+        Ok(EagerModel::Decoder(Box::new(LlamaForCausalLM::load(weights, self)?)))
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }

@@ -18,11 +18,12 @@
 //! and what runlens expects.
 
 pub mod decoder;
+pub mod program;
 
-use std::path::{Path, PathBuf};
+pub use program::{OpenError, Program};
+
+use std::path::Path;
 use std::time::{Duration, Instant};
-
-use anyhow::Context;
 
 use super::{Backend, BackendSpec, Decoder, OutputKind};
 use crate::ffi::EtModule;
@@ -115,65 +116,40 @@ impl InputConvention {
 
 pub struct ExecutorchBackend {
     spec: BackendSpec,
-    module: EtModule,
-    path: PathBuf,
+    program: Program,
     load_time: Duration,
-    coverage: CoverageReport,
-    convention: InputConvention,
-    output: OutputKind,
-    /// A decoder: the sequence so far, and what a window is padded with.
-    decoding: decoder::Decoding,
 }
 
 impl ExecutorchBackend {
-    /// Load a `.pte` from any path, to return `output`. The file is read by runlens' own
-    /// reader first, so that bytes ExecuTorch might abort on never reach it,
-    /// and so that its inputs and output are known before it runs.
+    /// Load a `.pte` from any path, to return `output`, through [`Program::open`].
     pub fn load_file(spec: &BackendSpec, path: &Path, output: OutputKind) -> anyhow::Result<ExecutorchBackend> {
         if !path.is_file() {
             return Err(crate::model::ModelsMissing { path: path.to_path_buf() }.into());
         }
-        let coverage = crate::pte::inspect_file(path)
-            .with_context(|| format!("{}: not a readable ExecuTorch program (re-export it)", path.display()))?;
-        let plan = coverage
-            .plan("forward")
-            .with_context(|| format!("{}: the program has no method \"forward\"; runlens runs forward", path.display()))?;
-        let convention = InputConvention::of(plan, output).map_err(|why| anyhow::anyhow!("{}: runlens cannot drive this program: {why}", path.display()))?;
-        // ExecuTorch aborts the process on some damaged programs: try it in a child first.
-        super::probe::check(path)?;
         let start = Instant::now();
-        let module = EtModule::load(path, false)?;
-        Ok(ExecutorchBackend {
-            spec: spec.clone(),
-            module,
-            path: path.to_path_buf(),
-            load_time: start.elapsed(),
-            coverage,
-            convention,
-            output,
-            decoding: Default::default(),
-        })
+        let program = Program::open(path, output, false)?;
+        Ok(ExecutorchBackend { spec: spec.clone(), program, load_time: start.elapsed() })
     }
 
     /// A decoder: pad a fixed window with `pad_id` (the manifest's `pad_token_id`; 0 unless set).
     pub fn with_pad_id(mut self, pad_id: i64) -> ExecutorchBackend {
-        self.decoding.pad_id = pad_id;
+        self.program.set_pad_id(pad_id);
         self
     }
 
     /// What it was loaded to return.
     pub fn output(&self) -> OutputKind {
-        self.output
+        self.program.output
     }
 
     /// How the program takes its input.
     pub fn convention(&self) -> InputConvention {
-        self.convention
+        self.program.convention
     }
 
     /// The sequence length a fixed-shape program needs; `None` when it takes any length.
     pub fn fixed_len(&self) -> Option<usize> {
-        self.convention.fixed_len
+        self.program.convention.fixed_len
     }
 
     pub fn load_time(&self) -> Duration {
@@ -182,88 +158,56 @@ impl ExecutorchBackend {
 
     /// What runlens' own reader found in the file (read before ExecuTorch saw it).
     pub fn coverage(&self) -> &CoverageReport {
-        &self.coverage
+        &self.program.coverage
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.program.path()
     }
 
     /// The input as this program takes it: padded to a fixed length, checked against its bound.
     pub fn prepare(&self, input: &Encoded) -> anyhow::Result<Encoded> {
-        let name = || self.path.display().to_string();
-        anyhow::ensure!(
-            !self.convention.cache_position,
-            "{}: a KV-cache program takes input_ids and cache_position; drive it as a decoder (Backend::as_decoder)",
-            name()
-        );
-        match self.convention.fixed_len {
-            Some(len) => input.padded_to(len).with_context(name),
-            None => {
-                anyhow::ensure!(
-                    input.len() <= self.convention.max_len,
-                    "{}: the program takes at most {} tokens and this input has {}",
-                    name(),
-                    self.convention.max_len,
-                    input.len()
-                );
-                Ok(input.clone())
-            }
-        }
+        self.program.prepare(input)
     }
 
     /// Run a prepared input ([`prepare`](Self::prepare)) and keep only the real
     /// positions of a per-position output.
     pub fn run_prepared(&mut self, prepared: &Encoded, real_len: usize) -> anyhow::Result<OutputTensor> {
-        let mask = self.convention.with_mask.then_some(prepared.attention_mask.as_slice());
-        let values = self.module.forward(&prepared.ids, mask)?.to_vec();
-        let mut shape = self.module.output_shape();
-        let mut data = values;
-        if shape.len() == 3 && shape[1] > real_len && shape.iter().product::<usize>() == data.len() {
-            data.truncate(real_len * shape[2]);
-            shape[1] = real_len;
-        }
-        Ok(OutputTensor::new(shape, data))
+        self.program.run_prepared(prepared, real_len)
     }
 
     /// The ExecuTorch module, for the bench's in-shim loop.
     pub fn module_mut(&mut self) -> &mut EtModule {
-        &mut self.module
+        self.program.module_mut()
     }
 }
 
 impl Backend for ExecutorchBackend {
     fn describe(&self) -> String {
-        let shape = self.convention.describe(self.output);
-        format!("{}: {}, {}{shape}, {} pool threads", self.spec.title, self.spec.about, self.path.display(), crate::ffi::threads())
+        let shape = self.program.convention.describe(self.program.output);
+        format!("{}: {}, {}{shape}, {} pool threads", self.spec.title, self.spec.about, self.path().display(), crate::ffi::threads())
     }
 
     fn run(&mut self, input: &Encoded) -> anyhow::Result<OutputTensor> {
-        if self.output == OutputKind::NextToken {
-            // A decoder's one forward: the prefill, the next token's logits.
-            let logits = Decoder::prefill(self, &input.ids)?;
-            return Ok(OutputTensor::new(vec![1, logits.len()], logits));
-        }
-        let prepared = self.prepare(input)?;
-        self.run_prepared(&prepared, input.len())
+        self.program.forward(input)
     }
 
     fn as_decoder(&mut self) -> Option<&mut dyn Decoder> {
-        (self.output == OutputKind::NextToken).then_some(self as &mut dyn Decoder)
+        (self.program.output == OutputKind::NextToken).then_some(self as &mut dyn Decoder)
     }
 }
 
 impl Decoder for ExecutorchBackend {
     fn max_len(&self) -> usize {
-        self.convention.max_len
+        self.program.convention.max_len
     }
 
     fn prefill(&mut self, prompt: &[i64]) -> anyhow::Result<Vec<f32>> {
-        self.decoding.prefill(&mut self.module, &self.convention, prompt)
+        self.program.prefill(prompt)
     }
 
     fn step(&mut self, token: i64) -> anyhow::Result<Vec<f32>> {
-        self.decoding.step(&mut self.module, &self.convention, token)
+        self.program.step(token)
     }
 }
 
