@@ -338,25 +338,25 @@ impl App {
 
     /// The newest traced run waiting among the jobs, taken out of them (tests look at one kind).
     pub fn take_profile_request(&mut self) -> Option<ProfileRequest> {
-        self.take_job(|job| matches!(job, JobRequest::Profile(_))).map(|job| match job {
-            JobRequest::Profile(request) => request,
-            _ => unreachable!("taken for being a profile request"),
+        self.take_newest_job(|job| match job {
+            JobRequest::Profile(request) => Some(request),
+            _ => None,
         })
     }
 
     /// The newest per-module measurement waiting among the jobs, taken out of them.
     pub fn take_layers_request(&mut self) -> Option<LayersRequest> {
-        self.take_job(|job| matches!(job, JobRequest::Layers(_))).map(|job| match job {
-            JobRequest::Layers(request) => request,
-            _ => unreachable!("taken for being a layers request"),
+        self.take_newest_job(|job| match job {
+            JobRequest::Layers(request) => Some(request),
+            _ => None,
         })
     }
 
-    /// Take every waiting job that `is_kind`; the newest of them.
-    fn take_job(&mut self, is_kind: impl Fn(&JobRequest) -> bool) -> Option<JobRequest> {
-        let (taken, kept) = std::mem::take(&mut self.jobs).into_iter().partition::<Vec<_>, _>(|job| is_kind(job));
-        self.jobs = kept;
-        taken.into_iter().last()
+    /// Take every waiting job that `pick` picks; the newest of them.
+    fn take_newest_job<T: Clone>(&mut self, pick: impl Fn(&JobRequest) -> Option<&T>) -> Option<T> {
+        let newest = self.jobs.iter().rev().find_map(&pick).cloned();
+        self.jobs.retain(|job| pick(job).is_none());
+        newest
     }
 
     // ---- changing ----

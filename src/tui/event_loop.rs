@@ -66,8 +66,8 @@ pub(super) async fn session(
     let corpus = CorpusCacheLink { cache: CorpusCache::from_env(&opts.models), asked: None, tx };
 
     let now = Instant::now();
-    let mut session =
-        Session { screen, app, theme: opts.theme, scheduler, jobs, corpus, trace, frames: FrameBudget::new(now), dirty: true, last_tick: now };
+    let frames = FrameBudget::new(now);
+    let mut session = Session { screen, app, theme: opts.theme, scheduler, jobs, corpus, trace, frames, dirty: true, last_tick: now };
     let outcome = session.run(rx).await;
     session.trace.flush();
     outcome
