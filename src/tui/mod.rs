@@ -1,11 +1,11 @@
 //! The live explorer: the terminal, the keys and the event loop.
 //!
 //! Everything reaches the app as one [`Event`] on one channel: terminal input
-//! and signals ([`terminal`]), worker reports (sent from the inference threads
+//! and signals (`terminal.rs`), worker reports (sent from the inference threads
 //! of [`crate::schedule`]), background jobs' results ([`crate::jobs`]: the
 //! delegation coverage, a profile's traced run, a per-module measurement) and
-//! heat readings. Keys become [`Action`](crate::app::Action)s ([`keys`]);
-//! state changes only in [`App`](crate::app::App). The loop ([`event_loop`])
+//! heat readings. Keys become [`Action`](crate::app::Action)s (`keys.rs`);
+//! state changes only in [`App`](crate::app::App). The loop (`event_loop.rs`)
 //! draws when something changed, at most [`FPS`] frames a second, and sleeps
 //! while nothing does: no timer runs while idle, only the debounce and, while
 //! work is in flight, a [`TICK`] for elapsed times.
