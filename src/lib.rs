@@ -17,6 +17,7 @@
 //! - [`heat`]: SoC temperature, CPU clock and throttling (status bar, bench rows);
 //! - [`corpus_cache`]: the nearest-sentence corpus's embeddings kept between starts;
 //! - [`schedule`]: one worker thread per backend, latest input wins;
+//! - [`jobs`]: the explorer's other background work (profile, layers, coverage), one job of a kind at a time, newest request wins;
 //! - [`app`] (state), [`ui`] (drawing from `&App`), [`tui`] (terminal and event loop): the explorer;
 //! - [`cli`]: the headless subcommands.
 
@@ -29,6 +30,7 @@ pub mod corpus_cache;
 pub mod ffi;
 pub mod footprint;
 pub mod heat;
+pub mod jobs;
 pub mod layers;
 pub mod model;
 pub mod profile;

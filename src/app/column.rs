@@ -9,27 +9,7 @@ use crate::model::Encoded;
 use crate::stats::LatencyStats;
 use crate::task::{Embedding, TaskOutput, TaskParity};
 
-/// Delegation coverage of one `.pte`, as the TUI shows it. Filled from the
-/// `inspect` library's report by [`crate::tui`] (see `read_coverage` there).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct CoverageView {
-    /// Share of the program's work handed to the delegate, 0..=1.
-    pub coverage: f64,
-    /// Instructions that call a kernel of the default CPU library.
-    pub kernel_calls: usize,
-    /// Instructions that call a delegate (XNNPACK subgraphs).
-    pub delegate_calls: usize,
-    /// Operators left on the default kernels, most calls first.
-    pub top_operators: Vec<(String, usize)>,
-    pub file_bytes: u64,
-    /// The partition map: kernel and delegate calls in execution order, `true`
-    /// for a delegate call (empty: not shown).
-    pub strip: Vec<bool>,
-    /// Changes between runs of the strip.
-    pub boundaries: usize,
-    /// Operators between two delegate calls, most calls first.
-    pub breaks: Vec<(String, usize)>,
-}
+pub use crate::jobs::CoverageView;
 
 /// Where a backend's loading stands.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,13 +1,11 @@
 //! The layers view (F6): each backend's time per module of the model for the
 //! text that was current when it was asked for, from a separate measurement
-//! (eager timed per module, the ExecuTorch columns traced), as `runlens layers`.
+//! (eager timed per module, the ExecuTorch columns traced), as `runlens layers`;
+//! the measurement it asks for is [`crate::jobs::LayersRequest`].
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use crate::backend::BackendSpec;
 use crate::layers::LayersReport;
-use crate::model::Encoded;
 
 /// The layers view (F6).
 #[derive(Clone, Debug)]
@@ -23,13 +21,4 @@ pub enum LayersState {
     Running { since: Instant },
     Ready(LayersReport),
     Failed(String),
-}
-
-/// A per-module measurement the app wants made off the UI thread (see [`super::App::take_layers_request`]).
-#[derive(Clone, Debug)]
-pub struct LayersRequest {
-    pub id: u64,
-    pub input: Arc<Encoded>,
-    /// The columns on screen that did not fail, in their order.
-    pub kinds: Vec<BackendSpec>,
 }

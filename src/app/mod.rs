@@ -1,7 +1,9 @@
 //! The explorer's state and every change to it. Knows nothing about terminals:
 //! the event loop ([`crate::tui`]) turns keys into [`Action`]s and worker
 //! reports into [`App::on_worker`]; what the app wants done in the background
-//! is queued as [`Request`]s that the loop hands to the scheduler. Drawing
+//! is queued as [`Request`]s that the loop hands to the scheduler (inference)
+//! and [`JobRequest`]s that it hands to [`crate::jobs`] (profile, layers,
+//! coverage; their results come back through [`App::on_job`]). Drawing
 //! ([`crate::ui`]) reads an `&App` only.
 //!
 //! - [`input`]: the input line; [`column`]: one backend's column;
@@ -22,8 +24,9 @@ pub use column::{Column, ColumnState, CoverageView, Nearest, Output, ParityView,
 pub use corpus::{Corpus, CorpusState};
 pub use generation::{compare, Divergence, LiveGeneration};
 pub use input::InputLine;
-pub use layers::{LayersRequest, LayersState, LayersView};
-pub use profile::{ProfileRequest, ProfileState, ProfileView};
+pub use layers::{LayersState, LayersView};
+pub use profile::{ProfileState, ProfileView};
+pub use crate::jobs::{CoverageRequest, JobDone, JobRequest, LayersRequest, ProfileRequest};
 
 use crate::backend::BackendSpec;
 use crate::model::Encoded;
@@ -111,12 +114,12 @@ pub struct App {
     show_help: bool,
     profile: Option<ProfileView>,
     profile_requests: u64,
-    profile_request: Option<ProfileRequest>,
     layers: Option<LayersView>,
     layers_requests: u64,
-    layers_request: Option<LayersRequest>,
     quit: bool,
     requests: Vec<Request>,
+    /// Background jobs asked for since the event loop last took them.
+    jobs: Vec<JobRequest>,
     tokenize: Tokenize,
     variants: Vec<BackendSpec>,
     /// The latest temperature / clock / throttling reading (status bar).
@@ -157,12 +160,11 @@ impl App {
             show_help: false,
             profile: None,
             profile_requests: 0,
-            profile_request: None,
             layers: None,
             layers_requests: 0,
-            layers_request: None,
             quit: false,
             requests: Vec::new(),
+            jobs: Vec::new(),
             tokenize,
             variants: config.variants,
             heat: None,
@@ -170,6 +172,7 @@ impl App {
         if app.corpus.state != CorpusState::Empty {
             app.assign_corpus();
         }
+        app.request_coverage();
         app
     }
 
@@ -184,7 +187,7 @@ impl App {
         self.heat.as_ref()
     }
 
-    /// A new heat reading (the event loop samples every [`crate::tui::HEAT_EVERY`]).
+    /// A new heat reading (sampled every [`crate::jobs::heat::HEAT_EVERY`]).
     pub fn set_heat(&mut self, sample: crate::heat::HeatSample) {
         self.heat = Some(sample);
     }
@@ -328,14 +331,32 @@ impl App {
         std::mem::take(&mut self.requests)
     }
 
-    /// The traced run asked for since the last call, for the event loop to start.
-    pub fn take_profile_request(&mut self) -> Option<ProfileRequest> {
-        self.profile_request.take()
+    /// The background jobs asked for since the last call, oldest first, for [`crate::jobs::Jobs`].
+    pub fn drain_jobs(&mut self) -> Vec<JobRequest> {
+        std::mem::take(&mut self.jobs)
     }
 
-    /// The per-module measurement asked for since the last call, for the event loop to start.
+    /// The newest traced run waiting among the jobs, taken out of them (tests look at one kind).
+    pub fn take_profile_request(&mut self) -> Option<ProfileRequest> {
+        self.take_newest_job(|job| match job {
+            JobRequest::Profile(request) => Some(request),
+            _ => None,
+        })
+    }
+
+    /// The newest per-module measurement waiting among the jobs, taken out of them.
     pub fn take_layers_request(&mut self) -> Option<LayersRequest> {
-        self.layers_request.take()
+        self.take_newest_job(|job| match job {
+            JobRequest::Layers(request) => Some(request),
+            _ => None,
+        })
+    }
+
+    /// Take every waiting job that `pick` picks; the newest of them.
+    fn take_newest_job<T: Clone>(&mut self, pick: impl Fn(&JobRequest) -> Option<&T>) -> Option<T> {
+        let newest = self.jobs.iter().rev().find_map(&pick).cloned();
+        self.jobs.retain(|job| pick(job).is_none());
+        newest
     }
 
     // ---- changing ----
@@ -513,6 +534,8 @@ impl App {
         }
         let embedding_corpus = self.corpus.state == CorpusState::Embedding(from.clone());
         self.requests.push(Request::Switch { from, to, job });
+        // The column shows the new program's delegation coverage.
+        self.request_coverage();
         if embedding_corpus {
             // The old worker is closed before it could finish the corpus.
             self.assign_corpus();
@@ -636,7 +659,7 @@ impl App {
             (None, _) => ProfileState::Failed("type a sentence first: F4 profiles the text in the input line".to_string()),
             (Some(_), true) => ProfileState::Failed("no ExecuTorch column to profile".to_string()),
             (Some(input), false) => {
-                self.profile_request = Some(ProfileRequest { id, input: input.clone(), kinds });
+                self.jobs.push(JobRequest::Profile(ProfileRequest { id, input: input.clone(), kinds, output: self.task.output() }));
                 ProfileState::Running { since: self.now }
             }
         };
@@ -665,7 +688,7 @@ impl App {
             (None, _) => LayersState::Failed("type a sentence first: F6 times the text in the input line per module".to_string()),
             (Some(_), true) => LayersState::Failed("no column loaded to time per module".to_string()),
             (Some(input), false) => {
-                self.layers_request = Some(LayersRequest { id, input: input.clone(), kinds });
+                self.jobs.push(JobRequest::Layers(LayersRequest { id, input: input.clone(), kinds }));
                 LayersState::Running { since: self.now }
             }
         };
@@ -679,6 +702,29 @@ impl App {
                 Ok(report) => LayersState::Ready(report),
                 Err(message) => LayersState::Failed(message),
             };
+        }
+    }
+
+    /// A background job finished.
+    pub fn on_job(&mut self, done: JobDone) {
+        match done {
+            JobDone::Profile(id, outcome) => self.on_profile(id, outcome),
+            JobDone::Layers(id, outcome) => self.on_layers(id, outcome),
+            JobDone::Coverage(read) => {
+                for (kind, coverage) in read {
+                    self.set_coverage(&kind, coverage);
+                }
+            }
+        }
+    }
+
+    /// Ask for the delegation coverage of every `.pte` column not read yet
+    /// (at start, and for the program F5 switched a column to).
+    fn request_coverage(&mut self) {
+        let kinds: Vec<BackendSpec> =
+            self.columns.iter().filter(|c| c.kind.pte_file().is_some() && c.coverage.is_none()).map(|c| c.kind.clone()).collect();
+        if !kinds.is_empty() {
+            self.jobs.push(JobRequest::Coverage(CoverageRequest { kinds }));
         }
     }
 

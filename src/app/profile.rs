@@ -1,10 +1,8 @@
-//! The per-operator profile view (F4) and the traced run it asks for.
+//! The per-operator profile view (F4); the traced run it asks for is
+//! [`crate::jobs::ProfileRequest`].
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use crate::backend::BackendSpec;
-use crate::model::Encoded;
 use crate::profile::ProfileReport;
 
 /// The per-operator profile view (F4): a separate traced run of the
@@ -22,13 +20,4 @@ pub enum ProfileState {
     Running { since: Instant },
     Ready(ProfileReport),
     Failed(String),
-}
-
-/// A traced run the app wants made off the UI thread (see [`App::take_profile_request`]).
-#[derive(Clone, Debug)]
-pub struct ProfileRequest {
-    pub id: u64,
-    pub input: Arc<Encoded>,
-    /// The ExecuTorch columns that loaded or are loading.
-    pub kinds: Vec<BackendSpec>,
 }

@@ -275,3 +275,24 @@ fn parity_compares_outputs_for_the_same_input_only() {
     assert_eq!(app.parity(1), ParityView::Reference);
     assert_eq!(app.column("xnnpack").unwrap().stats.count(), 1);
 }
+
+#[test]
+fn coverage_is_asked_for_every_unread_program_at_start_and_after_f5() {
+    let (mut app, _t0) = app(&["eager", "portable", "xnnpack"]);
+    let coverage = |jobs: Vec<JobRequest>| -> Vec<Vec<String>> {
+        jobs.into_iter()
+            .filter_map(|j| match j {
+                JobRequest::Coverage(c) => Some(c.kinds.iter().map(|k| k.name.clone()).collect()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(coverage(app.drain_jobs()), vec![vec!["portable".to_string(), "xnnpack".to_string()]], "the .pte columns, eager not");
+    app.on_job(JobDone::Coverage(vec![(spec("portable"), Ok(CoverageView::default())), (spec("xnnpack"), Err("unreadable".into()))]));
+    assert_eq!(app.column("portable").unwrap().coverage, Some(Ok(CoverageView::default())));
+    assert_eq!(app.column("xnnpack").unwrap().coverage, Some(Err("unreadable".into())));
+
+    app.apply(Action::NextVariant);
+    assert_eq!(coverage(app.drain_jobs()), vec![vec!["xnnpack-int8".to_string()]], "only the program F5 brought in");
+    assert!(app.drain_jobs().is_empty(), "asked for once");
+}

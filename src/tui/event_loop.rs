@@ -1,0 +1,302 @@
+//! The event loop: hand the app's requests to the scheduler and the
+//! background jobs, draw when something changed (within a frame budget),
+//! then wait for the next [`Event`] and apply it to the app.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+
+use super::terminal::{self, Screen};
+use super::trace::Trace;
+use super::{keys, Ended, Event, TuiOptions};
+use crate::app::{self, Action, App, AppConfig, Tokenize};
+use crate::backend::{self, BackendSpec};
+use crate::corpus_cache::CorpusCache;
+use crate::jobs::Jobs;
+use crate::model::{Encoded, TextTokenizer};
+use crate::schedule::{Loader, Request, Scheduler, Sink, WorkerEvent};
+use crate::ui;
+
+/// Most frames drawn per second while work is in flight.
+pub const FPS: f64 = 30.0;
+/// How often elapsed times are redrawn while something loads or runs.
+pub const TICK: Duration = Duration::from_millis(100);
+/// Events taken in one go before the next frame (repeat mode sends many results).
+const BATCH: usize = 512;
+
+/// Set up the app, the workers and the background work, then run the loop.
+pub(super) async fn session(
+    screen: &mut Screen,
+    opts: &TuiOptions,
+    tokenizer: TextTokenizer,
+    threads: usize,
+    trace: Trace,
+) -> anyhow::Result<Ended> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    terminal::listen_for_signals(&tx)?;
+    tokio::spawn(terminal::read_terminal(tx.clone()));
+
+    let tokenize: Tokenize = Box::new(move |text| tokenizer.encode(text));
+    let config = AppConfig {
+        kinds: opts.backends.clone(),
+        threads,
+        model: opts.models.model_name().to_string(),
+        task: opts.ctx.task,
+        corpus: app::corpus_sentences(),
+        variants: opts.catalog.iter().filter(|k| k.given || backend::files_present(k, &opts.models).is_ok()).cloned().collect(),
+    };
+    let app = App::new(config, tokenize, Instant::now());
+
+    let dir = opts.models.clone();
+    let loader: Loader = Arc::new(move |kind| crate::task::load_backend(kind, &dir));
+    let worker_tx = tx.clone();
+    let sink: Sink = Arc::new(move |event| {
+        let _ = worker_tx.send(Event::Worker(event));
+    });
+    let ctx = Arc::new(opts.ctx.clone());
+    let scheduler = Scheduler::start(&opts.backends, ctx, loader, sink).context("cannot start the worker threads")?;
+    let job_tx = tx.clone();
+    let jobs = Jobs::new(opts.models.clone(), move |done| {
+        let _ = job_tx.send(Event::Job(done));
+    });
+    let heat_tx = tx.clone();
+    crate::jobs::heat::spawn_sampler(move |sample| heat_tx.send(Event::Heat(sample)).is_ok());
+    let corpus = CorpusCacheLink { cache: CorpusCache::from_env(&opts.models), asked: None, tx };
+
+    let now = Instant::now();
+    let frames = FrameBudget::new(now);
+    let mut session = Session { screen, app, theme: opts.theme, scheduler, jobs, corpus, trace, frames, dirty: true, last_tick: now };
+    let outcome = session.run(rx).await;
+    session.trace.flush();
+    outcome
+}
+
+/// The loop's state: the app and everything it is connected to.
+struct Session<'a> {
+    screen: &'a mut Screen,
+    app: App,
+    theme: ui::Theme,
+    scheduler: Scheduler,
+    jobs: Jobs,
+    corpus: CorpusCacheLink,
+    trace: Trace,
+    frames: FrameBudget,
+    /// Something changed since the last frame.
+    dirty: bool,
+    /// When the elapsed times were last drawn.
+    last_tick: Instant,
+}
+
+impl Session<'_> {
+    async fn run(&mut self, mut rx: UnboundedReceiver<Event>) -> anyhow::Result<Ended> {
+        loop {
+            let now = Instant::now();
+            self.app.set_now(now);
+            self.hand_off_requests();
+            if self.app.should_quit() {
+                return Ok(Ended::Quit);
+            }
+            self.draw_if_due(now)?;
+
+            let tick_at = self.app.is_busy().then_some(self.last_tick + TICK);
+            let frame_at = self.dirty.then(|| self.frames.next_at());
+            let deadline = [self.app.next_deadline(), tick_at, frame_at].into_iter().flatten().min();
+            let first = tokio::select! {
+                event = rx.recv() => match event {
+                    Some(event) => event,
+                    None => return Ok(Ended::Quit),
+                },
+                _ = tokio::time::sleep_until(deadline.unwrap_or(now).into()), if deadline.is_some() => Event::Tick,
+            };
+            self.app.set_now(Instant::now());
+            // Take everything already waiting before drawing again.
+            let mut next = Some(first);
+            let mut handled = 0;
+            while let Some(event) = next.take() {
+                self.trace.event(&event, &self.app);
+                if let Some(ended) = self.handle(event)? {
+                    return Ok(ended);
+                }
+                handled += 1;
+                if handled < BATCH {
+                    next = rx.try_recv().ok();
+                }
+            }
+            // A tick after a key: the debounce may already be due.
+            self.dirty |= self.app.tick();
+        }
+    }
+
+    /// What the app asked for: inference to the scheduler, the rest to its job slot.
+    fn hand_off_requests(&mut self) {
+        for request in self.app.drain_requests() {
+            if let Request::EmbedCorpus(kind, corpus) = &request {
+                if self.corpus.answer(kind, corpus) {
+                    continue;
+                }
+            }
+            self.trace.request(&request);
+            self.scheduler.handle(request);
+        }
+        for request in self.app.drain_jobs() {
+            self.trace.job(&request);
+            self.jobs.request(request);
+        }
+    }
+
+    fn draw_if_due(&mut self, now: Instant) -> anyhow::Result<()> {
+        if self.dirty && self.screen.is_active() && self.frames.try_take(now) {
+            self.screen.draw(&self.app, &self.theme)?;
+            self.trace.draw();
+            self.dirty = false;
+            self.last_tick = now; // this frame shows the elapsed times as of now
+        }
+        Ok(())
+    }
+
+    /// Apply one event; `Some` when it ends the explorer.
+    fn handle(&mut self, event: Event) -> anyhow::Result<Option<Ended>> {
+        match event {
+            Event::Tick => {
+                self.dirty |= self.app.tick();
+                if self.app.is_busy() && self.app.now() >= self.last_tick + TICK {
+                    self.last_tick = self.app.now();
+                    self.dirty = true;
+                }
+            }
+            Event::Key(key) if keys::is_suspend_key(&key) => self.screen.suspend_job(),
+            Event::Key(key) => {
+                if let Some(action) = keys::key_action(&key, &self.app) {
+                    self.app.apply(action);
+                    self.dirty = true;
+                }
+            }
+            Event::Paste(text) => {
+                self.app.apply(Action::Paste(text));
+                self.dirty = true;
+            }
+            Event::Resize(..) => self.dirty = true,
+            Event::Worker(event) => {
+                // A run starting changes only its state line: the next tick shows it, so
+                // it does not spend a frame that the first results will want.
+                let started = matches!(event, WorkerEvent::Started { .. });
+                self.corpus.embedded(&event);
+                self.app.on_worker(event);
+                self.dirty |= !started;
+            }
+            Event::Job(done) => {
+                self.app.on_job(done);
+                self.dirty = true;
+            }
+            Event::Heat(sample) => {
+                self.dirty |= self.app.heat() != Some(&sample);
+                self.app.set_heat(sample);
+            }
+            Event::TerminalError(e) => anyhow::bail!("cannot read the terminal: {e}"),
+            Event::Signal(libc::SIGTSTP) => self.screen.suspend(),
+            Event::Signal(libc::SIGCONT) => {
+                self.screen.resume()?;
+                self.dirty = true;
+            }
+            Event::Signal(sig) => return Ok(Some(Ended::Signal(sig))),
+        }
+        Ok(None)
+    }
+}
+
+/// The corpus embeddings of earlier starts ([`crate::corpus_cache`]) between
+/// the app and the scheduler: a cached embedding answers the app's request at
+/// once, and a fresh one is stored for the next start.
+struct CorpusCacheLink {
+    cache: CorpusCache,
+    /// The corpus last sent to a worker to embed, kept to store its result.
+    asked: Option<(BackendSpec, Arc<Vec<Encoded>>)>,
+    tx: UnboundedSender<Event>,
+}
+
+impl CorpusCacheLink {
+    /// A cached embedding of the corpus answers the request at once (no
+    /// corpus work at start-up); `false`: the worker must embed it.
+    fn answer(&mut self, kind: &BackendSpec, corpus: &Arc<Vec<Encoded>>) -> bool {
+        if let Some(embeddings) = self.cache.load(kind, corpus) {
+            let event = WorkerEvent::CorpusEmbedded { kind: kind.clone(), outcome: Ok(embeddings), elapsed: Duration::ZERO };
+            return self.tx.send(Event::Worker(event)).is_ok();
+        }
+        self.asked = Some((kind.clone(), Arc::clone(corpus)));
+        false
+    }
+
+    /// A worker embedded the corpus: keep it for the next start.
+    fn embedded(&self, event: &WorkerEvent) {
+        if let WorkerEvent::CorpusEmbedded { kind, outcome: Ok(embeddings), elapsed } = event {
+            if let Some((asked_kind, corpus)) = &self.asked {
+                if asked_kind == kind && !elapsed.is_zero() {
+                    self.cache.store(kind, corpus, embeddings);
+                }
+            }
+        }
+    }
+}
+
+/// A token bucket: bursts of a few frames (a key echo and the first results
+/// show at once), on average at most [`FPS`].
+struct FrameBudget {
+    tokens: f64,
+    last: Instant,
+}
+
+impl FrameBudget {
+    const BURST: f64 = 3.0;
+
+    fn new(now: Instant) -> FrameBudget {
+        FrameBudget { tokens: Self::BURST, last: now }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        self.tokens = (self.tokens + now.saturating_duration_since(self.last).as_secs_f64() * FPS).min(Self::BURST);
+        self.last = now;
+    }
+
+    fn try_take(&mut self, now: Instant) -> bool {
+        self.refill(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// When the next frame may be drawn.
+    fn next_at(&self) -> Instant {
+        self.last + Duration::from_secs_f64((1.0 - self.tokens).max(0.0) / FPS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_come_in_short_bursts_then_at_most_30_a_second() {
+        let t0 = Instant::now();
+        let mut budget = FrameBudget::new(t0);
+        assert!(budget.try_take(t0) && budget.try_take(t0) && budget.try_take(t0));
+        assert!(!budget.try_take(t0), "the burst is spent");
+        let next = budget.next_at();
+        assert!(next > t0 && next <= t0 + Duration::from_millis(34), "{:?}", next - t0);
+        assert!(budget.try_take(t0 + Duration::from_millis(34)));
+        // Over one second of constant demand: about 30 frames.
+        let mut drawn = 0;
+        let mut t = t0 + Duration::from_millis(34);
+        while t < t0 + Duration::from_millis(1034) {
+            t += Duration::from_millis(1);
+            if budget.try_take(t) {
+                drawn += 1;
+            }
+        }
+        assert!((29..=31).contains(&drawn), "{drawn} frames");
+    }
+}
