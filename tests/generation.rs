@@ -20,7 +20,7 @@ use std::ops::ControlFlow;
 use std::process::{Command, Output};
 
 use runlens::backend::{self, Backend, BackendSpec};
-use runlens::generate::{GenerateOptions, Generation, Stop, TokenStep};
+use runlens::task::generation::{GenerateOptions, Generation, Stop, TokenStep};
 use runlens::model::{Encoded, ModelDir, Reference};
 use runlens::task::generation::{generate, GenerationContext};
 use runlens::task::TaskContext;

@@ -391,7 +391,7 @@ fn switching_the_variant_loads_the_new_program_and_runs_the_current_text_on_it()
 mod generation {
     use std::ops::ControlFlow;
 
-    use runlens::generate::{Decoder, Detokenizer, GenerateOptions, Stop};
+    use runlens::task::generation::{Decoder, Detokenizer, GenerateOptions, Stop};
     use runlens::task::GenerationContext;
     use runlens::task::TaskOutput;
 
@@ -607,7 +607,7 @@ mod generation {
         let mut fake = FakeDecoder { kind: spec("eager"), delay: Duration::ZERO, calls };
         let detok = Detokenizer::default();
         let mut seen = 0;
-        let g = runlens::generate::greedy(&mut fake, &detok, &[1], &GenerateOptions { max_new_tokens: 32, eos_token_id: None }, &mut |_| {
+        let g = runlens::task::generation::greedy(&mut fake, &detok, &[1], &GenerateOptions { max_new_tokens: 32, eos_token_id: None }, &mut |_| {
             seen += 1;
             if seen == 3 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
         })

@@ -325,7 +325,7 @@ fn classification_panels_show_every_label() {
 
 // ---- text generation: four columns writing as they go ----
 
-use runlens::generate::{Generation, Stop, TokenStep};
+use runlens::task::generation::{Generation, Stop, TokenStep};
 
 /// The continuation every column writes (a reference run), one token a piece.
 const CONTINUATION: [&str; 24] = [
