@@ -9,7 +9,9 @@ use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use runlens::backend::{named, Backend, BackendSpec};
+use runlens::backend::{Backend, BackendSpec};
+mod common;
+use common::named;
 use runlens::model::Encoded;
 use runlens::schedule::{Loader, Scheduler, Sink, WorkerEvent};
 use runlens::task::{OutputTensor, Task, TaskContext};

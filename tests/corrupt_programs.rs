@@ -6,8 +6,9 @@
 //! (the damage did not matter) or 1 with an error naming the file; a signal,
 //! a panic (101), an ExecuTorch abort (134) or a timeout fails the test.
 //!
-//! `RUNLENS_FUZZ_CASES` (default 40) sets the cases per program; two run at a
-//! time. Every case prints one line (`--nocapture`), and the counts at the end.
+//! `RUNLENS_FUZZ_CASES` (default 40, at least 20) sets the cases per program;
+//! two run at a time. Each program must have cases of both good outcomes (with
+//! the default seeds: portable 3 ran, 37 refused; xnnpack 6 and 34). Every case prints one line (`--nocapture`), and the counts at the end.
 //! `RUNLENS_FUZZ_BIN` runs another binary (an older runlens, for the README's
 //! before/after figures).
 
@@ -21,6 +22,8 @@ mod common;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 const DEFAULT_CASES: u64 = 40;
+/// Fewer cases per program than this is not a test of anything.
+const MIN_CASES: u64 = 20;
 const WORKERS: usize = 2;
 const PROGRAMS: [&str; 2] = ["portable.pte", "xnnpack.pte"];
 
@@ -184,6 +187,7 @@ fn damaged_programs_end_in_a_result_or_an_error_naming_the_file() {
         assert!(real_dir.join(name).is_file(), "{} is missing: run `make models` first", real_dir.join(name).display());
     }
     let cases: u64 = std::env::var("RUNLENS_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_CASES);
+    assert!(cases >= MIN_CASES, "RUNLENS_FUZZ_CASES={cases}: at least {MIN_CASES} cases per program");
     let originals: Vec<Vec<u8>> = PROGRAMS.iter().map(|p| std::fs::read(real_dir.join(p)).unwrap()).collect();
     let sites: Vec<Vec<common::damage::ArgumentSite>> = originals.iter().map(|b| common::damage::kernel_arguments(b)).collect();
     assert!(sites.iter().all(|s| !s.is_empty()), "no kernel-call arguments found in {PROGRAMS:?}");
@@ -234,6 +238,17 @@ fn damaged_programs_end_in_a_result_or_an_error_naming_the_file() {
         .map(|(program, seed, changes, f)| format!("{program} seed {seed} {changes:?}: {:?}: {}", f.outcome, f.detail))
         .collect();
     assert!(bad.is_empty(), "{} damaged programs ended badly:\n{}", bad.len(), bad.join("\n"));
+    // Every case ran to an outcome, and both good outcomes occur for each program:
+    // damage that did not matter, and damage refused with the file named. (A
+    // runner that never runs the damaged file, or runs the original, would give
+    // one class only.)
+    assert_eq!(results.len(), jobs.len(), "every case has an outcome");
+    for program in PROGRAMS {
+        for outcome in [Outcome::Ran, Outcome::ErrorNamingFile] {
+            let n = counts.get(&(program, outcome)).copied().unwrap_or(0);
+            assert!(n > 0, "{program}: no case ended {outcome:?} in {cases}: {counts:?}");
+        }
+    }
 }
 
 /// A copy of `program` with one Int argument redirected to a Tensor, in a

@@ -98,13 +98,29 @@ fn to_vec(t: &Tensor) -> Vec<f32> {
     Vec::<f32>::try_from(&t.to_kind(Kind::Float).view([-1])).unwrap()
 }
 
-/// Logits agree: max abs difference within 1e-4 + 1e-5 * the largest reference logit.
+/// The larger of two, NaN when either is NaN (`f32::max` drops a NaN, so a
+/// fold with it would let a NaN logit through).
+fn max_or_nan(m: f32, x: f32) -> f32 {
+    if m.is_nan() || x.is_nan() {
+        f32::NAN
+    } else {
+        m.max(x)
+    }
+}
+
+/// Largest element-wise difference; NaN when either side has a NaN.
+fn max_abs_diff(ours: &[f32], python: &[f32]) -> f32 {
+    ours.iter().zip(python).map(|(a, b)| (a - b).abs()).fold(0f32, max_or_nan)
+}
+
+/// Logits agree: max abs difference within 1e-4 + 1e-5 * the largest reference
+/// logit (a NaN on either side never does).
 fn logits_close(ours: &[f32], python: &[f32]) -> Result<f32, String> {
     if ours.len() != python.len() {
         return Err(format!("{} logits, Python has {}", ours.len(), python.len()));
     }
-    let scale = python.iter().fold(0f32, |m, x| m.max(x.abs()));
-    let diff = ours.iter().zip(python).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    let scale = python.iter().map(|x| x.abs()).fold(0f32, max_or_nan);
+    let diff = max_abs_diff(ours, python);
     if diff <= 1e-4 + 1e-5 * scale {
         Ok(diff)
     } else {
@@ -157,7 +173,7 @@ fn check_fill_mask(name: &str) {
             }
             for top in &mask.top {
                 let p = probs[top.id as usize];
-                if (p - top.prob).abs() > 1e-6 {
+                if (p - top.prob).is_nan() || (p - top.prob).abs() > 1e-6 {
                     failures.push(format!(
                         "{:?} mask at {}: token {} prob {p}, Python {}",
                         sentence.text, mask.position, top.id, top.prob
@@ -190,14 +206,26 @@ fn check_classification(name: &str, labels: usize) {
         if order(&probs) != order(&sentence.probs) {
             failures.push(format!("{:?}: label order {probs:?}, Python {:?}", sentence.text, sentence.probs));
         }
-        let diff = probs.iter().zip(&sentence.probs).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
-        if diff > 1e-6 {
+        let diff = max_abs_diff(&probs, &sentence.probs);
+        if diff.is_nan() || diff > 1e-6 {
             failures.push(format!("{:?}: probabilities differ by {diff:.2e}", sentence.text));
         }
     }
     assert!(reference.sentences.len() >= 3);
     assert!(failures.is_empty(), "{name}: eager differs from transformers:\n{}", failures.join("\n"));
     eprintln!("{name}: {} sentences, logits max abs diff {worst:.2e}", reference.sentences.len());
+}
+
+#[test]
+fn a_nan_logit_or_probability_never_passes() {
+    let python = [1.0f32, -2.0, 3.0];
+    assert!(logits_close(&[1.0, -2.0, 3.0], &python).is_ok());
+    for ours in [[f32::NAN, -2.0, 3.0], [1.0, f32::NAN, 3.0], [1.0, -2.0, f32::NAN], [1.0, f32::INFINITY, 3.0]] {
+        assert!(logits_close(&ours, &python).is_err(), "{ours:?} passed");
+        let diff = max_abs_diff(&softmax(&ours), &softmax(&python));
+        assert!(diff.is_nan() || diff > 1e-6, "{ours:?}: probabilities passed");
+    }
+    assert!(logits_close(&python, &[1.0, f32::NAN, 3.0]).is_err(), "a NaN in the reference");
 }
 
 #[test]

@@ -155,9 +155,12 @@ fn wrong_input_shape_is_an_error() {
     bad.attention_mask.pop();
     let err = xnnpack.run(&bad).unwrap_err().to_string();
     assert!(err.contains("attention_mask"), "{err}");
+    assert!(err.contains("input_ids has 3 values and attention_mask 2"), "the message says what is wrong with the shapes: {err}");
     // Longer than the exported maximum: refused before ExecuTorch sees it.
     let err = xnnpack.run(&input(&vec![1000; MAX_SEQ_LEN + 10])).unwrap_err().to_string();
     assert!(err.contains("xnnpack.pte"), "{err}");
+    let too_long = format!("takes at most {MAX_SEQ_LEN} tokens and this input has {}", MAX_SEQ_LEN + 10);
+    assert!(err.contains(&too_long), "the message names the limit and the length: {err}");
 }
 
 // ---- the binary, on bad input ----

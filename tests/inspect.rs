@@ -72,7 +72,12 @@ fn same(field: &str, ours: &Value, theirs: &Value) -> bool {
 /// Every field both sides compute, one by one, naming the first that differs.
 fn compare_with_python(name: &str) -> CoverageReport {
     let report = report(name);
-    let ours = serde_json::to_value(&report).unwrap();
+    compare_json_with_python(name, &serde_json::to_value(&report).unwrap());
+    report
+}
+
+/// [`compare_with_python`] for a report as JSON (`runlens inspect --json`'s).
+fn compare_json_with_python(name: &str, ours: &Value) {
     let theirs = python_counts(name);
     for field in TOP_FIELDS {
         let t = theirs
@@ -107,7 +112,6 @@ fn compare_with_python(name: &str) -> CoverageReport {
             );
         }
     }
-    report
 }
 
 #[test]
@@ -282,6 +286,10 @@ fn inspect_json_prints_exactly_one_object() {
     assert_eq!(printed["file"], path.display().to_string());
     let expected = serde_json::to_value(pte::inspect_file(&path).unwrap()).unwrap();
     assert_eq!(printed, expected);
+    // What was printed against an independent reading of the same file:
+    // ExecuTorch's Python deserializer (python/pte_counts.py).
+    compare_json_with_python("xnnpack", &printed);
+    assert!(printed["plans"][0]["delegate_calls"].as_u64() > Some(0), "{printed}");
 }
 
 #[test]

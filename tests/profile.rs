@@ -73,6 +73,43 @@ fn the_operators_named_are_those_inspect_lists() {
     }
 }
 
+/// Sums read straight off a dump's events, per run: the `DELEGATE_CALL`
+/// instruction events, and the events a delegate logged inside its calls.
+struct RawSums {
+    delegate_calls_ms: f64,
+    inside_ms: f64,
+    inside_events: u64,
+}
+
+/// One traced run of `file` as `profile_file` makes it (the same aggregate),
+/// with the sums of its dump computed apart from the aggregate.
+fn profile_with_raw_sums(file: &str, runs: u32) -> (BackendProfile, RawSums) {
+    use runlens::profile::aggregate::{aggregate, DELEGATE_EVENT, EXECUTE_BLOCK};
+    let path = pte_path(file);
+    let traced = runlens::profile::trace_file(&path, &input(), runs, OutputKind::Pooled).unwrap_or_else(|e| panic!("{file}: {e:#}"));
+    let agg = aggregate(&traced.dump, &traced.plan, traced.ratio).unwrap();
+    let p = BackendProfile {
+        name: file.into(),
+        total_ms: agg.total_ms,
+        operators: agg.operators,
+        file: traced.file.clone(),
+        runs: agg.runs,
+        execute_ms: agg.execute_ms,
+        control_ms: agg.control_ms,
+        instructions_per_run: agg.instructions_per_run,
+        delegate_events_per_run: agg.delegate_events_per_run,
+        delegate_operators: agg.delegate_operators,
+    };
+    let blocks: Vec<_> = traced.dump.runs.iter().filter(|b| b.name == EXECUTE_BLOCK).collect();
+    assert_eq!(blocks.len(), runs as usize, "{file}");
+    let events = || blocks.iter().flat_map(|b| &b.events);
+    let per_run = |t: u64| traced.ratio.ms(t) / f64::from(runs);
+    let delegate_calls = events().filter(|e| e.delegate_id.is_none() && e.name == DELEGATE_EVENT).map(|e| e.ticks()).sum();
+    let inside = events().filter(|e| e.delegate_id.is_some()).map(|e| e.ticks()).sum();
+    let inside_events = events().filter(|e| e.delegate_id.is_some()).count() as u64 / u64::from(runs);
+    (p, RawSums { delegate_calls_ms: per_run(delegate_calls), inside_ms: per_run(inside), inside_events })
+}
+
 /// XNNPACK logs its own per-operator timings inside each delegate call; the
 /// profile sums them per operator type. They must belong to the XNNPACK
 /// delegate, fit inside its calls' time, and count the fully-connected
@@ -84,7 +121,7 @@ fn operators_inside_xnnpack_calls_fit_inside_them_and_match_the_file() {
     for file in ["xnnpack.pte", "xnnpack-int8.pte"] {
         let report = pte::inspect_file(&pte_path(file)).unwrap();
         let plan = report.plan("forward").unwrap();
-        let p = profile(file, 2);
+        let (p, raw) = profile_with_raw_sums(file, 2);
         assert!(!p.delegate_operators.is_empty(), "{file}: XNNPACK logged no events of its own");
         assert!(p.delegate_operators.iter().all(|d| d.delegate == pte::XNNPACK_BACKEND_ID), "{file}");
         let calls: u64 = p.delegate_operators.iter().map(|d| d.count).sum();
@@ -98,6 +135,13 @@ fn operators_inside_xnnpack_calls_fit_inside_them_and_match_the_file() {
         assert!(inside <= delegate.total_ms, "{file}: operators inside {inside} ms > the delegate calls' {} ms", delegate.total_ms);
         let outside = p.outside_operators_ms(delegate).unwrap();
         assert!((inside + outside - delegate.total_ms).abs() < 1e-9, "{file}");
+        // Each of the three against the dump's own events, summed apart from the aggregate.
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+        assert!(raw.inside_ms > 0.0 && raw.inside_events == p.delegate_events_per_run, "{file}: {} events inside", raw.inside_events);
+        assert!(close(delegate.total_ms, raw.delegate_calls_ms), "{file}: delegate row {} ms vs its events' {} ms", delegate.total_ms, raw.delegate_calls_ms);
+        assert!(close(inside, raw.inside_ms), "{file}: operators inside {inside} ms vs the delegate's events' {} ms", raw.inside_ms);
+        let expected_outside = raw.delegate_calls_ms - raw.inside_ms;
+        assert!(expected_outside > 0.0 && close(outside, expected_outside), "{file}: outside {outside} ms vs {expected_outside} ms from the events");
         let fc: Vec<_> = p.delegate_operators.iter().filter(|d| d.name.starts_with("Fully Connected")).collect();
         let fc_count: u64 = fc.iter().map(|d| d.count).sum();
         assert_eq!(Some(&fc_count), plan.xnnpack_nodes.get("XNNFullyConnected"), "{file}: runtime FC operators vs the file's FC nodes");

@@ -6,8 +6,8 @@
 //! Tolerances, on logits of magnitude ~1-10 (random weights, init range 0.2):
 //! eager within 1e-4, the float ExecuTorch programs within 1e-3 (XNNPACK
 //! reorders the float sums); the same top-1 token at every mask, the same
-//! label order. The int8 program is an approximation: it must run and keep
-//! most of the top-5 tokens.
+//! label order. The int8 program is an approximation: it must run, give
+//! finite logits and keep most of the top-5 tokens (3 of 5 at least).
 //!
 //! Eager is the reference here, so the file needs the full build.
 #![cfg(feature = "eager")]
@@ -25,11 +25,17 @@ fn context(dir: &ModelDir) -> TaskContext {
     TaskContext::for_model(dir, &dir.load_tokenizer().unwrap(), 5).unwrap()
 }
 
+/// Every backend the directory's manifest lists; a program whose file is
+/// missing fails the test, named (an export that left one out must show).
 fn present(dir: &ModelDir) -> Vec<BackendSpec> {
-    backend::catalog(dir, &[]).unwrap().into_iter().filter(|s| backend::files_present(s, dir).is_ok()).collect()
+    let specs = backend::catalog(dir, &[]).unwrap();
+    let missing: Vec<String> = specs.iter().filter_map(|s| backend::files_present(s, dir).err().map(|e| format!("{s}: {e}"))).collect();
+    assert!(missing.is_empty(), "{}: the manifest lists files that are missing (`make test-models`):\n{}", dir.root().display(), missing.join("\n"));
+    assert_eq!(specs.len(), dir.manifest().programs.len() + usize::from(dir.manifest().eager.is_some()), "every program of the manifest is checked");
+    specs
 }
 
-/// Every present backend of `name` on every reference sentence.
+/// Every backend of `name` on every reference sentence.
 fn check_against_python(name: &str) {
     let dir = model_dir(name);
     let ctx = context(&dir);
@@ -40,6 +46,7 @@ fn check_against_python(name: &str) {
         assert!(specs.iter().any(|s| s.name == must), "{name} has no {must}");
     }
     let mut worst = Vec::new();
+    let mut int8_overlaps = Vec::new();
     for spec in &specs {
         let mut b = runlens::task::load_backend(spec, &dir).unwrap_or_else(|e| panic!("{name}/{spec}: {e:#}"));
         let tol = if spec.is_eager() { 1e-4 } else { 1e-3 };
@@ -52,8 +59,14 @@ fn check_against_python(name: &str) {
             max_diff = max_diff.max(parity.max_abs_diff());
             if spec.name.contains("int8") {
                 if let TaskParity::FillMask(p) = parity {
-                    assert!(p.topk_overlap >= 0.4, "{name}/{spec} on {:?}: top-5 overlap {}", sentence.text, p.topk_overlap);
+                    // "Most of the top-5": at least 3 of the 5 tokens (mean over the masks).
+                    assert!(p.topk_overlap >= 0.6, "{name}/{spec} on {:?}: top-5 overlap {}", sentence.text, p.topk_overlap);
                 }
+                assert!(parity.max_abs_diff().is_finite(), "{name}/{spec} on {:?}: {parity:?}", sentence.text);
+                int8_overlaps.push(match parity {
+                    TaskParity::FillMask(p) => format!("{:.1}", p.topk_overlap),
+                    _ => String::new(),
+                });
                 continue;
             }
             assert!(parity.agrees(), "{name}/{spec} on {:?}: {parity:?}", sentence.text);
@@ -65,6 +78,9 @@ fn check_against_python(name: &str) {
         worst.push(format!("{spec} {max_diff:.1e}"));
     }
     println!("{name}: max |logit diff| vs Python: {}", worst.join(", "));
+    if !int8_overlaps.is_empty() {
+        println!("{name}: int8 top-5 overlap per sentence: {}", int8_overlaps.join(" "));
+    }
 }
 
 #[test]

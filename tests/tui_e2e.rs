@@ -187,6 +187,29 @@ fn result_of(column: &[String]) -> Option<(String, f64)> {
     (!sentence.is_empty() && last > 0.0).then_some((sentence, last))
 }
 
+/// The token strip's lines (the line starting `Tokens`, and its wrapped continuation), joined.
+fn token_strip(screen: &str) -> String {
+    let lines: Vec<&str> = screen.lines().collect();
+    let at = lines.iter().position(|l| l.starts_with("Tokens ")).unwrap_or_else(|| panic!("no token strip:\n{screen}"));
+    let next = lines.get(at + 1).filter(|l| l.starts_with("    ")).map_or("", |l| l.trim());
+    format!("{} {next}", lines[at].trim_end())
+}
+
+/// `[CLS] 101`, `word id` for each (lower-cased) word, `[SEP] 102`, the ids read
+/// from MiniLM's tokenizer.json vocabulary (every word of the test sentence is one piece).
+fn expected_pieces(sentence: &str) -> Vec<String> {
+    let path = root().join("models/minilm/tokenizer.json");
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let vocab = &json["model"]["vocab"];
+    let mut pieces = vec!["[CLS] 101".to_string()];
+    for word in sentence.to_lowercase().split_whitespace() {
+        let id = vocab[word].as_u64().unwrap_or_else(|| panic!("{word:?} is not one piece of {}", path.display()));
+        pieces.push(format!("{word} {id}"));
+    }
+    pieces.push("[SEP] 102".to_string());
+    pieces
+}
+
 fn corpus() -> Vec<String> {
     let text = std::fs::read_to_string(root().join("assets/corpus.txt")).expect("assets/corpus.txt");
     text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from).collect()
@@ -230,6 +253,13 @@ fn type_a_sentence_see_a_result_in_every_column_and_quit() {
         "{first:?} is not from assets/corpus.txt"
     );
     assert!(screen.contains("tokens") || screen.contains("Tokens"), "no token strip:\n{screen}");
+    // The strip itself: the count and every piece with the id tokenizer.json gives it.
+    let strip = token_strip(&screen);
+    let expected = expected_pieces(SENTENCE);
+    assert!(strip.starts_with(&format!("Tokens {} ", expected.len())), "the token count: {strip:?}\n{screen}");
+    for piece in &expected {
+        assert!(strip.contains(piece.as_str()), "{piece:?} missing from the token strip {strip:?}\n{screen}");
+    }
 
     // q is text while the input holds some: clear it first, then q quits.
     tmux.key("C-u");

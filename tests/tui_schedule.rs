@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use runlens::app::{Action, App, AppConfig, Phase, Tokenize};
-use runlens::backend::{named as spec, Backend, BackendSpec};
+use runlens::backend::{Backend, BackendSpec};
+mod common;
+use common::named as spec;
 use runlens::model::Encoded;
 use runlens::task::{OutputTensor, Task, TaskContext};
 use runlens::schedule::{Job, Loader, Request, Scheduler, Sink, WorkerEvent};

@@ -9,23 +9,29 @@ use std::time::{Duration, Instant};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use runlens::app::{self, Action, App, AppConfig, CoverageView};
-use runlens::backend::{named as spec, BackendSpec};
+use runlens::backend::BackendSpec;
+mod common;
+use common::named as spec;
 use runlens::model::Encoded;
 use runlens::task::{Embedding, Task, TaskOutput};
 use runlens::schedule::{Request, WorkerEvent};
 
+/// A WordPiece-like tokenizer: `[CLS]`, the lower-cased words, `[MASK]` (103)
+/// where the text has one, `[SEP]`.
 fn fake_encode(text: &str) -> anyhow::Result<Encoded> {
     anyhow::ensure!(!text.trim().is_empty(), "the text is empty");
-    let words: Vec<String> = text
-        .split(|c: char| !c.is_alphanumeric() && c != '\'')
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect();
     let mut tokens = vec!["[CLS]".to_string()];
     let mut ids = vec![101];
-    for w in &words {
-        tokens.push(w.clone());
-        ids.push(1000 + w.bytes().map(i64::from).sum::<i64>() * 7 % 29000);
+    for (i, part) in text.split("[MASK]").enumerate() {
+        if i > 0 {
+            tokens.push("[MASK]".to_string());
+            ids.push(103);
+        }
+        let words = part.split(|c: char| !c.is_alphanumeric() && c != '\'').filter(|w| !w.is_empty()).map(str::to_lowercase);
+        for w in words {
+            ids.push(1000 + w.bytes().map(i64::from).sum::<i64>() * 7 % 29000);
+            tokens.push(w);
+        }
     }
     tokens.push("[SEP]".to_string());
     ids.push(102);
@@ -277,13 +283,13 @@ fn fake_labels(logits: Vec<f32>) -> TaskOutput {
     TaskOutput::Classification(Classification::from_logits(logits, &["negative".to_string(), "neutral".to_string(), "positive".to_string()]))
 }
 
-/// Three columns of a task model with results for `text`, from `outputs` (eager, portable, xnnpack).
-fn task_scene(task: Task, text: &str, outputs: [TaskOutput; 3]) -> Scene {
+/// Three columns of the task model `model` with results for `text`, from `outputs` (eager, portable, xnnpack).
+fn task_scene(task: Task, model: &str, text: &str, outputs: [TaskOutput; 3]) -> Scene {
     let t0 = Instant::now();
     let config = AppConfig {
         kinds: ["eager", "portable", "xnnpack"].map(spec).to_vec(),
         threads: 2,
-        model: "tiny-distilbert-mlm".to_string(),
+        model: model.to_string(),
         task,
         corpus: app::corpus_sentences(),
         variants: ["eager", "portable", "xnnpack"].map(spec).to_vec(),
@@ -295,6 +301,13 @@ fn task_scene(task: Task, text: &str, outputs: [TaskOutput; 3]) -> Scene {
     s.app.tick();
     let input = Arc::new(s.app.encoded().unwrap().clone());
     let generation = s.app.generation();
+    for output in &outputs {
+        if let TaskOutput::FillMask(f) = output {
+            for m in &f.masks {
+                assert_eq!(input.tokens.get(m.position).map(String::as_str), Some("[MASK]"), "a prediction where {text:?} has no mask");
+            }
+        }
+    }
     for (name, output) in ["eager", "portable", "xnnpack"].into_iter().zip(outputs) {
         s.send(WorkerEvent::Started { kind: spec(name), generation, at: s.t0 + Duration::from_millis(2_200) });
         s.send(WorkerEvent::Finished { kind: spec(name), generation, input: input.clone(), outcome: Ok(output), elapsed: Duration::from_millis(7) });
@@ -303,9 +316,12 @@ fn task_scene(task: Task, text: &str, outputs: [TaskOutput; 3]) -> Scene {
     s
 }
 
+/// A fill-mask text as the explorer runs it: with a mask (token 2, after `[CLS] the`).
+const FILL_MASK_TEXT: &str = "the [MASK] sat on the mat";
+
 #[test]
 fn fill_mask_panels_mark_a_column_that_disagrees() {
-    let make = || task_scene(Task::FillMask, "the mask sat on the mat", [fake_fill(2, false), fake_fill(2, true), fake_fill(2, false)]);
+    let make = || task_scene(Task::FillMask, "tiny-distilbert-mlm", FILL_MASK_TEXT, [fake_fill(2, false), fake_fill(2, true), fake_fill(2, false)]);
     let screen = make().screen(80, 24);
     assert_eq!(screen.matches("cat").count(), 3, "every column lists the reference's top token: {screen}");
     assert!(screen.contains("TOP-1 DIFFERS") && screen.contains("same top-1"), "{screen}");
@@ -315,7 +331,7 @@ fn fill_mask_panels_mark_a_column_that_disagrees() {
 
 #[test]
 fn classification_panels_show_every_label() {
-    let make = || task_scene(Task::TextClassification, "what a day", [fake_labels(vec![0.2, 0.1, 1.9]), fake_labels(vec![0.2, 0.1, 1.9]), fake_labels(vec![2.5, 0.1, 1.9])]);
+    let make = || task_scene(Task::TextClassification, "tiny-bert-cls", "what a day", [fake_labels(vec![0.2, 0.1, 1.9]), fake_labels(vec![0.2, 0.1, 1.9]), fake_labels(vec![2.5, 0.1, 1.9])]);
     let screen = make().screen(80, 24);
     assert_eq!(screen.matches("positive").count(), 3, "{screen}");
     assert!(screen.contains("LABEL DIFFERS") && screen.contains("same label"), "{screen}");
@@ -332,6 +348,24 @@ const CONTINUATION: [&str; 24] = [
     " the", " river", " ran", " down", " to", " the", " sea", " and", " the", " old", " man", " walked", " along", " the", " shore", " until",
     " the", " sun", " went", " down", " over", " the", " hills", ".",
 ];
+
+/// tiny-gpt2's tokenizer (`models/tiny-gpt2/tokenizer.json`: GPT-2's byte-level
+/// BPE trained on the assets text; no `[CLS]`/`[SEP]`, a leading space is `Ġ`)
+/// on the prompts the scenes type, pieces and ids as it gives them; other text
+/// (a prompt being typed) one piece per character, with made-up ids.
+fn fake_gpt2_encode(text: &str) -> anyhow::Result<Encoded> {
+    const PROMPT: [(&str, i64); 10] =
+        [("O", 47), ("n", 78), ("ce", 332), ("Ġ", 221), ("up", 382), ("on", 264), ("Ġa", 259), ("Ġt", 258), ("im", 378), ("e", 69)];
+    const THERE: [(&str, i64); 2] = [("Ġthe", 262), ("re", 287)];
+    anyhow::ensure!(!text.trim().is_empty(), "the text is empty");
+    let pieces: Vec<(String, i64)> = match text {
+        "Once upon a time" => PROMPT.iter().map(|&(t, id)| (t.to_string(), id)).collect(),
+        "Once upon a time there" => PROMPT.iter().chain(&THERE).map(|&(t, id)| (t.to_string(), id)).collect(),
+        _ => text.chars().map(|c| (if c == ' ' { "Ġ".to_string() } else { c.to_string() }, 300 + i64::from(u32::from(c) % 200))).collect(),
+    };
+    let (tokens, ids): (Vec<String>, Vec<i64>) = pieces.into_iter().unzip();
+    Ok(Encoded { text: text.to_string(), attention_mask: vec![1; ids.len()], tokens, ids, truncated: false })
+}
 
 /// The columns of a GPT-2 model directory: the cache's difference beside the delegate's.
 fn generation_kinds() -> Vec<BackendSpec> {
@@ -355,7 +389,7 @@ fn generation_scene(columns: [(usize, f64, f64, bool, Option<usize>); 4]) -> Sce
         corpus: app::corpus_sentences(),
         variants: kinds.clone(),
     };
-    let mut s = Scene { app: App::new(config, Box::new(fake_encode), t0), t0 };
+    let mut s = Scene { app: App::new(config, Box::new(fake_gpt2_encode), t0), t0 };
     s.at(600);
     for kind in &kinds {
         s.load(kind.clone(), 150);
@@ -370,7 +404,8 @@ fn generation_scene(columns: [(usize, f64, f64, bool, Option<usize>); 4]) -> Sce
         let mut latencies = Vec::new();
         for index in 0..n {
             let differs = diverge.is_some_and(|d| index >= d);
-            let (id, text) = if differs { (900 + index as i64, [" a", " little", " boat"][index % 3].to_string()) } else { (index as i64, CONTINUATION[index].to_string()) };
+            // Ids inside tiny-gpt2's 512 and never its end-of-text 0 (the loop would stop there).
+            let (id, text) = if differs { (400 + index as i64, [" a", " little", " boat"][index % 3].to_string()) } else { (100 + index as i64, CONTINUATION[index].to_string()) };
             // Latencies vary a little, so the sparkline has a shape.
             let ms = if index == 0 { ttft } else { per_token * (1.0 + 0.25 * ((index * 5 % 7) as f64 / 7.0)) };
             let latency = Duration::from_secs_f64(ms / 1e3);
@@ -598,12 +633,13 @@ mod glyphs {
         modes.app.set_heat(hot_pi());
         out.push(("serial and repeat", modes, 120, 40));
         // The task panels, with a column that disagrees.
-        let fill = || super::task_scene(Task::FillMask, "the mask sat on the mat", [super::fake_fill(2, false), super::fake_fill(2, true), super::fake_fill(2, false)]);
+        let fill = || super::task_scene(Task::FillMask, "tiny-distilbert-mlm", FILL_MASK_TEXT, [super::fake_fill(2, false), super::fake_fill(2, true), super::fake_fill(2, false)]);
         out.push(("fill-mask 80x24", fill(), 80, 24));
         out.push(("fill-mask 120x40", fill(), 120, 40));
         let labels = || {
             super::task_scene(
                 Task::TextClassification,
+                "tiny-bert-cls",
                 "what a day",
                 [super::fake_labels(vec![0.2, 0.1, 1.9]), super::fake_labels(vec![0.2, 0.1, 1.9]), super::fake_labels(vec![2.5, 0.1, 1.9])],
             )

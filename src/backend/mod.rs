@@ -152,8 +152,10 @@ impl fmt::Display for BackendSpec {
 
 /// A spec named like MiniLM's paths (`eager`, `portable`, `xnnpack`,
 /// `xnnpack-int8`, `xnnpack-static`; the XNNPACK ones share a column), with
-/// their titles, for tests of scheduling and drawing: the file need not exist.
-pub fn named(name: &str) -> BackendSpec {
+/// their titles, for unit tests of scheduling and drawing: the file need not
+/// exist. The integration tests have their own (`tests/common`).
+#[cfg(test)]
+pub(crate) fn named(name: &str) -> BackendSpec {
     if name == EAGER {
         return BackendSpec::eager();
     }
@@ -351,11 +353,50 @@ mod tests {
     #[test]
     fn defaults_take_the_first_present_program_of_each_column() {
         let c = catalog();
+        let names = |v: Vec<BackendSpec>| v.into_iter().map(|s| s.name).collect::<Vec<_>>();
         // No file exists: eager only.
-        assert_eq!(defaults(&c).iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["eager"]);
+        assert_eq!(names(defaults(&c)), ["eager"]);
         let given = BackendSpec::program("mine", Path::new("/nonexistent/mine.pte"));
         let mut c2 = c.clone();
         c2.push(given);
-        assert_eq!(defaults(&c2).iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["eager", "mine"]);
+        assert_eq!(names(defaults(&c2)), ["eager", "mine"]);
+
+        // Real files: the catalog of a directory holding some of the programs.
+        let tmp = tempfile::tempdir().unwrap();
+        let at = |c: &[BackendSpec], present: &[&str]| -> Vec<BackendSpec> {
+            c.iter()
+                .map(|s| {
+                    let mut s = s.clone();
+                    if let Source::Program(file) = &s.source {
+                        let file = tmp.path().join(file.file_name().unwrap());
+                        if present.contains(&s.name.as_str()) {
+                            std::fs::write(&file, b"a program").unwrap();
+                        } else {
+                            let _ = std::fs::remove_file(&file);
+                        }
+                        s.source = Source::Program(file);
+                    }
+                    s
+                })
+                .collect()
+        };
+        // Every file present: the first program of each column (xnnpack, not xnnpack-int8).
+        assert_eq!(names(defaults(&at(&c, &["portable", "xnnpack", "xnnpack-int8"]))), ["eager", "portable", "xnnpack"]);
+        // The column's first file missing: its next present program stands in.
+        assert_eq!(names(defaults(&at(&c, &["portable", "xnnpack-int8"]))), ["eager", "portable", "xnnpack-int8"]);
+        assert_eq!(names(variants(&at(&c, &["portable", "xnnpack-int8"]), &c[2])), ["xnnpack-int8"]);
+        // A column with no file: gone, the others stay.
+        assert_eq!(names(defaults(&at(&c, &["xnnpack"]))), ["eager", "xnnpack"]);
+        // A --program is shown although its file is missing (its column says so).
+        let mut c3 = at(&c, &["portable", "xnnpack"]);
+        c3.push(BackendSpec::program("mine", &tmp.path().join("mine.pte")));
+        assert!(!tmp.path().join("mine.pte").exists());
+        assert_eq!(names(defaults(&c3)), ["eager", "portable", "xnnpack", "mine"]);
+        // A program from the manifest with the same missing file is not.
+        let mut unlisted = BackendSpec::program("mine", &tmp.path().join("mine.pte"));
+        unlisted.given = false;
+        let mut c4 = at(&c, &["portable"]);
+        c4.push(unlisted);
+        assert_eq!(names(defaults(&c4)), ["eager", "portable"]);
     }
 }

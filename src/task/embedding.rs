@@ -42,13 +42,7 @@ impl Embedding {
         if self.dim() != reference.dim() {
             return None;
         }
-        let max_abs_diff = self
-            .0
-            .iter()
-            .zip(&reference.0)
-            .map(|(&a, &b)| (f64::from(a) - f64::from(b)).abs())
-            .fold(0.0, f64::max);
-        Some(Parity { cosine: self.cosine(reference), max_abs_diff })
+        Some(Parity { cosine: self.cosine(reference), max_abs_diff: super::max_abs_diff(&self.0, &reference.0)? })
     }
 }
 

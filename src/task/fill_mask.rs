@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{max_abs_diff, softmax, OutputTensor, TaskContext};
+use super::{max_abs_diff, max_or_nan, softmax, OutputTensor, TaskContext};
 use crate::model::Encoded;
 
 /// One predicted token.
@@ -130,7 +130,7 @@ impl FillMask {
             let k = a.top.len().max(b.top.len()).max(1);
             let shared = a.top.iter().filter(|t| b.top.iter().any(|u| u.id == t.id)).count();
             overlap += shared as f64 / k as f64;
-            diff = diff.max(max_abs_diff(&a.logits, &b.logits)?);
+            diff = max_or_nan(diff, max_abs_diff(&a.logits, &b.logits)?);
         }
         Some(FillMaskParity { same_top1, topk_overlap: overlap / self.masks.len() as f64, max_abs_diff: diff })
     }
@@ -173,6 +173,40 @@ mod tests {
         assert!(one.parity(&out).is_none(), "different masks covered: not comparable");
         let p = out.parity(&out).unwrap();
         assert!(p.same_top1 && p.topk_overlap == 1.0 && p.max_abs_diff == 0.0);
+    }
+
+    #[test]
+    fn parity_of_two_different_outputs_is_what_a_hand_count_gives() {
+        // Two masks (positions 1 and 3) over the vocabulary [PAD] a b c [MASK], top-2.
+        let inp = input(&[1, 4, 2, 4]);
+        let (mut mine, mut theirs) = (vec![0.0f32; 20], vec![0.0f32; 20]);
+        // Mask at 1: mine ranks c, b; theirs c, a. Same top-1, one of two shared.
+        // Logit differences there: a 4, b 4, c 0.5.
+        (mine[5 + 3], mine[5 + 2]) = (5.0, 4.0);
+        (theirs[5 + 3], theirs[5 + 1]) = (5.5, 4.0);
+        // Mask at 3: mine ranks a, b; theirs b, a. Top-1 differs, both shared. Differences 3, 3.
+        (mine[15 + 1], mine[15 + 2]) = (6.0, 3.0);
+        (theirs[15 + 2], theirs[15 + 1]) = (6.0, 3.0);
+        let mine = interpret(&ctx(), &inp, OutputTensor::new(vec![1, 4, 5], mine)).unwrap();
+        let theirs = interpret(&ctx(), &inp, OutputTensor::new(vec![1, 4, 5], theirs)).unwrap();
+        // Softmax by hand: at mask 1 mine has e^5 / (e^5 + e^4 + 3 e^0) on c.
+        let e = std::f64::consts::E;
+        let c = e.powi(5) / (e.powi(5) + e.powi(4) + 3.0);
+        assert!((mine.masks[0].top[0].prob - c).abs() < 1e-12, "{:?} vs {c}", mine.masks[0].top);
+        assert!((mine.masks[0].top[1].prob - e.powi(4) / (e.powi(5) + e.powi(4) + 3.0)).abs() < 1e-12);
+        for p in [mine.parity(&theirs).unwrap(), theirs.parity(&mine).unwrap()] {
+            assert!(!p.same_top1, "mask 3's top-1 differs: {p:?}");
+            assert_eq!(p.topk_overlap, (0.5 + 1.0) / 2.0, "{p:?}");
+            assert_eq!(p.max_abs_diff, 4.0, "{p:?}");
+        }
+        // Only mask 1 (the same top-1): agrees.
+        let first = |f: &FillMask| FillMask { masks: f.masks[..1].to_vec(), uncovered: 1 };
+        let p = first(&mine).parity(&first(&theirs)).unwrap();
+        assert!(p.same_top1 && p.topk_overlap == 0.5 && p.max_abs_diff == 4.0, "{p:?}");
+        // The same number of masks at other positions: not comparable.
+        let mut moved = first(&theirs);
+        moved.masks[0].position = 3;
+        assert!(first(&mine).parity(&moved).is_none());
     }
 
     #[test]

@@ -94,7 +94,11 @@ pub enum TaskParity {
 impl TaskParity {
     /// The outputs agree on what a person reads (the same top token at every
     /// mask, the same label, an embedding within cosine 0.9999, the same generated ids).
+    /// A NaN or infinite value anywhere (a difference that is not finite) never agrees.
     pub fn agrees(&self) -> bool {
+        if self.compares_values() && !self.max_abs_diff().is_finite() {
+            return false;
+        }
         match self {
             TaskParity::Embedding(p) => p.cosine >= 0.9999,
             TaskParity::FillMask(p) => p.same_top1,
@@ -103,7 +107,8 @@ impl TaskParity {
         }
     }
 
-    /// The largest element-wise difference of the compared values; 0 for
+    /// The largest element-wise difference of the compared values (NaN when
+    /// either side has a NaN, infinite when one has an infinity); 0 for
     /// text-generation, which compares ids, not values (see [`TaskParity::compares_values`]).
     pub fn max_abs_diff(&self) -> f64 {
         match self {
@@ -284,9 +289,21 @@ pub(crate) fn softmax(logits: &[f32]) -> Vec<f64> {
     exp.into_iter().map(|e| if sum > 0.0 { e / sum } else { 0.0 }).collect()
 }
 
-/// Largest element-wise difference of two equal-length slices; `None` when their lengths differ.
+/// Largest element-wise difference of two equal-length slices; `None` when
+/// their lengths differ. A NaN on either side makes it NaN, an infinity on one
+/// side infinite: never a bound that passes.
 pub(crate) fn max_abs_diff(a: &[f32], b: &[f32]) -> Option<f64> {
-    (a.len() == b.len()).then(|| a.iter().zip(b).map(|(&x, &y)| (f64::from(x) - f64::from(y)).abs()).fold(0.0, f64::max))
+    (a.len() == b.len()).then(|| a.iter().zip(b).map(|(&x, &y)| (f64::from(x) - f64::from(y)).abs()).fold(0.0, max_or_nan))
+}
+
+/// The larger of two differences, NaN when either is NaN (`f64::max` returns
+/// the other one, so a fold with it would drop a NaN).
+pub(crate) fn max_or_nan(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
 }
 
 #[cfg(test)]
@@ -310,6 +327,46 @@ mod tests {
         let err = Task::parse("translation").unwrap_err();
         assert_eq!(err, UnknownTask { task: "translation".into() });
         assert!(err.to_string().contains("feature-extraction, fill-mask, text-classification, text-generation"), "{err}");
+    }
+
+    #[test]
+    fn a_nan_or_an_infinity_anywhere_is_never_parity() {
+        // The fold keeps a NaN wherever it is (f64::max would return the other side).
+        for (a, b) in [([f32::NAN, 2.0, 3.0], [1.0, 2.0, 3.0]), ([1.0, 2.0, 3.0], [1.0, 2.0, f32::NAN]), ([1.0, f32::NAN, 9.0], [1.0, 2.0, 3.0])] {
+            assert!(max_abs_diff(&a, &b).unwrap().is_nan(), "{a:?} vs {b:?}");
+        }
+        assert_eq!(max_abs_diff(&[f32::INFINITY, 1.0], &[0.0, 1.0]), Some(f64::INFINITY));
+        assert!(max_abs_diff(&[f32::INFINITY], &[f32::INFINITY]).unwrap().is_nan());
+        let fails = |ours: &TaskOutput, reference: &TaskOutput| {
+            for p in [ours.parity(reference).unwrap(), reference.parity(ours).unwrap()] {
+                assert!(!p.agrees(), "{p:?}");
+                assert!(!p.max_abs_diff().is_finite(), "a bound on the difference must not pass: {p:?}");
+            }
+        };
+
+        // Embedding: one NaN component.
+        let clean = TaskOutput::Embedding(Embedding(vec![0.6, 0.8, 0.0]));
+        fails(&TaskOutput::Embedding(Embedding(vec![0.6, 0.8, f32::NAN])), &clean);
+        fails(&TaskOutput::Embedding(Embedding(vec![0.6, f32::INFINITY, 0.0])), &clean);
+
+        // Classification: a NaN logit makes every probability 0, so the argmax is
+        // the first label, the reference's too: the same label, and still no parity.
+        let reference = TaskOutput::Classification(Classification::from_logits(vec![2.0, 0.1, -1.0], &[]));
+        let nan = TaskOutput::Classification(Classification::from_logits(vec![2.0, 0.1, f32::NAN], &[]));
+        assert!(matches!(nan.parity(&reference), Some(TaskParity::Classification(ClassificationParity { same_argmax: true, .. }))));
+        fails(&nan, &reference);
+
+        // Fill-mask, through interpret: a NaN logit at a token outside the top-k;
+        // the top tokens come out the same (ids 0 and 1), the logits do not.
+        let vocab: Vec<String> = ["[PAD]", "a", "b", "c", "[MASK]"].iter().map(|s| s.to_string()).collect();
+        let ctx = TaskContext { mask: Some(("[MASK]".into(), 4)), vocab: std::sync::Arc::new(vocab), top_k: 2, ..TaskContext::plain(Task::FillMask) };
+        let mut input = Encoded::from_ids(&[1, 4, 2]);
+        input.text = "a [MASK] b".into();
+        let reference = ctx.interpret(&input, OutputTensor::new(vec![1, 5], vec![5.0, 4.0, 3.0, 2.0, 1.0])).unwrap();
+        let nan = ctx.interpret(&input, OutputTensor::new(vec![1, 5], vec![5.0, 4.0, 3.0, 2.0, f32::NAN])).unwrap();
+        let Some(TaskParity::FillMask(p)) = nan.parity(&reference) else { panic!("comparable") };
+        assert!(p.same_top1 && p.topk_overlap == 1.0, "{p:?}");
+        fails(&nan, &reference);
     }
 
     #[test]

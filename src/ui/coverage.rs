@@ -177,7 +177,11 @@ mod tests {
         assert!(tall.contains("░█░░█"), "{tall}");
         assert!(tall.contains("3 boundaries: et_view 2"), "{tall}");
         let compact = render(&view, ROWS);
-        assert!(!compact.contains('█') || compact.contains("delegated"), "{compact}");
+        // The compact panel: the gauge is the only line of bar glyphs, no partition map.
+        let bars: Vec<&str> = compact.lines().filter(|l| l.contains('█') || l.contains('░')).collect();
+        assert_eq!(bars.len(), 1, "{compact}");
+        assert!(bars[0].starts_with("delegated ") && bars[0].trim_end().ends_with("50%"), "{compact}");
+        assert!(!compact.contains("░█░░█"), "{compact}");
         assert!(!compact.contains("boundaries"), "the compact panel is unchanged: {compact}");
     }
 }

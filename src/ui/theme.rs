@@ -105,6 +105,8 @@ fn stand_in(c: char) -> Option<(&'static str, &'static str)> {
         // A token or label that differs from the reference column's.
         '≠' => ("≠", "!"),
         '…' => ("…", "~"),
+        // GPT-2's byte-level mark for a leading space, in its token strip (`Ġupon`).
+        'Ġ' => ("_", "_"),
         '“' => ("“", "\""),
         '”' => ("”", "\""),
         '›' => ("›", ">"),
@@ -270,6 +272,8 @@ mod tests {
         assert_eq!(GlyphSet::Console.substitute("Δ"), Some("d"));
         assert_eq!(GlyphSet::Unicode.substitute("Δ"), None);
         assert_eq!(GlyphSet::Ascii.substitute("a"), None);
+        // GPT-2's token strip: the console fonts lack Ġ (U+0120).
+        assert_eq!((GlyphSet::Console.substitute("Ġ"), GlyphSet::Ascii.substitute("Ġ"), GlyphSet::Unicode.substitute("Ġ")), (Some("_"), Some("_"), None));
     }
 
     #[test]

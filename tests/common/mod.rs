@@ -46,6 +46,31 @@ pub fn corrupted_copies(real: &[u8]) -> [(&'static str, Vec<u8>); 3] {
     [("truncated", truncated), ("random bytes", random), ("flipped bytes", flipped)]
 }
 
+/// A spec named like MiniLM's paths (`eager`, `portable`, `xnnpack`,
+/// `xnnpack-int8`, `xnnpack-static`; the XNNPACK ones share a column), with
+/// their titles, for tests of scheduling and drawing: the file need not exist.
+pub fn named(name: &str) -> runlens::backend::BackendSpec {
+    use runlens::backend::{BackendSpec, Source, EAGER};
+    if name == EAGER {
+        return BackendSpec::eager();
+    }
+    let title = match name {
+        "portable" => "ExecuTorch portable".to_string(),
+        "xnnpack" => "ExecuTorch XNNPACK".to_string(),
+        n if n.starts_with("xnnpack-") => format!("ExecuTorch XNNPACK {}", &n["xnnpack-".len()..]),
+        n => n.to_string(),
+    };
+    let column = if name.starts_with("xnnpack") { "xnnpack" } else { name };
+    BackendSpec {
+        name: name.to_string(),
+        title,
+        about: String::new(),
+        column: column.to_string(),
+        source: Source::Program(PathBuf::from(format!("{name}.pte"))),
+        given: false,
+    }
+}
+
 /// The backend named `name` in MiniLM's directory (`eager`, `portable`, `xnnpack`, ...).
 pub fn spec(name: &str) -> runlens::backend::BackendSpec {
     runlens::backend::catalog(&models(), &[])
