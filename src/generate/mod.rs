@@ -4,8 +4,9 @@
 //! every token), and the streaming [`Detokenizer`] that turns each new token
 //! into the text it completes.
 //!
-//! - [`detokenizer`]: byte-level BPE ids back to text, holding a token that
-//!   ends inside a UTF-8 character until the character completes.
+//! - [`detokenizer`]: ids back to text with the tokenizer's own decoder
+//!   (byte-level or SentencePiece-style BPE), holding a token that ends inside
+//!   a UTF-8 character until the character completes.
 
 pub mod detokenizer;
 
@@ -96,7 +97,8 @@ pub struct Generation {
     pub prompt_len: usize,
     /// The new ids; the end-of-text id is the last one when generation stopped there.
     pub ids: Vec<i64>,
-    /// The new text, special tokens left out.
+    /// The new text, special tokens left out: what the new ids add after the
+    /// prompt's text (the streamed pieces and the held rest; TextStreamer's text).
     pub text: String,
     /// Time to the first token: the prefill and its argmax (== `token_latencies[0]`).
     pub ttft: Duration,
@@ -172,7 +174,8 @@ pub fn greedy(
     let max_len = decoder.max_len();
     check_prompt(prompt.len(), max_len)?;
     anyhow::ensure!(opts.max_new_tokens >= 1, "max_new_tokens is 0: ask for at least one new token");
-    let mut stream = detok.stream();
+    // The new text is what the new tokens add after the prompt's (a SentencePiece word keeps its space).
+    let mut stream = detok.stream_after(prompt);
     let mut ids = Vec::new();
     let mut token_latencies = Vec::new();
 
@@ -202,7 +205,7 @@ pub fn greedy(
         next = argmax(&logits)?;
         latency = start.elapsed();
     };
-    Ok(Generation { prompt_len: prompt.len(), text: detok.decode(&ids), ttft: token_latencies[0], ids, token_latencies, stop })
+    Ok(Generation { prompt_len: prompt.len(), text: stream.into_text(), ttft: token_latencies[0], ids, token_latencies, stop })
 }
 
 #[cfg(test)]

@@ -1,0 +1,709 @@
+//! The model's chat template: typed text as one user message, formatted the
+//! way the model was trained to read a conversation.
+//!
+//! A Hugging Face checkpoint keeps its template in `chat_template.jinja`
+//! beside `tokenizer.json` (transformers 5), or older ones as `chat_template`
+//! in `tokenizer_config.json` (a string, or a list of `{name, template}` of
+//! which `default` is used). transformers renders it with Jinja2
+//! (`apply_chat_template`, in `utils/chat_template_utils.py`); here minijinja
+//! renders it with what that environment has:
+//!
+//! - `trim_blocks` and `lstrip_blocks`, loop controls (`break`, `continue`);
+//! - `raise_exception(message)`, `strftime_now(format)` (UTC here; Python's
+//!   local time is UTC on the machines runlens tests on), `namespace`, `dict`;
+//! - a `tojson` filter that writes what Python's `json.dumps` writes
+//!   (`ensure_ascii=False`, `indent`, `separators`, `sort_keys`; no HTML escaping);
+//! - Python's string and dict methods (`.strip()`, `.startswith()`,
+//!   `.items()`, ...: minijinja-contrib's `pycompat`);
+//! - the context `messages`, `add_generation_prompt`, `tools` and `documents`
+//!   (none), and the named special tokens of `tokenizer_config.json`
+//!   (`bos_token`, `eos_token`, ...; `special_tokens_map.json` overrides them,
+//!   as transformers reads it).
+//!
+//! A template comes with a checkpoint from anywhere: it renders in a sandbox
+//! (no loader: `include` and `import` find nothing; no file or code access)
+//! and a fuel limit stops one that would run forever.
+//!
+//! [`PromptFormat`] says whether the typed text goes through the template
+//! ([`encode_prompt`]).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use minijinja::value::{Enumerator, Kwargs, Object, ObjectRepr, ValueKind};
+use minijinja::{AutoEscape, Environment, Error, ErrorKind, Value};
+
+use super::tokenizer::{Encoded, TextTokenizer};
+
+/// The file transformers 5 writes the template to, beside `tokenizer.json`.
+pub const CHAT_TEMPLATE_FILE: &str = "chat_template.jinja";
+/// Where older checkpoints keep it, under `"chat_template"`.
+pub const TOKENIZER_CONFIG_FILE: &str = "tokenizer_config.json";
+const SPECIAL_TOKENS_MAP_FILE: &str = "special_tokens_map.json";
+/// The named special tokens transformers passes to every template
+/// (`SPECIAL_TOKENS_ATTRIBUTES` of `PreTrainedTokenizerBase`).
+const SPECIAL_TOKEN_NAMES: [&str; 7] = ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"];
+/// Instructions one render may run. Rendering one message with the templates
+/// of Llama 3, Qwen 2.5/3 or Zephyr takes a few thousand; this allows a
+/// hundred times a long conversation and stops a loop in well under a second.
+pub const TEMPLATE_FUEL: u64 = 2_000_000;
+
+/// How typed text becomes the model's input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum PromptFormat {
+    /// One user message through the model's chat template, the assistant's turn opened.
+    Chat,
+    /// The text tokenized as it is (the tokenizer's own BOS, if it adds one).
+    Raw,
+}
+
+impl PromptFormat {
+    /// `chat` for a model with a template, else `raw`.
+    pub fn default_for(has_template: bool) -> PromptFormat {
+        if has_template {
+            PromptFormat::Chat
+        } else {
+            PromptFormat::Raw
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PromptFormat::Chat => "chat",
+            PromptFormat::Raw => "raw",
+        }
+    }
+
+    /// The other one (the explorer's switch).
+    pub fn toggled(self) -> PromptFormat {
+        match self {
+            PromptFormat::Chat => PromptFormat::Raw,
+            PromptFormat::Raw => PromptFormat::Chat,
+        }
+    }
+}
+
+impl fmt::Display for PromptFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for PromptFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<PromptFormat, String> {
+        match s {
+            "chat" => Ok(PromptFormat::Chat),
+            "raw" => Ok(PromptFormat::Raw),
+            _ => Err(format!("unknown prompt format {s:?}: use chat or raw")),
+        }
+    }
+}
+
+/// Why a chat prompt could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ChatError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{}: {message}", path.display())]
+    Config { path: PathBuf, message: String },
+    #[error("the chat template in {} does not parse: {message}; use the raw prompt format (--prompt-format raw) for this model", path.display())]
+    Syntax { path: PathBuf, message: String },
+    #[error("the chat template in {} failed: {message}; use the raw prompt format (--prompt-format raw) for this model", path.display())]
+    Render { path: PathBuf, message: String },
+    #[error("this model has no chat template (no {CHAT_TEMPLATE_FILE} beside its tokenizer.json and no \"chat_template\" in {TOKENIZER_CONFIG_FILE}): use the raw prompt format (--prompt-format raw)")]
+    NoTemplate,
+}
+
+/// One message of a conversation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn user(content: &str) -> ChatMessage {
+        ChatMessage { role: "user".to_string(), content: content.to_string() }
+    }
+}
+
+/// A checkpoint's chat template, compiled, with the special tokens it is rendered with.
+#[derive(Debug)]
+pub struct ChatTemplate {
+    /// The file it was read from (`chat_template.jinja` or `tokenizer_config.json`).
+    path: PathBuf,
+    env: Environment<'static>,
+    /// `bos_token`, `eos_token`, ... as `tokenizer_config.json` names them.
+    special_tokens: BTreeMap<String, String>,
+}
+
+/// The template's name inside its environment.
+const NAME: &str = "chat_template";
+
+impl ChatTemplate {
+    /// The template of the checkpoint or model directory `dir` (the one that
+    /// holds `tokenizer.json`): `chat_template.jinja`, else `chat_template` in
+    /// `tokenizer_config.json`, as transformers picks it. `Ok(None)`: the
+    /// model has none. An error names the file: one that cannot be read, JSON
+    /// that does not parse, a template that does not compile.
+    pub fn load(dir: &Path) -> Result<Option<ChatTemplate>, ChatError> {
+        let config_path = dir.join(TOKENIZER_CONFIG_FILE);
+        let config = read_json(&config_path)?;
+        let jinja = dir.join(CHAT_TEMPLATE_FILE);
+        let (path, source) = if jinja.is_file() {
+            let source = std::fs::read_to_string(&jinja).map_err(|source| ChatError::Read { path: jinja.clone(), source })?;
+            (jinja, source)
+        } else {
+            match config.as_ref().and_then(|c| c.get("chat_template")) {
+                None | Some(serde_json::Value::Null) => return Ok(None),
+                Some(value) => (config_path.clone(), template_of(value).map_err(|message| ChatError::Config { path: config_path.clone(), message })?),
+            }
+        };
+        let mut special_tokens = config.as_ref().map(special_tokens_of).unwrap_or_default();
+        if let Some(map) = read_json(&dir.join(SPECIAL_TOKENS_MAP_FILE))? {
+            special_tokens.extend(special_tokens_of(&map));
+        }
+        ChatTemplate::new(source, path, special_tokens).map(Some)
+    }
+
+    /// A template from its source; `path` is what errors name.
+    pub fn new(source: String, path: PathBuf, special_tokens: BTreeMap<String, String>) -> Result<ChatTemplate, ChatError> {
+        let mut env = environment();
+        env.add_template_owned(NAME, source).map_err(|e| ChatError::Syntax { path: path.clone(), message: describe(&e) })?;
+        Ok(ChatTemplate { path, env, special_tokens })
+    }
+
+    /// The file the template was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The special tokens it is rendered with (`bos_token` -> `<s>`, ...).
+    pub fn special_tokens(&self) -> &BTreeMap<String, String> {
+        &self.special_tokens
+    }
+
+    /// `text` as one user message with the assistant's turn opened
+    /// (`add_generation_prompt=True`), what `apply_chat_template(tokenize=False)` returns.
+    pub fn render_prompt(&self, text: &str) -> Result<String, ChatError> {
+        self.render(&[ChatMessage::user(text)], true)
+    }
+
+    /// A conversation rendered; `add_generation_prompt` opens the assistant's turn.
+    pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String, ChatError> {
+        let mut ctx: BTreeMap<String, Value> = self.special_tokens.iter().map(|(k, v)| (k.clone(), Value::from(v.as_str()))).collect();
+        let messages: Vec<Value> = messages.iter().map(|m| Value::from_object(Message::new(m))).collect();
+        ctx.insert("messages".into(), Value::from(messages));
+        ctx.insert("add_generation_prompt".into(), Value::from(add_generation_prompt));
+        ctx.insert("tools".into(), Value::from(()));
+        ctx.insert("documents".into(), Value::from(()));
+        let render_error = |e: Error| ChatError::Render { path: self.path.clone(), message: describe(&e) };
+        let template = self.env.get_template(NAME).map_err(render_error)?;
+        template.render(Value::from(ctx)).map_err(render_error)
+    }
+}
+
+/// Typed `text` to the ids fed to the model: `Raw` is the tokenizer's encode
+/// (with the BOS it adds, if any); `Chat` renders the template and tokenizes
+/// the result as `apply_chat_template` does (special tokens written in it
+/// recognised, none added). `Chat` without a template is [`ChatError::NoTemplate`].
+pub fn encode_prompt(tokenizer: &TextTokenizer, format: PromptFormat, template: Option<&ChatTemplate>, text: &str) -> anyhow::Result<Encoded> {
+    match format {
+        PromptFormat::Raw => tokenizer.encode(text),
+        PromptFormat::Chat => {
+            if text.trim().is_empty() {
+                anyhow::bail!("the text is empty: type a sentence");
+            }
+            let template = template.ok_or(ChatError::NoTemplate)?;
+            let rendered = template.render_prompt(text)?;
+            tokenizer.encode_formatted(&rendered, text)
+        }
+    }
+}
+
+fn read_json(path: &Path) -> Result<Option<serde_json::Value>, ChatError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(ChatError::Read { path: path.to_path_buf(), source }),
+    };
+    serde_json::from_str(&text).map(Some).map_err(|e| ChatError::Config { path: path.to_path_buf(), message: format!("not valid JSON: {e}") })
+}
+
+/// `chat_template` of tokenizer_config.json: a string, or `[{name, template}]` of which `default` is used.
+fn template_of(value: &serde_json::Value) -> Result<String, String> {
+    match value {
+        serde_json::Value::String(s) => Ok(s.clone()),
+        serde_json::Value::Array(list) => {
+            let named = |n: &str| list.iter().find(|t| t.get("name").and_then(|v| v.as_str()) == Some(n));
+            match named("default").and_then(|t| t.get("template")).and_then(|t| t.as_str()) {
+                Some(t) => Ok(t.to_string()),
+                None => {
+                    let names: Vec<&str> = list.iter().filter_map(|t| t.get("name").and_then(|v| v.as_str())).collect();
+                    Err(format!("\"chat_template\" lists templates named {names:?} and none is \"default\""))
+                }
+            }
+        }
+        _ => Err("\"chat_template\" is neither a string nor a list of {name, template}".to_string()),
+    }
+}
+
+/// The named special tokens of a tokenizer config: strings, or AddedToken objects (`{"content": ...}`).
+fn special_tokens_of(config: &serde_json::Value) -> BTreeMap<String, String> {
+    SPECIAL_TOKEN_NAMES
+        .iter()
+        .filter_map(|&name| {
+            let value = config.get(name)?;
+            let token = value.as_str().or_else(|| value.get("content").and_then(|c| c.as_str()))?;
+            Some((name.to_string(), token.to_string()))
+        })
+        .collect()
+}
+
+/// Jinja2's environment as transformers configures it.
+fn environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    let syntax = minijinja::syntax::SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).build();
+    // The default delimiters with two whitespace flags always build.
+    if let Ok(syntax) = syntax {
+        env.set_syntax(syntax);
+    }
+    env.set_auto_escape_callback(|_| AutoEscape::None);
+    env.set_fuel(Some(TEMPLATE_FUEL));
+    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env.add_function("raise_exception", raise_exception);
+    env.add_function("strftime_now", strftime_now);
+    env.add_filter("tojson", tojson);
+    env
+}
+
+/// The marker on an error `raise_exception` made: its message is the template's own.
+#[derive(Debug, thiserror::Error)]
+#[error("raised by the template")]
+struct Raised;
+
+fn raise_exception(message: String) -> Result<Value, Error> {
+    Err(Error::new(ErrorKind::InvalidOperation, message).with_source(Raised))
+}
+
+/// A minijinja error as one line: the template's own message for
+/// `raise_exception`, the fuel limit said plainly, and the line.
+fn describe(e: &Error) -> String {
+    let raised = std::error::Error::source(e).is_some_and(|s| s.is::<Raised>());
+    let message = match (e.kind(), e.detail()) {
+        (ErrorKind::OutOfFuel, _) => format!("it ran more than {TEMPLATE_FUEL} steps (a template that loops forever?) and was stopped"),
+        (_, Some(detail)) if raised => format!("raise_exception: {detail}"),
+        (kind, Some(detail)) => format!("{kind}: {detail}"),
+        (kind, None) => kind.to_string(),
+    };
+    match e.line() {
+        Some(line) => format!("{message} (line {line})"),
+        None => message,
+    }
+}
+
+/// One message as the template sees it: a map with `role` then `content`, in that order.
+#[derive(Debug)]
+struct Message {
+    role: Value,
+    content: Value,
+}
+
+impl Message {
+    fn new(m: &ChatMessage) -> Message {
+        Message { role: Value::from(m.role.as_str()), content: Value::from(m.content.as_str()) }
+    }
+}
+
+impl Object for Message {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Map
+    }
+
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        match key.as_str()? {
+            "role" => Some(self.role.clone()),
+            "content" => Some(self.content.clone()),
+            _ => None,
+        }
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        Enumerator::Str(&["role", "content"])
+    }
+}
+
+/// `strftime_now(format)`: the current time (UTC) formatted as C's strftime
+/// does for the codes chat templates use.
+fn strftime_now(format: String) -> Result<Value, Error> {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    Ok(Value::from(strftime(&format, secs)))
+}
+
+const MONTHS: [&str; 12] = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
+const WEEKDAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
+
+/// `format` for the UTC time `secs` after the epoch: `%Y %y %m %d %e %j %H %I
+/// %M %S %p %b %B %h %a %A %F %T %D %%`; other codes are kept as written.
+pub(crate) fn strftime(format: &str, secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (hour, minute, second) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    let (year, month, day) = civil_from_days(days);
+    // 1970-01-01 was a Thursday (index 3 from Monday).
+    let weekday = (days + 3).rem_euclid(7) as usize;
+    let yday = days - days_from_civil(year, 1, 1) + 1;
+    let month_name = MONTHS[(month - 1) as usize];
+    let hour12 = if hour % 12 == 0 { 12 } else { hour % 12 };
+    let mut out = String::new();
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('Y') => out.push_str(&year.to_string()),
+            Some('y') => out.push_str(&format!("{:02}", year.rem_euclid(100))),
+            Some('m') => out.push_str(&format!("{month:02}")),
+            Some('d') => out.push_str(&format!("{day:02}")),
+            Some('e') => out.push_str(&format!("{day:>2}")),
+            Some('j') => out.push_str(&format!("{yday:03}")),
+            Some('H') => out.push_str(&format!("{hour:02}")),
+            Some('I') => out.push_str(&format!("{hour12:02}")),
+            Some('M') => out.push_str(&format!("{minute:02}")),
+            Some('S') => out.push_str(&format!("{second:02}")),
+            Some('p') => out.push_str(if hour < 12 { "AM" } else { "PM" }),
+            Some('b') | Some('h') => out.push_str(&month_name[..3]),
+            Some('B') => out.push_str(month_name),
+            Some('a') => out.push_str(&WEEKDAYS[weekday][..3]),
+            Some('A') => out.push_str(WEEKDAYS[weekday]),
+            Some('F') => out.push_str(&format!("{year}-{month:02}-{day:02}")),
+            Some('T') => out.push_str(&format!("{hour:02}:{minute:02}:{second:02}")),
+            Some('D') => out.push_str(&format!("{month:02}/{day:02}/{:02}", year.rem_euclid(100))),
+            Some('%') => out.push('%'),
+            Some(other) => {
+                out.push('%');
+                out.push(other);
+            }
+            None => out.push('%'),
+        }
+    }
+    out
+}
+
+/// Year, month (1-12), day (1-31) of a day count from 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// `tojson` as transformers overrides it: Python's `json.dumps(x,
+/// ensure_ascii=False, indent=None, separators=None, sort_keys=False)`.
+fn tojson(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+    let ensure_ascii = kwargs.get::<Option<bool>>("ensure_ascii")?.unwrap_or(false);
+    let sort_keys = kwargs.get::<Option<bool>>("sort_keys")?.unwrap_or(false);
+    let indent = match kwargs.get::<Option<Value>>("indent")? {
+        None => None,
+        Some(v) if v.is_none() => None,
+        Some(v) => match v.as_str() {
+            Some(s) => Some(s.to_string()),
+            None => Some(" ".repeat(usize::try_from(v)?)),
+        },
+    };
+    let separators = match kwargs.get::<Option<Value>>("separators")? {
+        Some(v) if !v.is_none() => {
+            let item = v.get_item_by_index(0)?;
+            let key = v.get_item_by_index(1)?;
+            match (item.as_str(), key.as_str()) {
+                (Some(i), Some(k)) => (i.to_string(), k.to_string()),
+                _ => return Err(Error::new(ErrorKind::InvalidOperation, "tojson: separators must be two strings")),
+            }
+        }
+        _ => (if indent.is_some() { "," } else { ", " }.to_string(), ": ".to_string()),
+    };
+    kwargs.assert_all_used()?;
+    let mut out = String::new();
+    let style = JsonStyle { indent, item: separators.0, key: separators.1, sort_keys, ensure_ascii };
+    write_json(&mut out, value, &style, 0)?;
+    Ok(Value::from(out))
+}
+
+struct JsonStyle {
+    indent: Option<String>,
+    item: String,
+    key: String,
+    sort_keys: bool,
+    ensure_ascii: bool,
+}
+
+fn write_json(out: &mut String, value: &Value, style: &JsonStyle, depth: usize) -> Result<(), Error> {
+    let newline = |out: &mut String, depth: usize| {
+        if let Some(indent) = &style.indent {
+            out.push('\n');
+            out.push_str(&indent.repeat(depth));
+        }
+    };
+    match value.kind() {
+        ValueKind::None => out.push_str("null"),
+        ValueKind::Bool => out.push_str(if value.is_true() { "true" } else { "false" }),
+        ValueKind::Number => {
+            if value.is_integer() {
+                out.push_str(&value.to_string());
+            } else {
+                out.push_str(&python_float(f64::try_from(value.clone())?));
+            }
+        }
+        ValueKind::String => write_json_str(out, value.as_str().unwrap_or_default(), style.ensure_ascii),
+        ValueKind::Seq | ValueKind::Iterable => {
+            let items: Vec<Value> = value.try_iter()?.collect();
+            if items.is_empty() {
+                out.push_str("[]");
+                return Ok(());
+            }
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(&style.item);
+                }
+                newline(out, depth + 1);
+                write_json(out, item, style, depth + 1)?;
+            }
+            newline(out, depth);
+            out.push(']');
+        }
+        ValueKind::Map => {
+            let mut keys: Vec<Value> = value.try_iter()?.collect();
+            if keys.is_empty() {
+                out.push_str("{}");
+                return Ok(());
+            }
+            if style.sort_keys {
+                keys.sort();
+            }
+            out.push('{');
+            for (i, key) in keys.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(&style.item);
+                }
+                newline(out, depth + 1);
+                // Python writes non-string keys as their JSON text, quoted.
+                let name = match key.kind() {
+                    ValueKind::String => key.as_str().unwrap_or_default().to_string(),
+                    ValueKind::None => "null".to_string(),
+                    ValueKind::Bool => if key.is_true() { "true" } else { "false" }.to_string(),
+                    _ => key.to_string(),
+                };
+                write_json_str(out, &name, style.ensure_ascii);
+                out.push_str(&style.key);
+                write_json(out, &value.get_item(key)?, style, depth + 1)?;
+            }
+            newline(out, depth);
+            out.push('}');
+        }
+        ValueKind::Undefined => return Err(Error::new(ErrorKind::UndefinedError, "tojson: the value is undefined")),
+        kind => return Err(Error::new(ErrorKind::InvalidOperation, format!("tojson: a {kind} is not JSON serializable"))),
+    }
+    Ok(())
+}
+
+fn write_json_str(out: &mut String, s: &str, ensure_ascii: bool) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 || (ensure_ascii && (c as u32) > 0x7e) => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// A float as Python's `repr` writes it (`1.0`, `0.1`, `1e-05`, `1e+16`, `NaN`, `Infinity`).
+fn python_float(v: f64) -> String {
+    if v.is_nan() {
+        return "NaN".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    // `{:e}` gives the shortest digits that round-trip, as repr does: "1.5e-7".
+    let sci = format!("{v:e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let (sign, mantissa) = mantissa.strip_prefix('-').map_or(("", mantissa), |m| ("-", m));
+    let digits: String = mantissa.chars().filter(|c| c.is_ascii_digit()).collect();
+    if (-4..16).contains(&exp) {
+        let point = exp + 1; // digits before the decimal point
+        let body = if point <= 0 {
+            format!("0.{}{digits}", "0".repeat((-point) as usize))
+        } else if point as usize >= digits.len() {
+            format!("{digits}{}.0", "0".repeat(point as usize - digits.len()))
+        } else {
+            format!("{}.{}", &digits[..point as usize], &digits[point as usize..])
+        };
+        format!("{sign}{body}")
+    } else {
+        let tail = if digits.len() > 1 { format!("{}.{}", &digits[..1], &digits[1..]) } else { digits };
+        format!("{sign}{tail}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn template(source: &str) -> ChatTemplate {
+        let special = BTreeMap::from([("bos_token".to_string(), "<s>".to_string()), ("eos_token".to_string(), "</s>".to_string())]);
+        ChatTemplate::new(source.to_string(), PathBuf::from("/m/chat_template.jinja"), special).unwrap()
+    }
+
+    fn render(source: &str, text: &str) -> Result<String, ChatError> {
+        template(source).render_prompt(text)
+    }
+
+    #[test]
+    fn blocks_are_trimmed_as_transformers_configures_jinja() {
+        let t = "{% for m in messages %}\n  {% if m.role == 'user' %}\n[{{ m.content }}]\n  {% endif %}\n{% endfor %}\n";
+        assert_eq!(render(t, "hi").unwrap(), "[hi]\n");
+        assert_eq!(render("{{ bos_token }}{{ messages[0]['content'] }}{{ eos_token }}\n", "x").unwrap(), "<s>x</s>", "one trailing newline dropped");
+        assert_eq!(render("{{ unk_token }}|{{ tools is none }}|{{ add_generation_prompt }}", "x").unwrap(), "|True|True", "undefined prints empty, booleans as Python");
+    }
+
+    #[test]
+    fn python_methods_loop_controls_and_namespaces_work() {
+        let t = "{%- set ns = namespace(n=0) -%}\
+                 {%- for c in ['a', 'b', 'c', 'd'] -%}{%- if c == 'c' %}{% break %}{% endif %}{% set ns.n = ns.n + 1 %}{%- endfor -%}\
+                 {{ ns.n }}|{{ messages[0].content.strip() }}|{{ messages[0].content.startswith('  he') }}|\
+                 {%- for k, v in messages[0].items() %}{{ k }}={{ v | trim }};{% endfor %}|{{ messages[::-1] | length }}|{{ 'a</think>b'.split('</think>')[-1] }}";
+        assert_eq!(render(t, "  hello ").unwrap(), "2|hello|True|role=user;content=hello;|1|b");
+    }
+
+    #[test]
+    fn tojson_writes_what_pythons_json_dumps_writes() {
+        let t = r#"{{ {"b": [1, 2.5, none, true], "a": "é<\"\n"} | tojson }}|{{ {"b": 1, "a": {}} | tojson(sort_keys=true) }}|{{ [1, {"x": []}] | tojson(indent=2) }}|{{ "é" | tojson(ensure_ascii=true) }}|{{ [1,2] | tojson(separators=(",", ":")) }}"#;
+        assert_eq!(
+            render(t, "x").unwrap(),
+            "{\"b\": [1, 2.5, null, true], \"a\": \"é<\\\"\\n\"}|{\"a\": {}, \"b\": 1}|[\n  1,\n  {\n    \"x\": []\n  }\n]|\"\\u00e9\"|[1,2]"
+        );
+        for (v, s) in [(1.0, "1.0"), (0.1, "0.1"), (1e-5, "1e-05"), (1e16, "1e+16"), (-2.5e-7, "-2.5e-07"), (123456.789, "123456.789"), (1.5e300, "1.5e+300")] {
+            assert_eq!(python_float(v), s);
+        }
+    }
+
+    #[test]
+    fn raise_exception_gives_the_templates_message_and_the_file() {
+        let t = "{% if messages[0].role != 'system' %}\n{{ raise_exception('Only system messages, not ' + messages[0].role) }}\n{% endif %}";
+        let err = render(t, "hi").unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, ChatError::Render { .. }), "{err:?}");
+        assert!(msg.contains("/m/chat_template.jinja") && msg.contains("raise_exception: Only system messages, not user") && msg.contains("line 2"), "{msg}");
+        assert!(msg.contains("--prompt-format raw"), "{msg}");
+    }
+
+    #[test]
+    fn a_syntax_error_is_reported_at_load_with_the_file() {
+        let err = ChatTemplate::new("{% for m in messages %}{{ m }".into(), PathBuf::from("/m/tokenizer_config.json"), BTreeMap::new()).unwrap_err();
+        assert!(matches!(err, ChatError::Syntax { .. }), "{err:?}");
+        assert!(err.to_string().contains("/m/tokenizer_config.json") && err.to_string().contains("syntax error"), "{err}");
+    }
+
+    #[test]
+    fn a_template_that_runs_forever_is_stopped() {
+        let t = "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}";
+        let err = render(t, "x").unwrap_err().to_string();
+        assert!(err.contains("was stopped") && err.contains("chat_template.jinja"), "{err}");
+    }
+
+    #[test]
+    fn the_sandbox_has_no_files() {
+        let err = render("{% include '/etc/passwd' %}", "x").unwrap_err().to_string();
+        assert!(err.contains("template not found"), "{err}");
+    }
+
+    #[test]
+    fn strftime_formats_utc_times() {
+        // 2024-07-26 13:25:09 UTC, a Friday, day 208 (Python agrees).
+        let t = 1_722_000_309;
+        assert_eq!(strftime("%d %b %Y", t), "26 Jul 2024");
+        assert_eq!(strftime("%A %B %e, %y %H:%M:%S %I%p %j %F %T %D %% %Q", t), "Friday July 26, 24 13:25:09 01PM 208 2024-07-26 13:25:09 07/26/24 % %Q");
+        assert_eq!(strftime("%Y-%m-%d %a", 0), "1970-01-01 Thu");
+        assert_eq!(strftime("%Y-%m-%d", 951_782_400), "2000-02-29");
+        assert!(render("{{ strftime_now('%Y') }}", "x").unwrap().starts_with("20"));
+    }
+
+    #[test]
+    fn templates_are_found_as_transformers_finds_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        assert!(ChatTemplate::load(d).unwrap().is_none(), "no files: no template");
+        std::fs::write(d.join(TOKENIZER_CONFIG_FILE), r#"{"eos_token": "</s>"}"#).unwrap();
+        assert!(ChatTemplate::load(d).unwrap().is_none(), "a config without a template");
+
+        let config = r#"{"bos_token": {"content": "<s>", "lstrip": false, "__type": "AddedToken"}, "eos_token": "</s>",
+                         "chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "{{ bos_token }}D{{ eos_token }}"}]}"#;
+        std::fs::write(d.join(TOKENIZER_CONFIG_FILE), config).unwrap();
+        let t = ChatTemplate::load(d).unwrap().unwrap();
+        assert_eq!(t.render_prompt("x").unwrap(), "<s>D</s>");
+        assert!(t.path().ends_with(TOKENIZER_CONFIG_FILE));
+
+        std::fs::write(d.join(SPECIAL_TOKENS_MAP_FILE), r#"{"eos_token": {"content": "<|end|>"}}"#).unwrap();
+        std::fs::write(d.join(CHAT_TEMPLATE_FILE), "J{{ eos_token }}").unwrap();
+        let t = ChatTemplate::load(d).unwrap().unwrap();
+        assert_eq!(t.render_prompt("x").unwrap(), "J<|end|>", "the .jinja file wins; special_tokens_map.json overrides");
+        assert!(t.path().ends_with(CHAT_TEMPLATE_FILE));
+
+        std::fs::remove_file(d.join(CHAT_TEMPLATE_FILE)).unwrap();
+        std::fs::write(d.join(TOKENIZER_CONFIG_FILE), r#"{"chat_template": [{"name": "tool_use", "template": "T"}]}"#).unwrap();
+        let err = ChatTemplate::load(d).unwrap_err().to_string();
+        assert!(err.contains("tokenizer_config.json") && err.contains("tool_use") && err.contains("default"), "{err}");
+        std::fs::write(d.join(TOKENIZER_CONFIG_FILE), "{not json").unwrap();
+        let err = ChatTemplate::load(d).unwrap_err().to_string();
+        assert!(err.contains("tokenizer_config.json") && err.contains("not valid JSON"), "{err}");
+    }
+
+    #[test]
+    fn prompt_formats_parse_and_default_by_template() {
+        assert_eq!("chat".parse::<PromptFormat>(), Ok(PromptFormat::Chat));
+        assert_eq!("raw".parse::<PromptFormat>(), Ok(PromptFormat::Raw));
+        assert!("json".parse::<PromptFormat>().unwrap_err().contains("chat or raw"));
+        assert_eq!(PromptFormat::default_for(true), PromptFormat::Chat);
+        assert_eq!(PromptFormat::default_for(false), PromptFormat::Raw);
+        assert_eq!(PromptFormat::Chat.toggled(), PromptFormat::Raw);
+        assert_eq!(serde_json::to_string(&PromptFormat::Raw).unwrap(), "\"raw\"");
+    }
+}
