@@ -9,10 +9,12 @@
 //! of the first piece; a UTF-8 character can be split across byte tokens), so
 //! [`TextStream`] decodes a small window the way tokenizers' `DecodeStream`
 //! does: the tokens of the last text shown, then the new ones; the new text is
-//! the window's decode after the text already shown. While the window's text
-//! ends in U+FFFD (the bytes may be an unfinished character) nothing is shown:
-//! the token is held until a later one completes the character. Half a
-//! character is never shown.
+//! the window's decode after the text already shown. When the window's bytes
+//! end inside a UTF-8 character (read from the tokens: GPT-2's byte table, or
+//! `<0xNN>` pieces) the text that character could still change is held until
+//! a later token completes it: half a character is never shown, and bytes no
+//! token can complete show as U+FFFD at once, as the full decode has them. For
+//! a decoder that is neither, text ending in U+FFFD is held (DecodeStream's rule).
 //!
 //! What a generation shows is transformers' `TextStreamer`'s text for the
 //! continuation: the stream starts with the prompt's ids
@@ -26,9 +28,11 @@
 //! (a word may still change), runlens shows each token's text as soon as its
 //! characters are complete, so at every token runlens has shown at least what
 //! TextStreamer has printed. Where a later byte-fallback piece turns text
-//! already shown into U+FFFD (`<0x41>` then an unfinished `<0xC3>` run), the
-//! stream goes on from the same character count, as TextStreamer does.
+//! already shown into U+FFFD (`<0x41>` then `<0xC3>` and a word: the run of
+//! bytes is invalid, so each of its bytes decodes to U+FFFD), the stream goes
+//! on from the same character count, as TextStreamer's does.
 
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use anyhow::{anyhow, Context};
@@ -38,7 +42,25 @@ use tokenizers::Tokenizer;
 /// tokens: every id decodes to nothing (fakes and benchmarks that check ids only).
 #[derive(Clone, Debug, Default)]
 pub struct Detokenizer {
-    tokenizer: Option<Tokenizer>,
+    inner: Option<Inner>,
+}
+
+#[derive(Clone, Debug)]
+struct Inner {
+    tokenizer: Tokenizer,
+    /// How token strings spell bytes, when the decoder is one that produces bytes.
+    bytes: Option<ByteSpelling>,
+    /// Ids of special tokens (no text, no bytes).
+    special: HashSet<u32>,
+}
+
+/// How a vocabulary spells raw bytes.
+#[derive(Clone, Debug)]
+enum ByteSpelling {
+    /// Byte-level BPE: every character stands for one byte (GPT-2's table).
+    ByteLevel(HashMap<char, u8>),
+    /// `<0xNN>` pieces for bytes; every other piece is whole UTF-8 text.
+    ByteFallback,
 }
 
 impl Detokenizer {
@@ -52,12 +74,21 @@ impl Detokenizer {
 
     /// A loaded tokenizer.
     pub fn new(tokenizer: &Tokenizer) -> Detokenizer {
-        Detokenizer { tokenizer: Some(tokenizer.clone()) }
+        let decoder = tokenizer.get_decoder().and_then(|d| serde_json::to_string(d).ok()).unwrap_or_default();
+        let bytes = if decoder.contains("\"ByteLevel\"") {
+            Some(ByteSpelling::ByteLevel(char_to_byte()))
+        } else if decoder.contains("\"ByteFallback\"") {
+            Some(ByteSpelling::ByteFallback)
+        } else {
+            None
+        };
+        let special = tokenizer.get_added_tokens_decoder().into_iter().filter(|(_, t)| t.special).map(|(id, _)| id).collect();
+        Detokenizer { inner: Some(Inner { tokenizer: tokenizer.clone(), bytes, special }) }
     }
 
     /// How many ids it knows (added tokens included).
     pub fn len(&self) -> usize {
-        self.tokenizer.as_ref().map_or(0, |t| t.get_vocab_size(true))
+        self.inner.as_ref().map_or(0, |i| i.tokenizer.get_vocab_size(true))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -73,16 +104,54 @@ impl Detokenizer {
     }
 
     fn decode_u32(&self, ids: &[u32]) -> String {
-        match &self.tokenizer {
+        match &self.inner {
             // The decoders (byte-level, byte fallback, metaspace, strip) do not fail on ids; an error has no text.
-            Some(t) if !ids.is_empty() => t.decode(ids, true).unwrap_or_default(),
+            Some(i) if !ids.is_empty() => i.tokenizer.decode(ids, true).unwrap_or_default(),
             _ => String::new(),
+        }
+    }
+
+    /// The raw bytes of a token, when the vocabulary spells bytes (special tokens: none).
+    fn token_bytes(&self, id: u32) -> Option<Vec<u8>> {
+        let inner = self.inner.as_ref()?;
+        let spelling = inner.bytes.as_ref()?;
+        if inner.special.contains(&id) {
+            return Some(Vec::new());
+        }
+        let Some(token) = inner.tokenizer.id_to_token(id) else { return Some(Vec::new()) };
+        let mut bytes = Vec::with_capacity(token.len());
+        match spelling {
+            ByteSpelling::ByteLevel(table) => {
+                for c in token.chars() {
+                    match table.get(&c) {
+                        Some(&b) => bytes.push(b),
+                        None => bytes.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+                    }
+                }
+            }
+            ByteSpelling::ByteFallback => match byte_piece(&token) {
+                Some(b) => bytes.push(b),
+                None => bytes.extend_from_slice(token.as_bytes()),
+            },
+        }
+        Some(bytes)
+    }
+
+    /// The id of the token that is the single byte `b`.
+    fn byte_token(&self, b: u8) -> Option<u32> {
+        let inner = self.inner.as_ref()?;
+        match inner.bytes.as_ref()? {
+            ByteSpelling::ByteLevel(table) => {
+                let c = table.iter().find(|(_, &v)| v == b).map(|(&c, _)| c)?;
+                inner.tokenizer.token_to_id(&c.to_string())
+            }
+            ByteSpelling::ByteFallback => inner.tokenizer.token_to_id(&format!("<0x{b:02X}>")),
         }
     }
 
     /// A stream with no text before it.
     pub fn stream(&self) -> TextStream<'_> {
-        TextStream { detok: self, window: Vec::new(), shown: 0, shown_text: String::new(), prompt_text: String::new(), text: String::new() }
+        TextStream { detok: self, window: Vec::new(), context: 0, context_text: String::new(), partial: String::new(), prompt_text: String::new(), text: String::new() }
     }
 
     /// A stream that continues `prompt`: its pieces are the text the new
@@ -107,15 +176,59 @@ impl Detokenizer {
     }
 }
 
+/// `<0xNN>` -> the byte NN.
+fn byte_piece(token: &str) -> Option<u8> {
+    let hex = token.strip_prefix("<0x")?.strip_suffix('>')?;
+    if hex.len() != 2 {
+        return None;
+    }
+    u8::from_str_radix(hex, 16).ok()
+}
+
+/// How many bytes at the end of `bytes` begin a UTF-8 character that more
+/// bytes could still complete (0 when the end is complete, or invalid for good),
+/// and the bytes that would complete it.
+fn unfinished_tail(bytes: &[u8]) -> (usize, Vec<u8>) {
+    let n = bytes.len();
+    // The last byte that is not a continuation byte (10xxxxxx), within a character's reach.
+    let Some(lead_at) = (n.saturating_sub(4)..n).rev().find(|&i| bytes[i] & 0xC0 != 0x80) else { return (0, Vec::new()) };
+    let lead = bytes[lead_at];
+    let need = match lead {
+        0xC2..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF4 => 4,
+        _ => return (0, Vec::new()),
+    };
+    let have = n - lead_at;
+    if have >= need {
+        return (0, Vec::new());
+    }
+    // The second byte's range is narrower after some lead bytes (no overlongs, surrogates, > U+10FFFF).
+    let second = match lead {
+        0xE0 => 0xA0..=0xBF,
+        0xED => 0x80..=0x9F,
+        0xF0 => 0x90..=0xBF,
+        0xF4 => 0x80..=0x8F,
+        _ => 0x80..=0xBF,
+    };
+    if have >= 2 && !second.contains(&bytes[lead_at + 1]) {
+        return (0, Vec::new());
+    }
+    let completion = (have..need).map(|i| if i == 1 { *second.start() } else { 0x80 }).collect();
+    (have, completion)
+}
+
 /// The text of a growing sequence, token by token.
 #[derive(Debug)]
 pub struct TextStream<'a> {
     detok: &'a Detokenizer,
-    /// The tokens of the text last shown (`..shown`), then those not shown yet.
+    /// The context (`..context`: tokens whose text was all shown), then the tokens since.
     window: Vec<u32>,
-    shown: usize,
-    /// The decode of `window[..shown]` alone.
-    shown_text: String,
+    context: usize,
+    /// The decode of `window[..context]` alone.
+    context_text: String,
+    /// Text of the tokens since the context already shown (the part before a held character).
+    partial: String,
     /// What the prompt's ids showed ([`Detokenizer::stream_after`]).
     prompt_text: String,
     /// Everything shown since the prompt.
@@ -127,24 +240,58 @@ impl TextStream<'_> {
     /// and for a special token).
     pub fn push(&mut self, id: i64) -> String {
         let Ok(id) = u32::try_from(id) else { return String::new() };
-        if self.detok.tokenizer.is_none() {
+        if self.detok.inner.is_none() {
             return String::new();
         }
         self.window.push(id);
         let decoded = self.detok.decode_u32(&self.window);
-        if decoded.ends_with(char::REPLACEMENT_CHARACTER) {
-            return String::new();
+        let (stable, complete) = match self.held_tail() {
+            Some(None) => (decoded.as_str(), true),
+            // What the window decodes to with the character completed: the text before it is settled.
+            Some(Some(completed)) => (&decoded[..common_prefix(&decoded, &completed)], false),
+            // A decoder that does not spell bytes: text ending in U+FFFD may be unfinished.
+            None if decoded.ends_with(char::REPLACEMENT_CHARACTER) => ("", false),
+            None => (decoded.as_str(), true),
+        };
+        let shown = format!("{}{}", self.context_text, self.partial);
+        let new = after(stable, &shown);
+        if complete && !new.is_empty() {
+            // The tokens since the context were all shown: they are the next window's context.
+            self.window.drain(..self.context);
+            self.context = self.window.len();
+            self.context_text = self.detok.decode_u32(&self.window);
+            self.partial.clear();
+        } else {
+            self.partial.push_str(&new);
         }
-        let new = after(&decoded, &self.shown_text);
-        if new.is_empty() {
-            return new;
-        }
-        // The tokens just shown are the next window's context.
-        self.window.drain(..self.shown);
-        self.shown = self.window.len();
-        self.shown_text = self.detok.decode_u32(&self.window);
         self.text.push_str(&new);
         new
+    }
+
+    /// `Some(None)`: the window's bytes end on a whole character (or on bytes
+    /// no token can complete). `Some(Some(text))`: they end inside one, and
+    /// `text` is the window decoded with that character completed. `None`: the
+    /// bytes are unknown (the decoder does not spell bytes, or no byte token
+    /// can complete them).
+    fn held_tail(&self) -> Option<Option<String>> {
+        let mut tail = Vec::new();
+        for &id in self.window.iter().rev() {
+            let mut bytes = self.detok.token_bytes(id)?;
+            bytes.extend_from_slice(&tail);
+            tail = bytes;
+            if tail.len() >= 4 {
+                break;
+            }
+        }
+        let (held, completion) = unfinished_tail(&tail);
+        if held == 0 {
+            return Some(None);
+        }
+        let mut probe = self.window.clone();
+        for b in completion {
+            probe.push(self.detok.byte_token(b)?);
+        }
+        Some(Some(self.detok.decode_u32(&probe)))
     }
 
     /// The text the prompt's ids showed (a stream from [`Detokenizer::stream_after`]).
@@ -157,8 +304,8 @@ impl TextStream<'_> {
         &self.text
     }
 
-    /// The text still held at the end (bytes no token completed, as U+FFFD;
-    /// empty when none are).
+    /// The text still held at the end (an unfinished character, as U+FFFD;
+    /// empty when none is).
     pub fn finish(self) -> String {
         self.rest()
     }
@@ -170,16 +317,22 @@ impl TextStream<'_> {
     }
 
     fn rest(&self) -> String {
-        if self.window.len() == self.shown {
+        if self.window.len() == self.context {
             return String::new();
         }
-        after(&self.detok.decode_u32(&self.window), &self.shown_text)
+        after(&self.detok.decode_u32(&self.window), &format!("{}{}", self.context_text, self.partial))
     }
 }
 
+/// The byte length of the longest common prefix of `a` and `b`, on a character boundary.
+fn common_prefix(a: &str, b: &str) -> usize {
+    a.char_indices().zip(b.chars()).find(|((_, ca), cb)| ca != cb).map_or_else(|| a.len().min(b.len()), |((i, _), _)| i)
+}
+
 /// `decoded` after the text already shown: what follows `shown` when it is a
-/// prefix; else (a later byte-fallback piece changed shown text) what follows
-/// as many characters as were shown, as TextStreamer's `print_len` counts.
+/// prefix; else (a later byte-fallback piece changed shown text, or less is
+/// settled than was shown) what follows as many characters as were shown, as
+/// TextStreamer's `print_len` counts.
 fn after(decoded: &str, shown: &str) -> String {
     match decoded.strip_prefix(shown) {
         Some(rest) => rest.to_string(),
@@ -205,12 +358,10 @@ pub fn terminal_safe(text: &str) -> String {
 
 /// GPT-2's table from the characters of byte-level tokens back to bytes (the
 /// inverse of `bytes_to_unicode` in GPT-2's `encoder.py`): printable bytes
-/// stand for themselves, the others are shifted to U+0100 and up. The tests
-/// write byte-level vocabularies with it.
-#[cfg(test)]
-pub(crate) fn char_to_byte() -> std::collections::HashMap<char, u8> {
+/// stand for themselves, the others are shifted to U+0100 and up.
+pub(crate) fn char_to_byte() -> HashMap<char, u8> {
     let printable = |b: u8| (b'!'..=b'~').contains(&b) || (0xA1..=0xAC).contains(&b) || (0xAE..=0xFF).contains(&b);
-    let mut map = std::collections::HashMap::with_capacity(256);
+    let mut map = HashMap::with_capacity(256);
     let mut shifted = 0u32;
     for b in 0..=255u8 {
         let c = if printable(b) {
