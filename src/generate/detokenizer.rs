@@ -374,3 +374,39 @@ pub(crate) fn char_to_byte() -> HashMap<char, u8> {
     }
     map
 }
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn an_unfinished_character_is_told_from_bytes_that_no_byte_completes() {
+        assert_eq!(unfinished_tail(b"abc"), (0, vec![]));
+        assert_eq!(unfinished_tail(b"a\xC3"), (1, vec![0x80]));
+        assert_eq!(unfinished_tail(b"\xE2\x82"), (2, vec![0x80]));
+        assert_eq!(unfinished_tail(b"\xE0"), (1, vec![0xA0, 0x80]), "E0 takes A0..BF next");
+        assert_eq!(unfinished_tail(b"\xF0\x9F\x99"), (3, vec![0x80]));
+        assert_eq!(unfinished_tail(b"\xF4"), (1, vec![0x80, 0x80, 0x80]));
+        assert_eq!(unfinished_tail("é€".as_bytes()), (0, vec![]), "complete");
+        assert_eq!(unfinished_tail(b"\xA9"), (0, vec![]), "a lone continuation byte");
+        assert_eq!(unfinished_tail(b"a\x80\x80\x80\x80"), (0, vec![]), "continuation bytes past a character's reach");
+        assert_eq!(unfinished_tail(b"\xC3\xA9\xA9"), (0, vec![]), "one continuation too many");
+        assert_eq!(unfinished_tail(b"\xED\xA0"), (0, vec![]), "a surrogate never completes");
+        assert_eq!(unfinished_tail(b"\xF5"), (0, vec![]), "no such lead byte");
+        assert_eq!(unfinished_tail(b"\xC0"), (0, vec![]), "overlong lead");
+    }
+
+    #[test]
+    fn byte_pieces_and_common_prefixes() {
+        assert_eq!(byte_piece("<0x0A>"), Some(b'\n'));
+        assert_eq!(byte_piece("<0xC3>"), Some(0xC3));
+        assert_eq!(byte_piece("<0x0>"), None);
+        assert_eq!(byte_piece("▁the"), None);
+        assert_eq!(common_prefix("ab\u{FFFD}", "abé"), 2);
+        assert_eq!(common_prefix("é", "è"), 0);
+        assert_eq!(common_prefix("abc", "ab"), 2);
+        assert_eq!(after("abc", "ab"), "c");
+        assert_eq!(after("\u{FFFD}\u{FFFD} x", "A"), "\u{FFFD} x", "shown text that changed: go on by characters");
+        assert_eq!(after("", "A"), "");
+    }
+}
