@@ -69,11 +69,15 @@ impl Detokenizer {
         let tokenizer = Tokenizer::from_file(path)
             .map_err(|e| anyhow!("{e}"))
             .with_context(|| format!("cannot read tokenizer {}", path.display()))?;
-        Ok(Detokenizer::new(&tokenizer))
+        Ok(Detokenizer::owning(tokenizer))
     }
 
-    /// A loaded tokenizer.
+    /// A loaded tokenizer (copied).
     pub fn new(tokenizer: &Tokenizer) -> Detokenizer {
+        Detokenizer::owning(tokenizer.clone())
+    }
+
+    fn owning(tokenizer: Tokenizer) -> Detokenizer {
         let decoder = tokenizer.get_decoder().and_then(|d| serde_json::to_string(d).ok()).unwrap_or_default();
         let bytes = if decoder.contains("\"ByteLevel\"") {
             Some(ByteSpelling::ByteLevel(char_to_byte()))
@@ -83,7 +87,7 @@ impl Detokenizer {
             None
         };
         let special = tokenizer.get_added_tokens_decoder().into_iter().filter(|(_, t)| t.special).map(|(id, _)| id).collect();
-        Detokenizer { inner: Some(Inner { tokenizer: tokenizer.clone(), bytes, special }) }
+        Detokenizer { inner: Some(Inner { tokenizer, bytes, special }) }
     }
 
     /// How many ids it knows (added tokens included).

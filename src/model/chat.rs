@@ -133,7 +133,7 @@ impl ChatMessage {
 }
 
 /// A checkpoint's chat template, compiled, with the special tokens it is rendered with.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct ChatTemplate {
     /// The file it was read from (`chat_template.jinja` or `tokenizer_config.json`).
     path: PathBuf,
@@ -694,6 +694,12 @@ mod tests {
         std::fs::write(d.join(TOKENIZER_CONFIG_FILE), "{not json").unwrap();
         let err = ChatTemplate::load(d).unwrap_err().to_string();
         assert!(err.contains("tokenizer_config.json") && err.contains("not valid JSON"), "{err}");
+    }
+
+    #[test]
+    fn a_template_can_be_shared_between_threads() {
+        fn shared<T: Send + Sync + Clone>() {}
+        shared::<ChatTemplate>();
     }
 
     #[test]
