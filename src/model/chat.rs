@@ -171,10 +171,22 @@ impl ChatTemplate {
         ChatTemplate::new(source, path, special_tokens).map(Some)
     }
 
+    /// The template in the file `template` (a `.jinja`), rendered with the
+    /// special tokens of `tokenizer_config` (a model directory whose manifest
+    /// names its files).
+    pub fn from_file(template: &Path, tokenizer_config: Option<&Path>) -> Result<ChatTemplate, ChatError> {
+        let source = std::fs::read_to_string(template).map_err(|source| ChatError::Read { path: template.to_path_buf(), source })?;
+        let special_tokens = match tokenizer_config {
+            Some(path) => read_json(path)?.as_ref().map(special_tokens_of).unwrap_or_default(),
+            None => BTreeMap::new(),
+        };
+        ChatTemplate::new(source, template.to_path_buf(), special_tokens)
+    }
+
     /// A template from its source; `path` is what errors name.
     pub fn new(source: String, path: PathBuf, special_tokens: BTreeMap<String, String>) -> Result<ChatTemplate, ChatError> {
         let mut env = environment();
-        env.add_template_owned(NAME, source).map_err(|e| ChatError::Syntax { path: path.clone(), message: describe(&e) })?;
+        env.add_template_owned(NAME, without_generation_tags(&source)).map_err(|e| ChatError::Syntax { path: path.clone(), message: describe(&e) })?;
         Ok(ChatTemplate { path, env, special_tokens })
     }
 
@@ -263,6 +275,39 @@ fn special_tokens_of(config: &serde_json::Value) -> BTreeMap<String, String> {
             Some((name.to_string(), token.to_string()))
         })
         .collect()
+}
+
+/// `{% generation %}...{% endgeneration %}` (transformers' extension that marks
+/// the assistant's text for training masks; it renders its body unchanged) as
+/// `{% if true %}...{% endif %}`, whitespace control kept.
+fn without_generation_tags(source: &str) -> String {
+    let mut out = String::with_capacity(source.len());
+    let mut rest = source;
+    while let Some(start) = rest.find("{%") {
+        out.push_str(&rest[..start]);
+        let tag = &rest[start..];
+        let inner = &tag[2..];
+        let flag = inner.strip_prefix(['-', '+']).map_or("", |_| &inner[..1]);
+        let body = inner[flag.len()..].trim_start();
+        let replaced = [("endgeneration", "endif"), ("generation", "if true")].iter().find_map(|(word, with)| {
+            let after = body.strip_prefix(word)?;
+            let after_trim = after.trim_start();
+            let closing = after_trim.strip_prefix(['-', '+']).unwrap_or(after_trim);
+            closing.starts_with("%}").then(|| (format!("{{%{flag} {with} "), tag.len() - after.len()))
+        });
+        match replaced {
+            Some((open, consumed)) => {
+                out.push_str(&open);
+                rest = &tag[consumed..];
+            }
+            None => {
+                out.push_str("{%");
+                rest = &tag[2..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Jinja2's environment as transformers configures it.
@@ -686,6 +731,10 @@ mod tests {
         let t = ChatTemplate::load(d).unwrap().unwrap();
         assert_eq!(t.render_prompt("x").unwrap(), "J<|end|>", "the .jinja file wins; special_tokens_map.json overrides");
         assert!(t.path().ends_with(CHAT_TEMPLATE_FILE));
+        let t = ChatTemplate::from_file(&d.join(CHAT_TEMPLATE_FILE), Some(&d.join(TOKENIZER_CONFIG_FILE))).unwrap();
+        assert_eq!(t.render_prompt("x").unwrap(), "J</s>", "from_file reads the config it is given");
+        let err = ChatTemplate::from_file(&d.join("missing.jinja"), None).unwrap_err().to_string();
+        assert!(err.contains("missing.jinja"), "{err}");
 
         std::fs::remove_file(d.join(CHAT_TEMPLATE_FILE)).unwrap();
         std::fs::write(d.join(TOKENIZER_CONFIG_FILE), r#"{"chat_template": [{"name": "tool_use", "template": "T"}]}"#).unwrap();
@@ -694,6 +743,13 @@ mod tests {
         std::fs::write(d.join(TOKENIZER_CONFIG_FILE), "{not json").unwrap();
         let err = ChatTemplate::load(d).unwrap_err().to_string();
         assert!(err.contains("tokenizer_config.json") && err.contains("not valid JSON"), "{err}");
+    }
+
+    #[test]
+    fn generation_tags_render_their_body() {
+        let t = "{% for m in messages %}{%- generation -%}\n<{{ m.content }}>\n{%- endgeneration %}|{% endfor %}{% if generation_x is defined %}no{% endif %}";
+        assert_eq!(render(t, "hi").unwrap(), "<hi>|");
+        assert_eq!(without_generation_tags("{%+ generation %}a{%endgeneration-%}{% if x %}"), "{%+ if true  %}a{% endif -%}{% if x %}");
     }
 
     #[test]
