@@ -25,6 +25,10 @@ chat_template.jinja or a `chat_template` in tokenizer_config.json) with
             (`skip_special_tokens=True`) of the prompt, of the new ids alone and
             of both; `skip_prompt_printed`: TextStreamer(skip_prompt=True)'s
             output for the same ids.
+  features  a template written here that uses what Hugging Face templates use
+            beyond the checkpoint's (Python methods, tojson's options, loop
+            controls, namespaces), rendered by transformers' Jinja environment
+            for the same prompts and the checkpoint's special tokens.
 
 The ids of the streams are chosen here from the tokenizer (by token, so the
 same on every run) and written out: the Rust side only reads them.
@@ -51,6 +55,34 @@ EXTRA_PROMPTS = [
     "two lines\nof text",
     "  surrounded by spaces  ",
 ]
+
+
+# A template that uses what Hugging Face templates use beyond the fixtures'
+# (namespaces, loop filters, Python string and dict methods, tojson with its
+# options, dict(), slicing, map/join): rendered here by transformers' own
+# Jinja environment, compared with runlens' minijinja one.
+FEATURES_TEMPLATE = """{%- set ns = namespace(n=0) %}
+{%- for m in messages if m.role == 'user' %}{% set ns.n = ns.n + 1 %}{% endfor %}
+{{- bos_token ~ '|' ~ ns.n ~ '|' }}
+{%- for k, v in messages[0].items() %}{{ k }}={{ v }};{% endfor %}
+{{- messages[0].content.strip().upper() ~ '|' ~ messages[0].content.split(' ') | tojson ~ '|' ~ messages[0].content.replace('e', 'E') }}
+{{- '|' ~ (messages | map(attribute='role') | join(',')) ~ '|' ~ messages[0] | tojson }}
+{{- '|' ~ {'b': [1, 2.5, none, true, 'x"y\n'], 'a': {}} | tojson(indent=2) ~ '|' ~ {'b': 1, 'a': 2} | tojson(sort_keys=true) }}
+{{- '|' ~ dict(x=1, y='é') | tojson ~ '|' ~ (messages[0].content | length) ~ '|' ~ messages[0].content[:3] ~ '|' ~ messages[0].content.title() }}
+{%- for c in 'abcdef' %}{% if c == 'b' %}{% continue %}{% elif c == 'e' %}{% break %}{% endif %}{{ c }}{% endfor %}
+{%- if messages[0].content.startswith(' ') %}|lead{% endif %}{% if messages[-1].content is string %}|string{% endif %}
+{%- if add_generation_prompt %}{{ '|GEN' }}{% endif %}
+"""
+
+
+def features(tokenizer, texts: list[str]) -> dict:
+    from transformers.utils.chat_template_utils import render_jinja_template
+    rendered = []
+    for text in texts:
+        out, _ = render_jinja_template([[{"role": "user", "content": text}]], chat_template=FEATURES_TEMPLATE,
+                                       add_generation_prompt=True, **tokenizer.special_tokens_map)
+        rendered.append(out[0])
+    return {"template": FEATURES_TEMPLATE, "texts": texts, "rendered": rendered}
 
 
 class Recorder(TextStreamer):
@@ -196,6 +228,7 @@ def main() -> int:
         "special_tokens": tokenizer.special_tokens_map,
         "prompts": prompts,
         "streams": streams(tokenizer, first_chat),
+        "features": features(tokenizer, texts + EXTRA_PROMPTS),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "chat_reference.json"

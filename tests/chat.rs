@@ -12,6 +12,9 @@
 //!   byte-fallback pieces (TinyLlama-like), ids that split a character and ids
 //!   that are no UTF-8 included; at every token runlens has shown at least what
 //!   TextStreamer has printed, and nothing that the whole text does not start with;
+//! - a template written to use what Hugging Face templates use (Python methods,
+//!   `tojson`'s options, loop controls, namespaces) renders as transformers'
+//!   Jinja environment renders it;
 //! - a template that fails and a model without one are clear errors, and raw
 //!   prompts still work.
 //!
@@ -28,6 +31,15 @@ const ARCHS: [&str; 4] = ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-llama2
 struct ChatReference {
     prompts: Vec<Prompt>,
     streams: Vec<Stream>,
+    features: Features,
+}
+
+/// A template using Python methods, tojson's options, loop controls and namespaces, rendered by transformers.
+#[derive(serde::Deserialize)]
+struct Features {
+    template: String,
+    texts: Vec<String>,
+    rendered: Vec<String>,
 }
 
 #[derive(serde::Deserialize)]
@@ -87,6 +99,20 @@ fn chat_prompts_equal_apply_chat_template_and_raw_prompts_equal_encode() {
             let raw = encode_prompt(&tok, PromptFormat::Raw, Some(&template), &p.text).unwrap();
             assert_eq!(raw.ids, p.raw_ids, "{name}: raw ids of {:?}", p.text);
             assert_ne!(raw.ids, chat.ids);
+        }
+    }
+}
+
+#[test]
+fn what_hugging_face_templates_use_renders_as_transformers_renders_it() {
+    for name in ARCHS {
+        let dir = checkpoint(name);
+        let f = reference(name).features;
+        let special = ChatTemplate::load(&dir).unwrap().unwrap().special_tokens().clone();
+        let template = ChatTemplate::new(f.template.clone(), dir.join("features.jinja"), special).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(f.texts.len(), f.rendered.len());
+        for (text, want) in f.texts.iter().zip(&f.rendered) {
+            assert_eq!(&template.render_prompt(text).unwrap_or_else(|e| panic!("{name}: {e}")), want, "{name}: {text:?}");
         }
     }
 }
