@@ -1,12 +1,15 @@
 //! The model directory and the data that flows in: its manifest, its files,
-//! the tokenizer (text -> [`Encoded`]) and the Python reference outputs.
+//! the tokenizer (text -> [`Encoded`]), the chat template and the Python
+//! reference outputs.
 //! What the outputs mean is the [`crate::task`] layer's.
 
+mod chat;
 mod files;
 pub mod manifest;
 mod reference;
 mod tokenizer;
 
+pub use chat::{encode_prompt, ChatError, ChatMessage, ChatTemplate, PromptFormat, CHAT_TEMPLATE_FILE};
 pub use files::{ModelDir, ModelsMissing, DEFAULT_MODEL_DIR, MAX_SEQ_LEN};
 pub use manifest::{Manifest, ManifestError, ProgramEntry, Task};
 pub use reference::{Reference, ReferenceMask, ReferenceSentence, ReferenceTokenProb};

@@ -76,6 +76,22 @@ impl TextTokenizer {
         vocab
     }
 
+    /// Tokenize a prompt already formatted for the model (a rendered chat
+    /// template) as transformers' `apply_chat_template` does: the special
+    /// tokens written in it (`<|im_start|>`, `</s>`) are recognised as tokens
+    /// and none is added (`add_special_tokens=False`: no second BOS).
+    /// `text` is what was typed ([`Encoded::text`]).
+    pub fn encode_formatted(&self, formatted: &str, text: &str) -> anyhow::Result<Encoded> {
+        let encoding = self.inner.encode(formatted, false).map_err(|e| anyhow!("cannot tokenize the formatted prompt: {e}"))?;
+        Ok(Encoded {
+            text: text.to_string(),
+            tokens: encoding.get_tokens().to_vec(),
+            ids: encoding.get_ids().iter().map(|&id| i64::from(id)).collect(),
+            attention_mask: encoding.get_attention_mask().iter().map(|&m| i64::from(m)).collect(),
+            truncated: !encoding.get_overflowing().is_empty(),
+        })
+    }
+
     /// Tokenize `text`. Empty (or all-whitespace) text is an error: there is
     /// nothing to run. `[MASK]` typed for a model whose mask token is another
     /// (`<mask>`) is read as that token.

@@ -80,7 +80,8 @@ pub struct Generation {
     pub prompt_len: usize,
     /// The new ids; the end-of-text id is the last one when generation stopped there.
     pub ids: Vec<i64>,
-    /// The new text, special tokens left out.
+    /// The new text, special tokens left out: what the new ids add after the
+    /// prompt's text (the streamed pieces and the held rest; TextStreamer's text).
     pub text: String,
     /// Time to the first token: the prefill and its argmax (== `token_latencies[0]`).
     pub ttft: Duration,
@@ -156,7 +157,8 @@ pub fn greedy(
     let max_len = decoder.max_len();
     check_prompt(prompt.len(), max_len)?;
     anyhow::ensure!(opts.max_new_tokens >= 1, "max_new_tokens is 0: ask for at least one new token");
-    let mut stream = detok.stream();
+    // The new text is what the new tokens add after the prompt's (a SentencePiece word keeps its space).
+    let mut stream = detok.stream_after(prompt);
     let mut ids = Vec::new();
     let mut token_latencies = Vec::new();
 
@@ -186,6 +188,6 @@ pub fn greedy(
         next = argmax(&logits)?;
         latency = start.elapsed();
     };
-    Ok(Generation { prompt_len: prompt.len(), text: detok.decode(&ids), ttft: token_latencies[0], ids, token_latencies, stop })
+    Ok(Generation { prompt_len: prompt.len(), text: stream.into_text(), ttft: token_latencies[0], ids, token_latencies, stop })
 }
 

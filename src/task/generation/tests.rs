@@ -210,8 +210,8 @@ fn bytes_no_later_token_can_complete_become_a_replacement_character() {
     assert_eq!(stream.push(0xE2), "");
     assert_eq!(stream.finish(), "\u{FFFD}", "held bytes at the end");
     assert_eq!(detok.decode(&[0xC3, b'a' as i64, 0xA9]), "\u{FFFD}a\u{FFFD}");
-    assert_eq!(detok.bytes(99_999), b"", "an id outside the vocabulary has no text");
-    assert_eq!(detok.bytes(EOS), b"", "a special token has no text");
+    assert_eq!(detok.decode(&[99_999, -1]), "", "an id outside the vocabulary has no text");
+    assert_eq!(detok.decode(&[EOS]), "", "a special token has no text");
 }
 
 #[test]
