@@ -393,7 +393,8 @@ fn switching_the_variant_loads_the_new_program_and_runs_the_current_text_on_it()
 mod generation {
     use std::ops::ControlFlow;
 
-    use runlens::task::generation::{Decoder, Detokenizer, GenerateOptions, Stop};
+    use runlens::backend::Decoder;
+    use runlens::task::generation::{Detokenizer, GenerateOptions, Stop};
     use runlens::task::GenerationContext;
     use runlens::task::TaskOutput;
 

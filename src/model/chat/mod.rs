@@ -35,7 +35,8 @@ use std::sync::Arc;
 use minijinja::value::{Enumerator, Object, ObjectRepr};
 use minijinja::{Environment, Error, Value};
 
-use super::tokenizer::{Encoded, TextTokenizer};
+use super::tokenizer::TextTokenizer;
+use crate::tensor::Encoded;
 
 mod jinja;
 use jinja::{describe, environment, without_generation_tags};
