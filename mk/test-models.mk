@@ -14,6 +14,8 @@
 #     portable-nocache, xnnpack, xnnpack-nocache
 #   models/course-gpt2/   window.pte ([1, V], XNNPACK) and window-per-position.pte
 #     ([1, 32, V]): the course's left-padded window of 32, programs.json
+#   models/checkpoints/tiny-{llama,qwen2,qwen3,llama2-sp}   Llama-family decoders
+#     with tokenizers and chat templates (python/tiny_decoders.py; issue 25)
 # Every export runs its programs against transformers (ExecuTorch's Python
 # runtime) and fails when they disagree. manifest.json / programs.json are the
 # stamps: a second run does nothing. The exports run two at a time.
@@ -41,6 +43,11 @@ GPT2_CKPT := $(CHECKPOINTS)/tiny-gpt2
 GPT2_MODELS := models/tiny-gpt2/manifest.json models/course-gpt2/programs.json
 # what python/tiny_checkpoint.py trains the GPT-2 tokenizer on
 GPT2_TOKENIZER_TEXT := assets/corpus.txt assets/sentences.txt assets/fill-mask.txt assets/demo.txt
+# The Llama-family decoders (python/tiny_decoders.py): one process builds the four
+# checkpoints, models/checkpoints/tiny-<arch>; their tokenizers are trained on the same text.
+DECODER_ARCHS := llama qwen2 qwen3 llama2-sp
+DECODER_CKPT_STAMP := $(CHECKPOINTS)/.decoders-stamp
+DECODER_CKPTS := $(DECODER_ARCHS:%=$(CHECKPOINTS)/tiny-%)
 GPT2_FIGURES_CKPT := $(CHECKPOINTS)/gpt2-random
 GPT2_FIGURES_MODEL := models/gpt2-random
 
@@ -55,8 +62,12 @@ programs_of = $(if $(filter tiny-distilbert-mlm,$(1)),portable$(,)xnnpack$(,)xnn
 test-models: $(VENV_STAMP)
 	@$(MAKE) --no-print-directory -j$(TEST_MODELS_JOBS) test-models-files
 
-test-models-files: $(TINY_MODELS:%=%/manifest.json) $(COURSE)/programs.json $(GPT2_MODELS)
+test-models-files: $(TINY_MODELS:%=%/manifest.json) $(COURSE)/programs.json $(GPT2_MODELS) $(DECODER_CKPT_STAMP)
 	@:
+
+$(DECODER_CKPT_STAMP): python/tiny_checkpoint.py python/tiny_decoders.py $(GPT2_TOKENIZER_TEXT) | $(VENV_STAMP)
+	$(VPY) python/tiny_checkpoint.py --arch $(subst $(space),$(,),$(DECODER_ARCHS)) --size tiny --seed 0 --out $(CHECKPOINTS)
+	@touch $@
 
 # One process builds the four checkpoints (its imports cost more than the models).
 $(TINY_CKPT_STAMP): python/tiny_checkpoint.py | $(VENV_STAMP)
@@ -101,4 +112,4 @@ $(GPT2_FIGURES_MODEL)/manifest.json: $(GPT2_FIGURES_CKPT)/.stamp $(EXPORT_PY) as
 	  --out $(GPT2_FIGURES_MODEL) --no-check
 
 clean-test-models:
-	rm -rf $(TINY_MODELS) $(COURSE) models/tiny-gpt2 models/course-gpt2 $(CHECKPOINTS)/tiny-* $(TINY_CKPT_STAMP)
+	rm -rf $(TINY_MODELS) $(COURSE) models/tiny-gpt2 models/course-gpt2 $(CHECKPOINTS)/tiny-* $(TINY_CKPT_STAMP) $(DECODER_CKPT_STAMP)
