@@ -35,7 +35,7 @@ TINY_ARCHS := bert-mlm distilbert-mlm bert-cls distilbert-cls
 TINY_MODELS := $(TINY_ARCHS:%=models/tiny-%)
 CHECKPOINTS := models/checkpoints
 TINY_CKPT_STAMP := $(CHECKPOINTS)/.tiny-stamp
-EXPORT_PY := python/export.py $(wildcard python/runlens_export/*.py)
+EXPORT_PY := python/export.py $(wildcard python/runlens_export/*.py python/runlens_export/archs/*.py)
 COURSE := models/course
 TEST_MODELS_JOBS ?= 2
 FIGURES_MODEL := models/distilbert-base-random
@@ -90,8 +90,8 @@ models/tiny-gpt2/manifest.json: $(GPT2_CKPT)/.stamp $(EXPORT_PY) assets/prompts.
 	$(VPY) python/export.py --model $(GPT2_CKPT) --task text-generation --max-seq-len 64 \
 	  --out models/tiny-gpt2 --threads 1
 
-models/course-gpt2/programs.json: $(GPT2_CKPT)/.stamp python/export_course_gpt2.py $(EXPORT_PY) assets/prompts.txt
-	$(VPY) python/export_course_gpt2.py --model $(GPT2_CKPT) --out models/course-gpt2 --len 32
+models/course-gpt2/programs.json: $(GPT2_CKPT)/.stamp python/export_course.py $(EXPORT_PY) assets/prompts.txt
+	$(VPY) python/export_course.py --model $(GPT2_CKPT) --out models/course-gpt2 --len 32
 
 models-figures: $(FIGURES_MODEL)/manifest.json
 

@@ -12,7 +12,7 @@ pytorch_model.bin), tokenizer files. Tasks: feature-extraction (mean-pooled,
 L2-normalised embedding), fill-mask (masked-LM logits), text-classification
 (class logits), text-generation (next-token logits, greedy continuation);
 architectures: bert and distilbert for the first three, gpt2 for text-generation
-(see runlens_export/checkpoint.py).
+(runlens_export/archs/: one file per architecture, one table).
 
 Writes to OUT (default models/minilm, or models/<DIR's name>):
   portable.pte        torch.export -> to_edge -> to_executorch, no delegate
@@ -106,10 +106,10 @@ def read_sentences(path: Path) -> list[str]:
 
 
 def check_max_seq_len(n: int, ckpt: Checkpoint) -> None:
-    key = "max_position_embeddings" if "max_position_embeddings" in ckpt.config else "n_positions"
-    limit = int(ckpt.config.get(key, n))
-    if not 2 <= n <= limit:
-        raise ExportError(f"--max-seq-len {n}: must be 2..{limit} ({ckpt.path}/config.json {key})")
+    geometry = ckpt.geometry
+    if not 2 <= n <= geometry.max_positions:
+        raise ExportError(f"--max-seq-len {n}: must be 2..{geometry.max_positions} "
+                          f"({ckpt.path}/config.json {geometry.max_positions_key})")
 
 
 def commit(stage: Path, out: Path) -> list[str]:
@@ -165,7 +165,7 @@ def main(argv: list[str]) -> int:
     stage.mkdir(parents=True)
     keep_stage = False
     try:
-        ckpt.write_eager_files(model, class_name, tokenizer, stage, resave=task.resave_weights)
+        ckpt.write_eager_files(model, class_name, tokenizer, stage, resave=ckpt.arch.resave_weights)
         rows = task.reference(model, tokenizer, texts, args.max_seq_len)
         versions = {"torch": torch.__version__, "transformers": __import__("transformers").__version__}
         reference_extra = {k: extra[k] for k in ("max_new_tokens",) if k in extra}

@@ -6,7 +6,7 @@
 
 The encoder tasks' programs take (input_ids, attention_mask), int64 [1, S]
 (docs/model-directory.md): one forward pass, one output, compared with one
-transformers output. `text-generation` (GPT-2) is a peer with other programs
+transformers output. `text-generation` (the decoders) is a peer with other programs
 (decoder.py: a KV-cache program and a window one) and a different reference
 (transformers' greedy `generate`), so a task also says how its reference is
 made, how its programs are lowered and how they are checked (`reference`,
@@ -79,7 +79,6 @@ class Task:
     sentences: str  # file name in assets/
     output: str  # the program's output, for the log and the manifest's wording
     default_max_seq_len = 128  # src/model/files.rs's MAX_SEQ_LEN for MiniLM
-    resave_weights = False  # model.safetensors always written by transformers (checkpoint.write_eager_files)
 
     # --- what export.py calls; the encoder tasks share these ---
 
@@ -257,13 +256,12 @@ class TextClassification(Task):
 
 
 class TextGeneration(Task):
-    """GPT-2: greedy continuation of a prompt (decoder.py holds the programs)."""
+    """A decoder of archs/ (GPT-2, ...): greedy continuation of a prompt (decoder.py holds the programs)."""
 
     name = "text-generation"
     sentences = "prompts.txt"
     output = "[1, V] next-token logits (KV-cache and window programs)"
     default_max_seq_len = 64  # the tiny test model's L; GPT-2-sized figures use 192
-    resave_weights = True  # one weight naming (transformer.h.N...) for the Rust eager path, whatever the source
     max_new_tokens = 24  # what reference.json is generated with (export.py --max-new-tokens)
     check_window = True  # run the padded-window wrapper in eager against generate (off with --no-check)
 
@@ -281,20 +279,30 @@ class TextGeneration(Task):
                               "nothing to left-pad the no-cache window with")
         return {"eos_token_id": eos, "pad_token_id": int(pad), "max_new_tokens": self.max_new_tokens}
 
+    def encode(self, tokenizer, text: str) -> list[int]:
+        """A raw prompt's ids."""
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def stop_ids(self, extra: dict) -> set[int]:
+        """The ids generation stops at (the manifest's end-of-text id)."""
+        eos = extra.get("eos_token_id")
+        return set() if eos is None else {int(eos)}
+
     def reference(self, model, tokenizer, texts, max_seq_len):
         from .files import say
 
         say(f"reference continuations of {len(texts)} prompts (transformers generate, greedy, "
             f"max_new_tokens {self.max_new_tokens})")
         rows = []
+        stop = self.stop_ids(self.extra_fields(model, tokenizer))
         for text in texts:
-            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+            ids = self.encode(tokenizer, text)
             if not ids:
                 raise ExportError(f"the prompt {text!r} encodes to no tokens")
             if len(ids) + self.max_new_tokens - 1 > max_seq_len:
                 raise ExportError(f"the prompt {text!r} is {len(ids)} tokens: with {self.max_new_tokens} new tokens "
                                   f"it does not fit in --max-seq-len {max_seq_len}; shorten it")
-            generated = generate(model, ids, self.max_new_tokens, model.config.eos_token_id)
+            generated = generate(model, ids, self.max_new_tokens, stop)
             rows.append({"text": text, "ids": ids, "generated_ids": generated,
                          "generated_text": tokenizer.decode(generated, skip_special_tokens=True)})
         say(f"  {self.notes(rows)}")
@@ -309,11 +317,12 @@ class TextGeneration(Task):
         from .files import say
 
         window = DecoderWindow(model).eval()
-        pad = self.extra_fields(model, tokenizer)["pad_token_id"]
+        extra = self.extra_fields(model, tokenizer)
+        pad, stop = extra["pad_token_id"], self.stop_ids(extra)
         with torch.inference_mode():
             for row in rows:
                 got = greedy(WindowDecoder(lambda args: [window(*args)], max_seq_len, pad), row["ids"],
-                             self.max_new_tokens, model.config.eos_token_id)
+                             self.max_new_tokens, stop)
                 if got != row["generated_ids"]:
                     raise ExportError(f"the left-padded window wrapper differs from transformers on {row['text']!r} "
                                       f"at new token {first_divergence(got, row['generated_ids'])}")
@@ -335,16 +344,18 @@ class TextGeneration(Task):
 
         from .verify import verify_generation
 
-        eos = json.loads((out / "config.json").read_text())["eos_token_id"]
-        return verify_generation(out, programs, rows, pad_id, max_seq_len, self.max_new_tokens, eos)
+        manifest = {"eos_token_id": json.loads((out / "config.json").read_text())["eos_token_id"]}
+        return verify_generation(out, programs, rows, pad_id, max_seq_len, self.max_new_tokens, self.stop_ids(manifest))
 
 
-def generate(model, ids: list[int], max_new_tokens: int, eos_id: int | None) -> list[int]:
+def generate(model, ids: list[int], max_new_tokens: int, stop: set[int]) -> list[int]:
     """transformers' greedy generate: the new ids, the EOS id included when it stopped there."""
+    eos = sorted(stop)
     with torch.inference_mode():
         out = model.generate(
             torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-            do_sample=False, max_new_tokens=max_new_tokens, pad_token_id=eos_id,
+            do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=eos or None,
+            pad_token_id=eos[0] if eos else None,
         )
     return out[0, len(ids):].tolist()
 
