@@ -11,8 +11,9 @@ download) writes it: config.json, weights (model.safetensors or
 pytorch_model.bin), tokenizer files. Tasks: feature-extraction (mean-pooled,
 L2-normalised embedding), fill-mask (masked-LM logits), text-classification
 (class logits), text-generation (next-token logits, greedy continuation);
-architectures: bert and distilbert for the first three, gpt2 for text-generation
-(runlens_export/archs/: one file per architecture, one table).
+architectures: bert and distilbert for the first three; gpt2, llama (Llama 2 /
+3 / 3.2, SmolLM2, TinyLlama), qwen2 (Qwen2, Qwen2.5) and qwen3 for
+text-generation (runlens_export/archs/: one file per architecture, one table).
 
 Writes to OUT (default models/minilm, or models/<DIR's name>):
   portable.pte        torch.export -> to_edge -> to_executorch, no delegate
@@ -25,6 +26,9 @@ Writes to OUT (default models/minilm, or models/<DIR's name>):
   portable-nocache.pte, xnnpack-nocache.pte   a left-padded window of L: (input_ids, attention_mask)
                                               [1, L] -> [1, V], recomputed per token
   tokenizer.json, config.json, model.safetensors   what the eager path reads
+  text-generation also: generation_config.json (its eos ids), tokenizer_config.json
+                      (the special tokens' text) and chat_template.jinja (when the
+                      checkpoint has a template) beside tokenizer.json
   reference.json      Python transformers' outputs for the task on the sentences
                       (text-generation: greedy `generate` on assets/prompts.txt)
   manifest.json       task, architecture, programs, versions, sha256s, the command
@@ -166,6 +170,7 @@ def main(argv: list[str]) -> int:
     keep_stage = False
     try:
         ckpt.write_eager_files(model, class_name, tokenizer, stage, resave=ckpt.arch.resave_weights)
+        files = task.write_files(ckpt, model, tokenizer, stage)
         rows = task.reference(model, tokenizer, texts, args.max_seq_len)
         versions = {"torch": torch.__version__, "transformers": __import__("transformers").__version__}
         reference_extra = {k: extra[k] for k in ("max_new_tokens",) if k in extra}
@@ -200,6 +205,7 @@ def main(argv: list[str]) -> int:
             "max_seq_len": args.max_seq_len,
             **extra,
             "tokenizer": "tokenizer.json",
+            **files,
             "reference": "reference.json",
             "eager": {"config": "config.json", "weights": "model.safetensors"},
             "programs": programs,

@@ -84,6 +84,10 @@ class Checkpoint:
                 f"cannot export {what} from {self.path} for the task {task}: "
                 f"python/export.py supports {supported_text()}"
             )
+        try:
+            arch.check(self.config)
+        except ExportError as e:
+            raise ExportError(f"cannot export {self.path} ({self.architecture}): {e}") from None
         return tasks[task]
 
     def load(self, class_name: str, task: str):

@@ -46,6 +46,9 @@ class Arch:
     # (checkpoint.write_eager_files), not copied: one weight naming for the Rust
     # eager path whatever the source.
     resave_weights: bool = False
+    # Refuses a config this runlens cannot take (an ExportError naming the field):
+    # a rotary scaling or an attention kind the programs or eager do not have.
+    check: Callable[[dict], None] = lambda config: None
 
     @property
     def decoder(self) -> bool:
@@ -63,9 +66,10 @@ def head_dim_of(config: dict, hidden: int, heads: int) -> int:
     return int(value) if value else hidden // heads
 
 
-from . import bert, distilbert, gpt2  # noqa: E402
+from . import bert, distilbert, gpt2, llama, qwen2, qwen3  # noqa: E402
 
-ARCHS: dict[str, Arch] = {a.model_type: a for a in (bert.ARCH, distilbert.ARCH, gpt2.ARCH)}
+ARCHS: dict[str, Arch] = {a.model_type: a for a in (bert.ARCH, distilbert.ARCH, gpt2.ARCH, llama.ARCH, qwen2.ARCH,
+                                                    qwen3.ARCH)}
 # config.json's `architectures` class names -> model_type (a config without `model_type`).
 BY_CLASS: dict[str, str] = {cls: a.model_type for a in ARCHS.values() for cls in a.classes.values()}
 
