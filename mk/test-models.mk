@@ -14,6 +14,13 @@
 #     portable-nocache, xnnpack, xnnpack-nocache
 #   models/course-gpt2/   window.pte ([1, V], XNNPACK) and window-per-position.pte
 #     ([1, 32, V]): the course's left-padded window of 32, programs.json
+# and of issue 25 (Llama-family decoders):
+#   models/tiny-llama, models/tiny-qwen2, models/tiny-qwen3, models/tiny-llama2-sp
+#     tiny Llama (GQA, llama3 rope, untied, three eos ids, Llama 3 tokens),
+#     Qwen2 (biases, one KV head, tied), Qwen3 (q/k norms, own head_dim) and a
+#     Llama with a SentencePiece-style byte-fallback tokenizer (checkpoints,
+#     tokenizers and chat templates from python/tiny_decoders.py), exported as
+#     tiny-gpt2 is: text-generation, L = 64, the four programs
 # Every export runs its programs against transformers (ExecuTorch's Python
 # runtime) and fails when they disagree. manifest.json / programs.json are the
 # stamps: a second run does nothing. The exports run two at a time.
@@ -33,7 +40,7 @@ TINY_ARCHS := bert-mlm distilbert-mlm bert-cls distilbert-cls
 TINY_MODELS := $(TINY_ARCHS:%=models/tiny-%)
 CHECKPOINTS := models/checkpoints
 TINY_CKPT_STAMP := $(CHECKPOINTS)/.tiny-stamp
-EXPORT_PY := python/export.py $(wildcard python/runlens_export/*.py)
+EXPORT_PY := python/export.py $(wildcard python/runlens_export/*.py python/runlens_export/archs/*.py)
 COURSE := models/course
 TEST_MODELS_JOBS ?= 2
 FIGURES_MODEL := models/distilbert-base-random
@@ -41,6 +48,11 @@ GPT2_CKPT := $(CHECKPOINTS)/tiny-gpt2
 GPT2_MODELS := models/tiny-gpt2/manifest.json models/course-gpt2/programs.json
 # what python/tiny_checkpoint.py trains the GPT-2 tokenizer on
 GPT2_TOKENIZER_TEXT := assets/corpus.txt assets/sentences.txt assets/fill-mask.txt assets/demo.txt
+# The Llama-family decoders (python/tiny_decoders.py): one process builds the four
+# checkpoints, models/checkpoints/tiny-<arch>; their tokenizers are trained on the same text.
+DECODER_ARCHS := llama qwen2 qwen3 llama2-sp
+DECODER_CKPT_STAMP := $(CHECKPOINTS)/.decoders-stamp
+DECODER_MODELS := $(DECODER_ARCHS:%=models/tiny-%/manifest.json)
 GPT2_FIGURES_CKPT := $(CHECKPOINTS)/gpt2-random
 GPT2_FIGURES_MODEL := models/gpt2-random
 
@@ -55,8 +67,17 @@ programs_of = $(if $(filter tiny-distilbert-mlm,$(1)),portable$(,)xnnpack$(,)xnn
 test-models: $(VENV_STAMP)
 	@$(MAKE) --no-print-directory -j$(TEST_MODELS_JOBS) test-models-files
 
-test-models-files: $(TINY_MODELS:%=%/manifest.json) $(COURSE)/programs.json $(GPT2_MODELS)
+test-models-files: $(TINY_MODELS:%=%/manifest.json) $(COURSE)/programs.json $(GPT2_MODELS) $(DECODER_MODELS)
 	@:
+
+$(DECODER_CKPT_STAMP): python/tiny_checkpoint.py python/tiny_decoders.py $(GPT2_TOKENIZER_TEXT) | $(VENV_STAMP)
+	$(VPY) python/tiny_checkpoint.py --arch $(subst $(space),$(,),$(DECODER_ARCHS)) --size tiny --seed 0 --out $(CHECKPOINTS)
+	@touch $@
+
+# A static pattern: the encoders' models/tiny-%/manifest.json rule would match these too.
+$(DECODER_MODELS): models/tiny-%/manifest.json: $(DECODER_CKPT_STAMP) $(EXPORT_PY) assets/prompts.txt
+	$(VPY) python/export.py --model $(CHECKPOINTS)/tiny-$* --task text-generation --max-seq-len 64 \
+	  --out models/tiny-$* --threads 1
 
 # One process builds the four checkpoints (its imports cost more than the models).
 $(TINY_CKPT_STAMP): python/tiny_checkpoint.py | $(VENV_STAMP)
@@ -79,8 +100,8 @@ models/tiny-gpt2/manifest.json: $(GPT2_CKPT)/.stamp $(EXPORT_PY) assets/prompts.
 	$(VPY) python/export.py --model $(GPT2_CKPT) --task text-generation --max-seq-len 64 \
 	  --out models/tiny-gpt2 --threads 1
 
-models/course-gpt2/programs.json: $(GPT2_CKPT)/.stamp python/export_course_gpt2.py $(EXPORT_PY) assets/prompts.txt
-	$(VPY) python/export_course_gpt2.py --model $(GPT2_CKPT) --out models/course-gpt2 --len 32
+models/course-gpt2/programs.json: $(GPT2_CKPT)/.stamp python/export_course.py $(EXPORT_PY) assets/prompts.txt
+	$(VPY) python/export_course.py --model $(GPT2_CKPT) --out models/course-gpt2 --len 32
 
 models-figures: $(FIGURES_MODEL)/manifest.json
 
@@ -101,4 +122,4 @@ $(GPT2_FIGURES_MODEL)/manifest.json: $(GPT2_FIGURES_CKPT)/.stamp $(EXPORT_PY) as
 	  --out $(GPT2_FIGURES_MODEL) --no-check
 
 clean-test-models:
-	rm -rf $(TINY_MODELS) $(COURSE) models/tiny-gpt2 models/course-gpt2 $(CHECKPOINTS)/tiny-* $(TINY_CKPT_STAMP)
+	rm -rf $(TINY_MODELS) $(COURSE) models/tiny-gpt2 models/course-gpt2 $(DECODER_MODELS:%/manifest.json=%) $(CHECKPOINTS)/tiny-* $(TINY_CKPT_STAMP) $(DECODER_CKPT_STAMP)

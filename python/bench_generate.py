@@ -106,10 +106,12 @@ def eager_run(model, prompt: list[int], gen: int) -> tuple[float, float]:
     ids = torch.tensor([prompt], dtype=torch.long)
     mask = torch.ones_like(ids)
     streamer = FirstAndLast()
+    eos = model.config.eos_token_id  # an id or, for Llama 3, a list of them
+    pad = eos[0] if isinstance(eos, (list, tuple)) else eos
     with torch.inference_mode():
         t0 = time.perf_counter()
         model.generate(ids, attention_mask=mask, do_sample=False, use_cache=True, max_new_tokens=gen,
-                       min_new_tokens=gen, streamer=streamer, pad_token_id=model.config.eos_token_id)
+                       min_new_tokens=gen, streamer=streamer, pad_token_id=pad)
     if streamer.count != gen:
         raise RuntimeError(f"generate gave {streamer.count} new tokens, not {gen}")
     return (streamer.first - t0) * 1e3, rate(gen, streamer.last - streamer.first)

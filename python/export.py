@@ -11,8 +11,9 @@ download) writes it: config.json, weights (model.safetensors or
 pytorch_model.bin), tokenizer files. Tasks: feature-extraction (mean-pooled,
 L2-normalised embedding), fill-mask (masked-LM logits), text-classification
 (class logits), text-generation (next-token logits, greedy continuation);
-architectures: bert and distilbert for the first three, gpt2 for text-generation
-(see runlens_export/checkpoint.py).
+architectures: bert and distilbert for the first three; gpt2, llama (Llama 2 /
+3 / 3.2, SmolLM2, TinyLlama), qwen2 (Qwen2, Qwen2.5) and qwen3 for
+text-generation (runlens_export/archs/: one file per architecture, one table).
 
 Writes to OUT (default models/minilm, or models/<DIR's name>):
   portable.pte        torch.export -> to_edge -> to_executorch, no delegate
@@ -25,6 +26,9 @@ Writes to OUT (default models/minilm, or models/<DIR's name>):
   portable-nocache.pte, xnnpack-nocache.pte   a left-padded window of L: (input_ids, attention_mask)
                                               [1, L] -> [1, V], recomputed per token
   tokenizer.json, config.json, model.safetensors   what the eager path reads
+  text-generation also: generation_config.json (its eos ids), tokenizer_config.json
+                      (the special tokens' text) and chat_template.jinja (when the
+                      checkpoint has a template) beside tokenizer.json
   reference.json      Python transformers' outputs for the task on the sentences
                       (text-generation: greedy `generate` on assets/prompts.txt)
   manifest.json       task, architecture, programs, versions, sha256s, the command
@@ -106,10 +110,10 @@ def read_sentences(path: Path) -> list[str]:
 
 
 def check_max_seq_len(n: int, ckpt: Checkpoint) -> None:
-    key = "max_position_embeddings" if "max_position_embeddings" in ckpt.config else "n_positions"
-    limit = int(ckpt.config.get(key, n))
-    if not 2 <= n <= limit:
-        raise ExportError(f"--max-seq-len {n}: must be 2..{limit} ({ckpt.path}/config.json {key})")
+    geometry = ckpt.geometry
+    if not 2 <= n <= geometry.max_positions:
+        raise ExportError(f"--max-seq-len {n}: must be 2..{geometry.max_positions} "
+                          f"({ckpt.path}/config.json {geometry.max_positions_key})")
 
 
 def commit(stage: Path, out: Path) -> list[str]:
@@ -165,7 +169,8 @@ def main(argv: list[str]) -> int:
     stage.mkdir(parents=True)
     keep_stage = False
     try:
-        ckpt.write_eager_files(model, class_name, tokenizer, stage, resave=task.resave_weights)
+        ckpt.write_eager_files(model, class_name, tokenizer, stage, resave=ckpt.arch.resave_weights)
+        files = task.write_files(ckpt, model, tokenizer, stage)
         rows = task.reference(model, tokenizer, texts, args.max_seq_len)
         versions = {"torch": torch.__version__, "transformers": __import__("transformers").__version__}
         reference_extra = {k: extra[k] for k in ("max_new_tokens",) if k in extra}
@@ -200,6 +205,7 @@ def main(argv: list[str]) -> int:
             "max_seq_len": args.max_seq_len,
             **extra,
             "tokenizer": "tokenizer.json",
+            **files,
             "reference": "reference.json",
             "eager": {"config": "config.json", "weights": "model.safetensors"},
             "programs": programs,

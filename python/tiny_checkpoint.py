@@ -18,6 +18,19 @@ Architectures (the class transformers builds):
   distilbert-cls    DistilBertForSequenceClassification (3 labels)
   gpt2              GPT2LMHeadModel (text-generation), with its own byte-level
                     BPE tokenizer trained here on the repo's assets text
+  llama             LlamaForCausalLM like Llama 3: grouped-query attention,
+                    llama3 rope scaling, untied head, several eos ids, a
+                    byte-level BPE with Llama 3's special tokens and a Llama-3-style
+                    chat template
+  qwen2             Qwen2ForCausalLM like Qwen2.5: q/k/v biases, one KV head, tied,
+                    <|im_start|>/<|im_end|>, a ChatML template with Qwen's default
+                    system message
+  qwen3             Qwen3ForCausalLM: per-head q/k norms, head_dim unlike
+                    hidden/heads, a Qwen3-style template (enable_thinking)
+  llama2-sp         LlamaForCausalLM like TinyLlama: a SentencePiece-style BPE
+                    (Metaspace, byte fallback to <0xNN>, <s> added on encode) and a
+                    Zephyr-style chat template
+  (python/tiny_decoders.py has the decoders' sizes, tokenizers and templates.)
 
 Sizes: `tiny` (hidden 48, 3 layers, 4 heads, FFN 96: unlike MiniLM's, so a
 size taken from the wrong place shows), `distilbert-base` (768, 6 layers, 12
@@ -46,7 +59,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-ARCHS = ("bert", "bert-mlm", "distilbert-mlm", "bert-cls", "distilbert-cls", "gpt2")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tiny_decoders import DECODERS, build_decoder  # noqa: E402
+
+ARCHS = ("bert", "bert-mlm", "distilbert-mlm", "bert-cls", "distilbert-cls", "gpt2", *DECODERS)
 # hidden, layers, heads, FFN
 SIZES = {
     "tiny": (48, 3, 4, 96),
@@ -154,7 +170,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", required=True, help=f"one of {', '.join(ARCHS)}, or a comma list of them")
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--size", choices=sorted({*SIZES, *GPT2_SIZES}), default="tiny")
+    ap.add_argument("--size", choices=sorted({*SIZES, *GPT2_SIZES, *(s for d in DECODERS.values() for s in d.sizes)}),
+                    default="tiny")
     ap.add_argument("--seed", type=int, default=0)
     # Wider than transformers' 0.02 so that random logits are spread out and the
     # top-1 token or label is decided by a clear margin, not by float noise
@@ -166,13 +183,19 @@ def main() -> int:
     if unknown or not archs:
         ap.error(f"--arch {args.arch}: choose from {', '.join(ARCHS)}")
     for arch in archs:
-        sizes = GPT2_SIZES if arch == "gpt2" else SIZES
+        sizes = GPT2_SIZES if arch == "gpt2" else DECODERS[arch].sizes if arch in DECODERS else SIZES
         if args.size not in sizes:
             ap.error(f"--size {args.size} is not a size of {arch}: choose from {', '.join(sizes)}")
 
     encoder_tokenizer = None
     for arch in archs:
         out = args.out if len(archs) == 1 else args.out / f"{args.size}-{arch}"
+        if arch in DECODERS:
+            out.mkdir(parents=True, exist_ok=True)
+            model = build_decoder(arch, args.size, args.seed, args.init_range, out, training_lines())
+            n = sum(p.numel() for p in model.parameters())
+            print(f"tiny_checkpoint: {type(model).__name__} ({args.size}, seed {args.seed}, {n / 1e6:.2f}M parameters, random weights) in {out}")
+            continue
         if arch == "gpt2":
             tokenizer = gpt2_tokenizer(GPT2_SIZES[args.size][4])
             model = build_gpt2(args.size, args.seed, args.init_range, tokenizer.eos_token_id)

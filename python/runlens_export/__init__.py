@@ -1,11 +1,19 @@
 """The pieces of `python/export.py`, one idea per file:
 
-  checkpoint.py  a checkpoint directory: its architecture, the table of what
-                 can be exported, loading, and the files eager needs
+  archs/         one file per architecture (bert, distilbert, gpt2, ...): its
+                 config fields, the transformers class of each task, how a
+                 decoder is wrapped and its cache geometry; archs/__init__.py
+                 is the one table, keyed by config.json's model_type
+  checkpoint.py  a checkpoint directory: its architecture (from the table),
+                 loading, and the files eager needs
   tasks.py       one class per task: the program's wrapper, example inputs,
                  reference outputs, and how a program's output is compared
-  programs.py    the programs (portable, xnnpack, xnnpack-int8, xnnpack-static):
-                 lowering and their manifest entries
+  programs.py    the encoder programs (portable, xnnpack, xnnpack-int8,
+                 xnnpack-static): lowering and their manifest entries
+  decoder.py     the text-generation programs (KV cache, window) and the greedy loops
+  lowering.py    an ExportedProgram to an ExecuTorch program, one way for all
+  course.py      programs made the way Arm's course makes them (export_course.py)
+  modules.py     the sidecar of `runlens layers`: each instruction's module
   verify.py      each written program run by ExecuTorch's Python runtime
                  against the reference outputs
   files.py       atomic writes, sha256, progress lines, compact floats

@@ -2,10 +2,10 @@
 what it is, whether it can be exported for a task, loading it, and the files
 runlens' eager path reads (config.json, model.safetensors, tokenizer.json).
 
-What can be exported is one table, `SUPPORTED`: model_type -> task -> the
-transformers class the program is built from. Adding an architecture adds a
-row here and, for a new task, a class in tasks.py (GPT-2 for `text-generation`
-did both).
+What can be exported is the table of archs/ (one file per architecture:
+model_type -> task -> the transformers class the program is built from, and
+the config's sizes). Adding an architecture adds a file there; a new task adds
+a class in tasks.py.
 """
 
 from __future__ import annotations
@@ -16,36 +16,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .archs import Arch, Geometry, arch_of, supported_text
 from .files import ExportError, say
-
-SUPPORTED: dict[str, dict[str, str]] = {
-    "bert": {
-        "feature-extraction": "BertModel",
-        "fill-mask": "BertForMaskedLM",
-        "text-classification": "BertForSequenceClassification",
-    },
-    "distilbert": {
-        "feature-extraction": "DistilBertModel",
-        "fill-mask": "DistilBertForMaskedLM",
-        "text-classification": "DistilBertForSequenceClassification",
-    },
-    "gpt2": {
-        "text-generation": "GPT2LMHeadModel",
-    },
-}
-
-# Weights a task's program never uses: their absence is no reason to stop.
-UNUSED_WEIGHTS = {"feature-extraction": ("pooler.",)}
 
 MINILM_NAME = "all-MiniLM-L6-v2"
 MINILM_SOURCE = "sentence-transformers/all-MiniLM-L6-v2"
-
-
-def supported_text() -> str:
-    rows = []
-    for model_type, tasks in SUPPORTED.items():
-        rows.append(f"{model_type} ({', '.join(f'{task}: {cls}' for task, cls in tasks.items())})")
-    return "; ".join(rows)
 
 
 @dataclass
@@ -81,16 +56,38 @@ class Checkpoint:
         name = path.resolve().name
         return cls(path, name, str(path), config)
 
+    @property
+    def arch(self) -> Arch | None:
+        """Its row of the architecture table (archs/), None when it has none."""
+        return arch_of(self.config)
+
+    @property
+    def geometry(self) -> Geometry:
+        """Its sizes from config.json, as its architecture's file reads them."""
+        arch = self.arch
+        if arch is None:
+            raise ExportError(f"{self.path}: {self.architecture} (model_type {self.model_type}) is not an "
+                              f"architecture python/export.py knows: {supported_text()}")
+        try:
+            return arch.geometry(self.config)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ExportError(f"{self.path}/config.json lacks or garbles a {self.model_type} field: {e}") from e
+
     def class_for(self, task: str) -> str:
         """The transformers class the program for `task` is built from, or an
         ExportError naming the architecture, the task and what is supported."""
-        tasks = SUPPORTED.get(self.model_type)
-        if tasks is None or task not in tasks:
+        arch = self.arch
+        tasks = arch.classes if arch is not None else {}
+        if task not in tasks:
             what = f"{self.architecture} (model_type {self.model_type})"
             raise ExportError(
                 f"cannot export {what} from {self.path} for the task {task}: "
                 f"python/export.py supports {supported_text()}"
             )
+        try:
+            arch.check(self.config)
+        except ExportError as e:
+            raise ExportError(f"cannot export {self.path} ({self.architecture}): {e}") from None
         return tasks[task]
 
     def load(self, class_name: str, task: str):
@@ -107,7 +104,7 @@ class Checkpoint:
             model, info = cls.from_pretrained(str(self.path), attn_implementation="eager", output_loading_info=True)
         except (OSError, ValueError) as e:
             raise ExportError(f"cannot load {self.path} as {class_name}: {e}") from e
-        unused = UNUSED_WEIGHTS.get(task, ())
+        unused = self.arch.unused_weights.get(task, ()) if self.arch is not None else ()
         missing = [k for k in info.get("missing_keys", []) if not k.startswith(unused)]
         if missing:
             shown = ", ".join(sorted(missing)[:4]) + (f" (+{len(missing) - 4} more)" if len(missing) > 4 else "")

@@ -1,5 +1,5 @@
-"""The programs of a `text-generation` directory (GPT-2) and the greedy loops
-that drive them (verify, bench_generate.py, export_course_gpt2.py).
+"""The programs of a `text-generation` directory (a decoder of archs/) and the greedy loops
+that drive them (verify, bench_generate.py, course.py).
 
 Two kinds of program (docs/model-directory.md, "text-generation"):
 
@@ -27,12 +27,20 @@ from typing import Callable
 import torch
 
 from .files import ExportError, say, write_atomic
+from .lowering import XNNPACK, lower
 
-XNNPACK = "XnnpackBackend"
-# Operator namespaces the wheel's C++ runtime has kernels for (no custom ops):
-# ATen's, ExecuTorch's dim-order copies and its own primitives (et_view, sym arithmetic).
-STANDARD_OP_NAMESPACES = ("aten", "dim_order_ops", "executorch_prim")
 CACHE_BUFFERS = ("key_cache", "value_cache", "cumulative_length")
+
+
+def arch_and_geometry(model: torch.nn.Module):
+    """The architecture (archs/) of a loaded transformers decoder and its sizes."""
+    from .archs import arch_of, config_dict
+
+    arch = arch_of(model.config)
+    if arch is None or not arch.decoder:
+        raise ExportError(f"{type(model).__name__} (model_type {getattr(model.config, 'model_type', '?')}) is not "
+                          "a decoder of runlens_export/archs/")
+    return arch, arch.geometry(config_dict(model.config))
 
 
 class DecoderWithStaticCache(torch.nn.Module):
@@ -42,11 +50,11 @@ class DecoderWithStaticCache(torch.nn.Module):
         super().__init__()
         from transformers.cache_utils import StaticCache
 
-        config = model.config
-        self.model = model
-        self.cache = StaticCache(max_cache_len=max_len, config=config)
-        head_dim = config.n_embd // config.n_head
-        self.cache.early_initialization(1, config.n_head, head_dim, model.dtype, torch.device("cpu"))
+        arch, geometry = arch_and_geometry(model)
+        self.model = arch.prepare(model)
+        self.cache = StaticCache(max_cache_len=max_len, config=model.config)
+        # One sequence; num_key_value_heads x head_dim per layer, as the architecture's config says.
+        self.cache.early_initialization(1, geometry.kv_heads, geometry.head_dim, model.dtype, torch.device("cpu"))
         for i, layer in enumerate(self.cache.layers):
             self.register_buffer(f"key_cache_{i}", layer.keys, persistent=False)
             self.register_buffer(f"value_cache_{i}", layer.values, persistent=False)
@@ -67,7 +75,8 @@ class DecoderWindow(torch.nn.Module):
 
     def __init__(self, model: torch.nn.Module, per_position: bool = False):
         super().__init__()
-        self.model, self.per_position = model, per_position
+        arch, _ = arch_and_geometry(model)
+        self.model, self.per_position = arch.prepare(model), per_position
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
@@ -147,25 +156,10 @@ def export_window(model: torch.nn.Module, length: int, per_position: bool = Fals
 
 def to_program(ep, delegate: bool):
     """An ExportedProgram lowered (XnnpackPartitioner or none) to an ExecuTorch
-    program, and the edge graph's nodes with their modules (modules.py, read
-    before emission); mutable buffers (the KV cache) start as zeros. An
-    ExportError when an operator outside the standard namespaces is left."""
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_and_lower
-    from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
-
-    from .modules import edge_nodes
-
-    edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]) if delegate else to_edge(ep)
-    nodes = edge_nodes(edge)
-    config = ExecutorchBackendConfig(passes=[InitializedMutableBufferPass(list(CACHE_BUFFERS))])
-    program = edge.to_executorch(config=config)
-    ops = sorted({op.name for plan in program.executorch_program.execution_plan for op in plan.operators})
-    custom = [op for op in ops if op.split("::")[0] not in STANDARD_OP_NAMESPACES]
-    if custom:
-        raise ExportError(f"the program calls operators the ExecuTorch runtime has no standard kernels for: {', '.join(custom)}")
-    say(f"  {len(ops)} operators, all standard: {', '.join(op.split('::')[1] for op in ops)}")
-    return program, nodes
+    program, and the edge graph's nodes with their modules (modules.py); mutable
+    buffers (the KV cache) start as zeros. An ExportError when an operator
+    outside the standard namespaces is left."""
+    return lower(ep, delegate, mutable_buffers=CACHE_BUFFERS, standard_ops_only=True)
 
 
 def lower_decoder(model: torch.nn.Module, names: list[str], max_seq_len: int, out: Path) -> list[dict]:
@@ -246,8 +240,10 @@ def decoder_for(entry: dict, forward: Forward, max_seq_len: int, pad_id: int):
     return WindowDecoder(forward, entry.get("fixed_len") or max_seq_len, pad_id)
 
 
-def greedy(decoder, prompt: list[int], max_new_tokens: int, eos_id: int | None) -> list[int]:
-    """Greedy ids as transformers' generate gives them: the EOS id included when it stops there."""
+def greedy(decoder, prompt: list[int], max_new_tokens: int, stop) -> list[int]:
+    """Greedy ids as transformers' generate gives them: the EOS id included when
+    it stops there. `stop`: the end-of-text id, or a collection of them (None: none)."""
+    stop = set() if stop is None else {int(stop)} if isinstance(stop, int) else {int(s) for s in stop}
     if len(prompt) + max_new_tokens - 1 > decoder.max_len:
         raise ExportError(f"a prompt of {len(prompt)} tokens and {max_new_tokens} new ones do not fit in "
                           f"{decoder.max_len} positions; shorten the prompt or raise --max-seq-len")
@@ -256,7 +252,7 @@ def greedy(decoder, prompt: list[int], max_new_tokens: int, eos_id: int | None) 
     while True:
         token = int(torch.argmax(logits.reshape(-1)))
         ids.append(token)
-        if len(ids) == max_new_tokens or token == eos_id:
+        if len(ids) == max_new_tokens or token in stop:
             return ids
         logits = decoder.step(token)
 

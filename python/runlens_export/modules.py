@@ -150,7 +150,8 @@ def sidecar(program_file: str, nodes: list[dict], program_manager, method: str =
             # A delegate call is named after the nodes it runs (most of them).
             found = [by_handle[h]["module"] for h in row["handles"] if h in by_handle]
             if found:
-                row["module"] = max(set(found), key=found.count)
+                # A tie goes to the module met first (a set's order would change from run to run).
+                row["module"] = max(dict.fromkeys(found), key=found.count)
                 row["inherited"] = False
     unmatched = [r for r in rows if not r.pop("matched")]
     doc = {"runlens_modules": VERSION, "program": program_file, "method": method,

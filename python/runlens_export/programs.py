@@ -20,9 +20,8 @@ from pathlib import Path
 import torch
 
 from .files import say, write_atomic
-from .modules import edge_nodes, sidecar
-
-XNNPACK = "XnnpackBackend"
+from .lowering import XNNPACK, lower as lower_program
+from .modules import sidecar
 
 
 @dataclass(frozen=True)
@@ -124,19 +123,10 @@ def example_inputs(length: int) -> tuple[torch.Tensor, torch.Tensor]:
 def lower(wrapper: torch.nn.Module, names: list[str], max_seq_len: int, out: Path) -> list[dict]:
     """Writes the named programs into `out`; returns their manifest entries in
     the order of PROGRAMS (portable, xnnpack, xnnpack-int8, xnnpack-static)."""
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.exir import to_edge, to_edge_transform_and_lower
-
-    def write(edge, spec: ProgramSpec) -> None:
-        # The modules of the edge graph's nodes are read before emission, which
-        # replaces their debug handles with instruction ids.
-        nodes = edge_nodes(edge)
-        program = edge.to_executorch()
+    def write(ep, spec: ProgramSpec) -> None:
+        program, nodes = lower_program(ep, delegate=spec.delegate is not None)
         write_atomic(out / spec.file, program.buffer)
         write_atomic(out / spec.modules_file, sidecar(spec.file, nodes, program))
-
-    def write_xnnpack(ep, spec: ProgramSpec) -> None:
-        write(to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]), spec)
 
     wanted = [PROGRAMS[n] for n in PROGRAMS if n in names]
     example = example_inputs(min(16, max_seq_len))
@@ -150,14 +140,14 @@ def lower(wrapper: torch.nn.Module, names: list[str], max_seq_len: int, out: Pat
     for spec in wanted:
         if spec.name == "portable":
             say("lowering portable.pte (no delegate)")
-            write(to_edge(ep), spec)
+            write(ep, spec)
         elif spec.name == "xnnpack":
             say("lowering xnnpack.pte (XnnpackPartitioner)")
-            write_xnnpack(ep, spec)
+            write(ep, spec)
         elif spec.name == "xnnpack-int8":
             say("quantizing the linear layers to int8 (dynamic, per-channel) and lowering xnnpack-int8.pte")
-            write_xnnpack(quantize_linear_int8(ep, example, dynamic_shapes), spec)
+            write(quantize_linear_int8(ep, example, dynamic_shapes), spec)
         elif spec.name == "xnnpack-static":
             say(f"torch.export with a fixed length {max_seq_len} and lowering xnnpack-static.pte")
-            write_xnnpack(torch.export.export(wrapper, example_inputs(max_seq_len), strict=False), spec)
+            write(torch.export.export(wrapper, example_inputs(max_seq_len), strict=False), spec)
     return [spec.manifest_entry(max_seq_len) for spec in wanted]

@@ -6,7 +6,7 @@
 
 The encoder tasks' programs take (input_ids, attention_mask), int64 [1, S]
 (docs/model-directory.md): one forward pass, one output, compared with one
-transformers output. `text-generation` (GPT-2) is a peer with other programs
+transformers output. `text-generation` (the decoders) is a peer with other programs
 (decoder.py: a KV-cache program and a window one) and a different reference
 (transformers' greedy `generate`), so a task also says how its reference is
 made, how its programs are lowered and how they are checked (`reference`,
@@ -79,7 +79,6 @@ class Task:
     sentences: str  # file name in assets/
     output: str  # the program's output, for the log and the manifest's wording
     default_max_seq_len = 128  # src/model/files.rs's MAX_SEQ_LEN for MiniLM
-    resave_weights = False  # model.safetensors always written by transformers (checkpoint.write_eager_files)
 
     # --- what export.py calls; the encoder tasks share these ---
 
@@ -118,6 +117,10 @@ class Task:
 
     def extra_fields(self, model, tokenizer) -> dict:
         """Fields of manifest.json and reference.json this task adds (none for the encoders)."""
+        return {}
+
+    def write_files(self, ckpt, model, tokenizer, out: Path) -> dict:
+        """Files beside tokenizer.json this task needs; their manifest fields (none for the encoders)."""
         return {}
 
     # --- the encoder tasks' parts ---
@@ -257,13 +260,12 @@ class TextClassification(Task):
 
 
 class TextGeneration(Task):
-    """GPT-2: greedy continuation of a prompt (decoder.py holds the programs)."""
+    """A decoder of archs/ (GPT-2, Llama, Qwen2, Qwen3): greedy continuation of a prompt (decoder.py holds the programs)."""
 
     name = "text-generation"
     sentences = "prompts.txt"
     output = "[1, V] next-token logits (KV-cache and window programs)"
     default_max_seq_len = 64  # the tiny test model's L; GPT-2-sized figures use 192
-    resave_weights = True  # one weight naming (transformer.h.N...) for the Rust eager path, whatever the source
     max_new_tokens = 24  # what reference.json is generated with (export.py --max-new-tokens)
     check_window = True  # run the padded-window wrapper in eager against generate (off with --no-check)
 
@@ -273,13 +275,57 @@ class TextGeneration(Task):
         return GENERATION_PROGRAMS
 
     def extra_fields(self, model, tokenizer) -> dict:
-        config = model.config
-        eos = config.eos_token_id
-        pad = config.pad_token_id if config.pad_token_id is not None else eos
+        """eos_token_id (the first end-of-text id, as before), eos_token_ids (all
+        of them: config.json's and generation_config.json's eos_token_id, either
+        may be a list; Llama 3 has three), bos_token_id when the tokenizer puts one
+        in front of a raw prompt, pad_token_id (what the window is left-padded with)."""
+        eos = eos_ids(model)
+        pad = model.config.pad_token_id if model.config.pad_token_id is not None else (eos[0] if eos else None)
         if pad is None:
             raise ExportError("the checkpoint's config has neither pad_token_id nor eos_token_id: "
                               "nothing to left-pad the no-cache window with")
-        return {"eos_token_id": eos, "pad_token_id": int(pad), "max_new_tokens": self.max_new_tokens}
+        fields = {"eos_token_id": eos[0] if eos else None, "eos_token_ids": eos}
+        bos = added_bos(tokenizer)
+        if bos is not None:
+            fields["bos_token_id"] = bos
+        return {**fields, "pad_token_id": int(pad), "max_new_tokens": self.max_new_tokens}
+
+    def write_files(self, ckpt, model, tokenizer, out: Path) -> dict:
+        """generation_config.json (its eos ids), tokenizer_config.json (the special
+        tokens' text, which a chat template names as bos_token / eos_token) and
+        chat_template.jinja (the template, from its own file or from
+        tokenizer_config.json's `chat_template`) beside tokenizer.json; their
+        manifest fields."""
+        import shutil
+
+        fields = {}
+        if (ckpt.path / "generation_config.json").is_file():
+            shutil.copyfile(ckpt.path / "generation_config.json", out / "generation_config.json")
+        else:  # what transformers made of config.json
+            model.generation_config.to_json_file(str(out / "generation_config.json"), use_diff=True)
+        fields["generation_config"] = "generation_config.json"
+        if (ckpt.path / "tokenizer_config.json").is_file():
+            shutil.copyfile(ckpt.path / "tokenizer_config.json", out / "tokenizer_config.json")
+            fields["tokenizer_config"] = "tokenizer_config.json"
+        template = getattr(tokenizer, "chat_template", None)
+        if isinstance(template, dict):  # several named templates: the default one
+            template = template.get("default")
+        if (ckpt.path / "chat_template.jinja").is_file():
+            shutil.copyfile(ckpt.path / "chat_template.jinja", out / "chat_template.jinja")
+            fields["chat_template"] = "chat_template.jinja"
+        elif isinstance(template, str) and template.strip():
+            (out / "chat_template.jinja").write_text(template, encoding="utf-8")
+            fields["chat_template"] = "chat_template.jinja"
+        return fields
+
+    def encode(self, tokenizer, text: str) -> list[int]:
+        """A raw prompt's ids, as transformers' text-generation pipeline makes them:
+        the tokenizer's own special tokens added (Llama's BOS; GPT-2 adds none)."""
+        return tokenizer(text)["input_ids"]
+
+    def stop_ids(self, extra: dict) -> set[int]:
+        """The ids generation stops at (the manifest's end-of-text ids)."""
+        return {int(i) for i in extra.get("eos_token_ids") or []}
 
     def reference(self, model, tokenizer, texts, max_seq_len):
         from .files import say
@@ -287,14 +333,15 @@ class TextGeneration(Task):
         say(f"reference continuations of {len(texts)} prompts (transformers generate, greedy, "
             f"max_new_tokens {self.max_new_tokens})")
         rows = []
+        stop = self.stop_ids(self.extra_fields(model, tokenizer))
         for text in texts:
-            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+            ids = self.encode(tokenizer, text)
             if not ids:
                 raise ExportError(f"the prompt {text!r} encodes to no tokens")
             if len(ids) + self.max_new_tokens - 1 > max_seq_len:
                 raise ExportError(f"the prompt {text!r} is {len(ids)} tokens: with {self.max_new_tokens} new tokens "
                                   f"it does not fit in --max-seq-len {max_seq_len}; shorten it")
-            generated = generate(model, ids, self.max_new_tokens, model.config.eos_token_id)
+            generated = generate(model, ids, self.max_new_tokens, stop)
             rows.append({"text": text, "ids": ids, "generated_ids": generated,
                          "generated_text": tokenizer.decode(generated, skip_special_tokens=True)})
         say(f"  {self.notes(rows)}")
@@ -309,11 +356,12 @@ class TextGeneration(Task):
         from .files import say
 
         window = DecoderWindow(model).eval()
-        pad = self.extra_fields(model, tokenizer)["pad_token_id"]
+        extra = self.extra_fields(model, tokenizer)
+        pad, stop = extra["pad_token_id"], self.stop_ids(extra)
         with torch.inference_mode():
             for row in rows:
                 got = greedy(WindowDecoder(lambda args: [window(*args)], max_seq_len, pad), row["ids"],
-                             self.max_new_tokens, model.config.eos_token_id)
+                             self.max_new_tokens, stop)
                 if got != row["generated_ids"]:
                     raise ExportError(f"the left-padded window wrapper differs from transformers on {row['text']!r} "
                                       f"at new token {first_divergence(got, row['generated_ids'])}")
@@ -335,16 +383,47 @@ class TextGeneration(Task):
 
         from .verify import verify_generation
 
-        eos = json.loads((out / "config.json").read_text())["eos_token_id"]
-        return verify_generation(out, programs, rows, pad_id, max_seq_len, self.max_new_tokens, eos)
+        config = json.loads((out / "config.json").read_text())
+        generation = json.loads((out / "generation_config.json").read_text())
+        stop = set(as_ids(config.get("eos_token_id")) + as_ids(generation.get("eos_token_id")))
+        return verify_generation(out, programs, rows, pad_id, max_seq_len, self.max_new_tokens, stop)
 
 
-def generate(model, ids: list[int], max_new_tokens: int, eos_id: int | None) -> list[int]:
+def as_ids(value) -> list[int]:
+    """An eos_token_id field: an id, a list of ids, or null."""
+    if value is None:
+        return []
+    return [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)]
+
+
+def eos_ids(model) -> list[int]:
+    """config.json's end-of-text ids, then generation_config.json's that are not among them."""
+    ids = as_ids(model.config.eos_token_id)
+    generation = getattr(model, "generation_config", None)
+    for i in as_ids(getattr(generation, "eos_token_id", None)):
+        if i not in ids:
+            ids.append(i)
+    return ids
+
+
+def added_bos(tokenizer) -> int | None:
+    """The BOS id the tokenizer puts in front of a text, or None (GPT-2's adds nothing)."""
+    bos = tokenizer.bos_token_id
+    if bos is None:
+        return None
+    with_special = tokenizer("a")["input_ids"]
+    without = tokenizer("a", add_special_tokens=False)["input_ids"]
+    return int(bos) if with_special[:1] == [bos] and without[:1] != [bos] else None
+
+
+def generate(model, ids: list[int], max_new_tokens: int, stop: set[int]) -> list[int]:
     """transformers' greedy generate: the new ids, the EOS id included when it stopped there."""
+    eos = sorted(stop)
     with torch.inference_mode():
         out = model.generate(
             torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-            do_sample=False, max_new_tokens=max_new_tokens, pad_token_id=eos_id,
+            do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=eos or None,
+            pad_token_id=eos[0] if eos else None,
         )
     return out[0, len(ids):].tolist()
 

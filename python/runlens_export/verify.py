@@ -66,7 +66,7 @@ def worst_line(summaries: list[str]) -> str:
 
 
 def verify_generation(out: Path, programs: list[dict], rows: list[dict], pad_id: int, max_seq_len: int,
-                      max_new_tokens: int, eos_id: int | None) -> list[str]:
+                      max_new_tokens: int, stop) -> list[str]:
     """Each text-generation program's greedy ids (a Python loop over ExecuTorch's
     runtime) against transformers' `generated_ids`. The prompts run longest first
     on one loaded program, so a KV-cache program shows it keeps its cache between
@@ -85,7 +85,7 @@ def verify_generation(out: Path, programs: list[dict], rows: list[dict], pad_id:
         bad = []
         for i in order:
             row = rows[i]
-            got = greedy(decoder, row["ids"], max_new_tokens, eos_id)
+            got = greedy(decoder, row["ids"], max_new_tokens, stop)
             if got != row["generated_ids"]:
                 bad.append(f"{row['text']!r}: greedy ids differ from transformers' at new token "
                            f"{first_divergence(got, row['generated_ids'])} ({got} vs {row['generated_ids']})")

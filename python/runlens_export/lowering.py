@@ -1,0 +1,46 @@
+"""An ExportedProgram lowered to an ExecuTorch program, one way for every
+program runlens writes (programs.py, decoder.py, course.py):
+
+    edge = to_edge(ep)                                      no delegate
+    edge = to_edge_transform_and_lower(ep, [XnnpackPartitioner()])   XNNPACK
+    program = edge.to_executorch(config)
+
+with the edge graph's nodes and their modules read before emission (the
+sidecar of modules.py needs them; emission replaces their debug handles).
+"""
+
+from __future__ import annotations
+
+from .files import ExportError, say
+
+XNNPACK = "XnnpackBackend"
+# Operator namespaces the wheel's C++ runtime has kernels for (no custom ops):
+# ATen's, ExecuTorch's dim-order copies and its own primitives (et_view, sym arithmetic).
+STANDARD_OP_NAMESPACES = ("aten", "dim_order_ops", "executorch_prim")
+
+
+def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_ops_only: bool = False):
+    """(program manager, edge nodes). `mutable_buffers`: names (prefixes) of
+    mutable buffers that start as zeros in the program (InitializedMutableBufferPass;
+    a KV cache). `standard_ops_only`: an ExportError when the program calls an
+    operator outside the standard namespaces, which runlens' runtime has no kernel for."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_and_lower
+
+    from .modules import edge_nodes
+
+    edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]) if delegate else to_edge(ep)
+    nodes = edge_nodes(edge)
+    if mutable_buffers:
+        from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+
+        program = edge.to_executorch(config=ExecutorchBackendConfig(passes=[InitializedMutableBufferPass(list(mutable_buffers))]))
+    else:
+        program = edge.to_executorch()
+    if standard_ops_only:
+        ops = sorted({op.name for plan in program.executorch_program.execution_plan for op in plan.operators})
+        custom = [op for op in ops if op.split("::")[0] not in STANDARD_OP_NAMESPACES]
+        if custom:
+            raise ExportError(f"the program calls operators the ExecuTorch runtime has no standard kernels for: {', '.join(custom)}")
+        say(f"  {len(ops)} operators, all standard: {', '.join(op.split('::')[1] for op in ops)}")
+    return program, nodes
