@@ -70,7 +70,7 @@ $(VENV_STAMP): requirements.txt
 	$(VPY) -m pip install -q -r requirements.txt
 	@touch $@
 
-$(MODEL_STAMP): $(VENV_STAMP) python/export.py $(wildcard python/runlens_export/*.py) assets/sentences.txt
+$(MODEL_STAMP): $(VENV_STAMP) python/export.py $(wildcard python/runlens_export/*.py python/runlens_export/archs/*.py) assets/sentences.txt
 	$(VPY) python/export.py --out $(MODELS) --sentences assets/sentences.txt
 
 $(MODELS)/%.counts.json: $(MODEL_STAMP) python/pte_counts.py

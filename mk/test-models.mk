@@ -62,12 +62,18 @@ space := $(empty) $(empty)
 task_of = $(if $(filter %-mlm,$(1)),fill-mask,text-classification)
 programs_of = $(if $(filter tiny-distilbert-mlm,$(1)),portable$(,)xnnpack$(,)xnnpack-int8$(,)xnnpack-static,portable$(,)xnnpack)
 
+# Transformers' own chat templates, ids and streamed text of the decoder checkpoints (tests/chat.rs).
+CHAT_REFERENCES := $(DECODER_ARCHS:%=$(CHECKPOINTS)/tiny-%/chat_reference.json)
+# The eager Llama-family tests' checkpoints and transformers' prefill logits and greedy ids (tests/eager_llama.rs).
+EAGER_LLAMA := models/eager-llama
+
 .PHONY: test-models test-models-files models-figures models-gpt2-figures clean-test-models
 
 test-models: $(VENV_STAMP)
 	@$(MAKE) --no-print-directory -j$(TEST_MODELS_JOBS) test-models-files
 
-test-models-files: $(TINY_MODELS:%=%/manifest.json) $(COURSE)/programs.json $(GPT2_MODELS) $(DECODER_MODELS)
+test-models-files: $(TINY_MODELS:%=%/manifest.json) $(COURSE)/programs.json $(GPT2_MODELS) $(DECODER_MODELS) \
+  $(CHAT_REFERENCES) $(EAGER_LLAMA)/.stamp
 	@:
 
 $(DECODER_CKPT_STAMP): python/tiny_checkpoint.py python/tiny_decoders.py $(GPT2_TOKENIZER_TEXT) | $(VENV_STAMP)
@@ -121,5 +127,12 @@ $(GPT2_FIGURES_MODEL)/manifest.json: $(GPT2_FIGURES_CKPT)/.stamp $(EXPORT_PY) as
 	$(VPY) python/export.py --model $(GPT2_FIGURES_CKPT) --task text-generation --max-seq-len 192 \
 	  --out $(GPT2_FIGURES_MODEL) --no-check
 
+$(CHAT_REFERENCES): $(CHECKPOINTS)/tiny-%/chat_reference.json: $(DECODER_CKPT_STAMP) python/chat_reference.py assets/prompts.txt
+	$(VPY) python/chat_reference.py --checkpoint $(CHECKPOINTS)/tiny-$* --prompts assets/prompts.txt --out $(CHECKPOINTS)/tiny-$*
+
+$(EAGER_LLAMA)/.stamp: python/eager_llama_reference.py | $(VENV_STAMP)
+	$(VPY) python/eager_llama_reference.py --out $(EAGER_LLAMA)
+	@touch $@
+
 clean-test-models:
-	rm -rf $(TINY_MODELS) $(COURSE) models/tiny-gpt2 models/course-gpt2 $(DECODER_MODELS:%/manifest.json=%) $(CHECKPOINTS)/tiny-* $(TINY_CKPT_STAMP) $(DECODER_CKPT_STAMP)
+	rm -rf $(EAGER_LLAMA) $(TINY_MODELS) $(COURSE) models/tiny-gpt2 models/course-gpt2 $(DECODER_MODELS:%/manifest.json=%) $(CHECKPOINTS)/tiny-* $(TINY_CKPT_STAMP) $(DECODER_CKPT_STAMP)
