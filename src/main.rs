@@ -9,7 +9,7 @@ use runlens::model::{ManifestError, ModelsMissing};
 fn exit_code(err: &anyhow::Error) -> u8 {
     if err.downcast_ref::<ModelsMissing>().is_some()
         || err.downcast_ref::<ManifestError>().is_some()
-        || err.downcast_ref::<runlens::backend::UnknownBackend>().is_some()
+        || err.downcast_ref::<runlens::cli::UnknownBackend>().is_some()
     {
         2
     } else {
@@ -19,13 +19,12 @@ fn exit_code(err: &anyhow::Error) -> u8 {
 
 /// `runlens` with no subcommand: the live explorer.
 fn open_explorer(common: &runlens::cli::Common) -> anyhow::Result<runlens::tui::Ended> {
-    let models = common.model_dir()?;
+    let runlens::cli::Setup { dir: models, prompter, ctx } = common.setup()?;
     let catalog = common.catalog(&models)?;
     let backends = common.backends(&models)?;
-    let ctx = common.task_context(&models, &models.load_tokenizer()?)?;
-    runlens::backend::set_threads(common.thread_count())?;
+    common.set_threads()?;
     let theme = runlens::ui::Theme::new(runlens::ui::GlyphSet::choose(common.glyphs));
-    runlens::tui::run(runlens::tui::TuiOptions { models, backends, catalog, ctx, threads: Some(common.thread_count()), theme })
+    runlens::tui::run(runlens::tui::TuiOptions { models, prompter: std::sync::Arc::new(prompter), backends, catalog, ctx, threads: Some(common.thread_count()), theme })
 }
 
 fn main() -> ExitCode {

@@ -73,7 +73,7 @@ fn every_backend_generates_transformers_greedy_ids() {
             assert_eq!(steps.len(), g.ids.len());
             assert_eq!(g.token_latencies.len(), g.ids.len());
             assert_eq!(g.ttft, g.token_latencies[0]);
-            let expected_stop = if Some(*g.ids.last().unwrap()) == ctx.options.eos_token_id { Stop::EndOfText } else { Stop::MaxNewTokens };
+            let expected_stop = if ctx.options.eos_token_ids.contains(g.ids.last().unwrap()) { Stop::EndOfText } else { Stop::MaxNewTokens };
             assert_eq!(g.stop, expected_stop, "{spec}");
         }
     }
@@ -141,7 +141,7 @@ fn generation_stops_at_the_maximum_length_and_at_the_end_of_text_id() {
         // The end-of-text id stops it and is kept (here an id the model does write: its third).
         let first = &reference.sentences[0];
         let mut ctx = context(&dir, 1000);
-        ctx.options = GenerateOptions { max_new_tokens: 1000, eos_token_id: Some(first.generated_ids[2]) };
+        ctx.options = GenerateOptions { max_new_tokens: 1000, eos_token_ids: vec![first.generated_ids[2]] };
         let (g, _) = generate_streamed(b.as_mut(), &ctx, &first.ids).unwrap();
         assert_eq!((g.ids.as_slice(), g.stop), (&first.generated_ids[..3], Stop::EndOfText), "{spec}");
     }

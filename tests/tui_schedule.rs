@@ -469,7 +469,7 @@ mod generation {
 
     fn generation_ctx(max_new_tokens: usize) -> Arc<TaskContext> {
         // The fakes' ids are checked, not their text: a detokenizer without tokens will do.
-        let setup = GenerationContext { detokenizer: Arc::new(Detokenizer::default()), options: GenerateOptions { max_new_tokens, eos_token_id: None } };
+        let setup = GenerationContext { detokenizer: Arc::new(Detokenizer::default()), options: GenerateOptions { max_new_tokens, eos_token_ids: Vec::new() } };
         Arc::new(TaskContext { generation: Some(setup), ..TaskContext::plain(Task::TextGeneration) })
     }
 
@@ -610,7 +610,7 @@ mod generation {
         let mut fake = FakeDecoder { kind: spec("eager"), delay: Duration::ZERO, calls };
         let detok = Detokenizer::default();
         let mut seen = 0;
-        let g = runlens::task::generation::greedy(&mut fake, &detok, &[1], &GenerateOptions { max_new_tokens: 32, eos_token_id: None }, &mut |_| {
+        let g = runlens::task::generation::greedy(&mut fake, &detok, &[1], &GenerateOptions { max_new_tokens: 32, eos_token_ids: Vec::new() }, &mut |_| {
             seen += 1;
             if seen == 3 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
         })

@@ -343,7 +343,7 @@ class TextGeneration(Task):
                                   f"it does not fit in --max-seq-len {max_seq_len}; shorten it")
             generated = generate(model, ids, self.max_new_tokens, stop)
             rows.append({"text": text, "ids": ids, "generated_ids": generated,
-                         "generated_text": tokenizer.decode(generated, skip_special_tokens=True)})
+                         "generated_text": continuation_text(tokenizer, ids, generated)})
         say(f"  {self.notes(rows)}")
         if self.check_window:
             self.check_window_wrapper(model, tokenizer, rows, max_seq_len)
@@ -414,6 +414,15 @@ def added_bos(tokenizer) -> int | None:
     with_special = tokenizer("a")["input_ids"]
     without = tokenizer("a", add_special_tokens=False)["input_ids"]
     return int(bos) if with_special[:1] == [bos] and without[:1] != [bos] else None
+
+
+def continuation_text(tokenizer, prompt: list[int], generated: list[int]) -> str:
+    """What transformers' TextStreamer prints after the prompt: the decode of
+    prompt and new tokens (special tokens skipped) minus the prompt's own text.
+    A SentencePiece tokenizer keeps the first new word's space this way, which
+    decoding the new ids alone would strip."""
+    prompt_text = tokenizer.decode(prompt, skip_special_tokens=True)
+    return tokenizer.decode(prompt + generated, skip_special_tokens=True)[len(prompt_text):]
 
 
 def generate(model, ids: list[int], max_new_tokens: int, stop: set[int]) -> list[int]:

@@ -92,6 +92,8 @@ pub enum Action {
     /// F6: open (and start) or close the time per module of the current text.
     ToggleLayers,
     CloseLayers,
+    /// F7: the prompt through the model's chat template, or raw (text-generation).
+    TogglePromptFormat,
     Quit,
 }
 
@@ -121,6 +123,8 @@ pub struct App {
     /// Background jobs asked for since the event loop last took them.
     jobs: Vec<JobRequest>,
     tokenize: Tokenize,
+    /// text-generation: the prompt format now on, switched by F7 (the tokenizer reads it).
+    prompter: Option<Arc<crate::model::Prompter>>,
     variants: Vec<BackendSpec>,
     /// The latest temperature / clock / throttling reading (status bar).
     heat: Option<crate::heat::HeatSample>,
@@ -166,6 +170,7 @@ impl App {
             requests: Vec::new(),
             jobs: Vec::new(),
             tokenize,
+            prompter: None,
             variants: config.variants,
             heat: None,
         };
@@ -457,6 +462,7 @@ impl App {
                 self.layers = None;
                 false
             }
+            Action::TogglePromptFormat => self.toggle_prompt_format(),
             Action::Quit => {
                 self.quit = true;
                 false
@@ -465,6 +471,31 @@ impl App {
         if edited {
             self.text_changed();
         }
+    }
+
+    /// F7: switch chat / raw and tokenize the text again; for a model without
+    /// a template, say so instead of switching.
+    fn toggle_prompt_format(&mut self) -> bool {
+        let Some(prompter) = &self.prompter else { return false };
+        match prompter.toggle() {
+            Ok(_) => true,
+            Err(e) => {
+                self.encode_error = Some(e.to_string());
+                false
+            }
+        }
+    }
+
+    /// The shared prompt format (text-generation): the explorer's tokenize
+    /// closure encodes with the same [`crate::model::Prompter`].
+    pub fn with_prompter(mut self, prompter: Arc<crate::model::Prompter>) -> App {
+        self.prompter = Some(prompter);
+        self
+    }
+
+    /// text-generation: the prompt format now on (the status bar shows it).
+    pub fn prompt_format(&self) -> Option<crate::model::PromptFormat> {
+        self.prompter.as_ref().filter(|_| !self.task.truncates_input()).map(|p| p.format())
     }
 
     fn text_changed(&mut self) {

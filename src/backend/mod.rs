@@ -231,41 +231,6 @@ pub fn variants(catalog: &[BackendSpec], spec: &BackendSpec) -> Vec<BackendSpec>
     catalog.iter().filter(|s| s.column == spec.column && s.pte_file().is_none_or(Path::is_file)).cloned().collect()
 }
 
-/// Parse a comma list such as `eager,xnnpack` against the catalog; duplicates
-/// are dropped, order kept.
-pub fn parse_list(list: &str, catalog: &[BackendSpec]) -> Result<Vec<BackendSpec>, String> {
-    let valid = || catalog.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ");
-    let mut specs: Vec<BackendSpec> = Vec::new();
-    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let spec = catalog
-            .iter()
-            .find(|s| s.name == part)
-            .ok_or_else(|| format!("unknown backend '{part}'; this model directory has: {}", valid()))?;
-        if !specs.contains(spec) {
-            specs.push(spec.clone());
-        }
-    }
-    if specs.is_empty() {
-        return Err(format!("no backend named; this model directory has: {}", valid()));
-    }
-    Ok(specs)
-}
-
-/// `--backends` names a backend the model directory does not have: a usage
-/// error (exit code 2, like clap's), with the names it has.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UnknownBackend(pub String);
-
-/// Parse `--program NAME=FILE.pte`.
-pub fn parse_program(arg: &str) -> Result<(String, PathBuf), String> {
-    let (name, file) = arg.split_once('=').ok_or_else(|| format!("--program {arg}: expected NAME=FILE.pte"))?;
-    if name.trim().is_empty() || file.trim().is_empty() {
-        return Err(format!("--program {arg}: expected NAME=FILE.pte, both non-empty"));
-    }
-    Ok((name.trim().to_string(), PathBuf::from(file)))
-}
-
 /// Whether this binary has the PyTorch eager path (the `eager` cargo feature, libtorch).
 pub const HAS_EAGER: bool = cfg!(feature = "eager");
 
@@ -335,19 +300,6 @@ mod tests {
             given: false,
         };
         vec![BackendSpec::eager(), prog("portable", "portable"), prog("xnnpack", "xnnpack"), prog("xnnpack-int8", "xnnpack")]
-    }
-
-    #[test]
-    fn parses_lists_against_the_catalog_and_rejects_unknown_names() {
-        let c = catalog();
-        let names = |v: Vec<BackendSpec>| v.into_iter().map(|s| s.name).collect::<Vec<_>>();
-        assert_eq!(names(parse_list("xnnpack, eager,xnnpack", &c).unwrap()), ["xnnpack", "eager"]);
-        let err = parse_list("eager,tflite", &c).unwrap_err();
-        assert!(err.contains("tflite") && err.contains("portable") && err.contains("xnnpack-int8"), "{err}");
-        assert!(parse_list(" , ", &c).is_err());
-        assert_eq!(parse_program("mine=/tmp/a.pte").unwrap(), ("mine".to_string(), PathBuf::from("/tmp/a.pte")));
-        assert!(parse_program("nofile").unwrap_err().contains("NAME=FILE.pte"));
-        assert!(parse_program("=a.pte").is_err());
     }
 
     #[test]

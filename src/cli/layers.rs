@@ -41,15 +41,15 @@ fn specs(common: &Common, dir: &crate::model::ModelDir) -> anyhow::Result<Vec<Ba
 
 pub fn run(common: &Common, args: &LayersArgs) -> anyhow::Result<()> {
     common.require_one_thread_count()?;
-    let dir = common.model_dir()?;
-    let specs = specs(common, &dir)?;
+    let setup = common.setup()?;
+    let dir = &setup.dir;
+    let specs = specs(common, dir)?;
     for spec in &specs {
-        backend::files_present(spec, &dir)?;
+        backend::files_present(spec, dir)?;
     }
-    let tokenizer = dir.load_tokenizer()?;
-    let input = tokenizer.encode(&args.text.join(" "))?;
-    backend::set_threads(common.thread_count())?;
-    let report = layers::layers(&specs, &dir, &input, args.runs).context("cannot time the layers")?;
+    let input = setup.encode(&args.text)?;
+    common.set_threads()?;
+    let report = layers::layers(&specs, dir, &input, args.runs).context("cannot time the layers")?;
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {

@@ -39,14 +39,14 @@ fn specs(common: &Common, dir: &crate::model::ModelDir) -> anyhow::Result<Vec<Ba
 }
 
 pub fn run(common: &Common, args: &ProfileArgs) -> anyhow::Result<()> {
-    let dir = common.model_dir()?;
-    let specs = specs(common, &dir)?;
+    let setup = common.setup()?;
+    let dir = &setup.dir;
+    let specs = specs(common, dir)?;
     for spec in &specs {
-        backend::files_present(spec, &dir)?;
+        backend::files_present(spec, dir)?;
     }
-    let tokenizer = dir.load_tokenizer()?;
-    let input = tokenizer.encode(&args.text.join(" "))?;
-    backend::set_threads(common.thread_count())?;
+    let input = setup.encode(&args.text)?;
+    common.set_threads()?;
     let report = profile::profile_backends(&specs, &input, args.runs, dir.task().output()).context("cannot profile")?;
     if args.json {
         println!("{}", serde_json::to_string(&report)?);

@@ -38,6 +38,9 @@ pub struct RunReport {
     pub text: String,
     pub model: String,
     pub task: String,
+    /// text-generation: how the text reached the model (`chat`: through its chat template; `raw`); `ids` are what was fed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_format: Option<crate::model::PromptFormat>,
     pub truncated: bool,
     pub tokens: Vec<String>,
     pub ids: Vec<i64>,
@@ -92,18 +95,19 @@ pub struct BackendResult {
 
 /// Run the command; `Ok(false)` when a backend failed (exit code 1, output still printed).
 pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
-    let dir = common.model_dir()?;
-    let tokenizer = dir.load_tokenizer()?;
-    let ctx = common.task_context(&dir, &tokenizer)?.with_max_new_tokens(args.max_new_tokens as usize);
-    let specs = common.backends(&dir)?;
+    let setup = common.setup()?;
+    let dir = &setup.dir;
+    let ctx = setup.ctx.clone().with_max_new_tokens(args.max_new_tokens as usize);
+    let specs = common.backends(dir)?;
     for spec in &specs {
-        backend::files_present(spec, &dir)?;
+        backend::files_present(spec, dir)?;
     }
-    let input = tokenizer.encode(&args.text.join(" "))?;
+    let input = setup.encode(&args.text)?;
     let mut report = RunReport {
         text: input.text.clone(),
         model: dir.model_name().to_string(),
         task: ctx.task.to_string(),
+        prompt_format: (ctx.task == Task::TextGeneration).then(|| setup.prompter.format()),
         truncated: input.truncated,
         tokens: input.tokens.clone(),
         ids: input.ids.clone(),
@@ -119,7 +123,7 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
         }
         return Err(e);
     }
-    backend::set_threads(common.thread_count())?;
+    common.set_threads()?;
     let stream = !args.json && ctx.task == Task::TextGeneration;
     if stream {
         println!("{} · {} · {} prompt tokens, {} threads", report.model, report.task, input.len(), common.thread_count());
@@ -129,7 +133,7 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
     let results: Vec<(BackendSpec, anyhow::Result<(TaskOutput, f64)>)> = specs
         .iter()
         .map(|spec| {
-            let outcome = crate::task::load_backend(spec, &dir).and_then(|mut b| {
+            let outcome = crate::task::load_backend(spec, dir).and_then(|mut b| {
                 if stream {
                     print!("{:<16} ", spec.name);
                     let _ = std::io::stdout().flush();

@@ -22,11 +22,22 @@ pub struct ModelDir {
     manifest: Manifest,
 }
 
-/// A required model file is not there. Exit code 2 at the CLI.
+/// A required model file is not there (or is not a regular file). Exit code 2 at the CLI.
 #[derive(Debug, thiserror::Error)]
-#[error("missing model file {path}: {EXPORT_HINT}")]
+#[error("{}", describe_missing(path))]
 pub struct ModelsMissing {
     pub path: PathBuf,
+}
+
+/// What is at `path` when it is not the file a backend needs.
+fn describe_missing(path: &Path) -> String {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => format!("{} is a directory, not a model file: give the file itself (a .pte, config.json, ...)", path.display()),
+        Ok(m) if !m.is_file() => {
+            format!("{} is not a regular file (a device, FIFO or socket): give a model file (a .pte, config.json, ...)", path.display())
+        }
+        _ => format!("missing model file {}: {EXPORT_HINT}", path.display()),
+    }
 }
 
 impl ModelDir {
@@ -95,6 +106,28 @@ impl ModelDir {
         TextTokenizer::load(&self.tokenizer()?, max_len)
     }
 
+    /// The model's chat template, text-generation only: the file the manifest
+    /// names (with its tokenizer_config.json), else what transformers would
+    /// find in the directory; `None` when it has none.
+    pub fn chat_template(&self) -> anyhow::Result<Option<super::ChatTemplate>> {
+        if self.task().truncates_input() {
+            return Ok(None);
+        }
+        match &self.manifest.chat_template {
+            Some(name) => {
+                let template = self.require(name)?;
+                let config = self.manifest.tokenizer_config.as_ref().map(|c| self.require(c)).transpose()?;
+                Ok(Some(super::ChatTemplate::from_file(&template, config.as_deref())?))
+            }
+            None => Ok(super::ChatTemplate::load(&self.root)?),
+        }
+    }
+
+    /// The tokenizer and chat template, in `asked` format (else chat when the model has a template).
+    pub fn prompter(&self, asked: Option<super::PromptFormat>) -> anyhow::Result<super::Prompter> {
+        Ok(super::Prompter::new(self.load_tokenizer()?, self.chat_template()?, asked)?)
+    }
+
     pub fn config(&self) -> Result<PathBuf, ModelsMissing> {
         self.require(self.manifest.eager.as_ref().map_or("config.json", |e| e.config.as_str()))
     }
@@ -105,5 +138,21 @@ impl ModelDir {
 
     pub fn reference(&self) -> Result<PathBuf, ModelsMissing> {
         self.require(self.manifest.reference.as_deref().unwrap_or("reference.json"))
+    }
+}
+
+#[cfg(test)]
+mod missing_tests {
+    use super::*;
+
+    #[test]
+    fn a_path_that_exists_but_is_no_file_says_what_it_is() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = ModelsMissing { path: tmp.path().to_path_buf() }.to_string();
+        assert!(dir.contains("is a directory, not a model file") && !dir.contains("missing"), "{dir}");
+        let device = ModelsMissing { path: PathBuf::from("/dev/null") }.to_string();
+        assert!(device.contains("/dev/null is not a regular file (a device"), "{device}");
+        let absent = ModelsMissing { path: tmp.path().join("nope.pte") }.to_string();
+        assert!(absent.starts_with("missing model file") && absent.contains("nope.pte"), "{absent}");
     }
 }

@@ -76,15 +76,42 @@ pub struct Manifest {
     pub programs: Vec<ProgramEntry>,
     #[serde(default)]
     pub sha256: BTreeMap<String, String>,
-    /// text-generation: the end-of-text id (config.json's), where greedy decoding stops.
+    /// text-generation: the end-of-text id (config.json's first), where greedy decoding stops.
     #[serde(default)]
     pub eos_token_id: Option<i64>,
+    /// text-generation: every end-of-text id (config.json's, then
+    /// generation_config.json's: Llama 3 has several); greedy decoding stops at any.
+    #[serde(default)]
+    pub eos_token_ids: Vec<i64>,
+    /// text-generation: the id the tokenizer puts first, when it adds one (Llama).
+    #[serde(default)]
+    pub bos_token_id: Option<i64>,
+    /// The chat template beside the tokenizer (`chat_template.jinja`), when the checkpoint has one.
+    #[serde(default)]
+    pub chat_template: Option<String>,
+    /// `tokenizer_config.json` beside the tokenizer (the template's special tokens).
+    #[serde(default)]
+    pub tokenizer_config: Option<String>,
+    /// `generation_config.json` beside the tokenizer.
+    #[serde(default)]
+    pub generation_config: Option<String>,
     /// text-generation: what a left-padded window is padded with (config's pad, else eos).
     #[serde(default)]
     pub pad_token_id: Option<i64>,
     /// text-generation: the `max_new_tokens` reference.json was generated with.
     #[serde(default)]
     pub max_new_tokens: Option<usize>,
+}
+
+impl Manifest {
+    /// Where greedy decoding stops: `eos_token_ids`, else `eos_token_id` (manifests before the list).
+    pub fn eos_token_ids(&self) -> Vec<i64> {
+        if self.eos_token_ids.is_empty() {
+            self.eos_token_id.into_iter().collect()
+        } else {
+            self.eos_token_ids.clone()
+        }
+    }
 }
 
 fn default_tokenizer() -> String {
@@ -127,10 +154,51 @@ pub enum ManifestError {
     NoDirectory { path: PathBuf },
     #[error("{path} is missing: this is not a runlens model directory; {EXPORT_HINT}")]
     Missing { path: PathBuf },
+    /// A Hugging Face checkpoint (config.json, no manifest.json): not exported yet.
+    #[error(
+        "{dir} is a Hugging Face checkpoint ({architecture}), not a runlens model directory: export it first with\n  \
+         .venv/bin/python python/export.py --model {dir} --task {task} --out models/{name}\nthen run runlens --model models/{name}"
+    )]
+    Checkpoint { dir: PathBuf, architecture: String, task: &'static str, name: String },
     #[error("{path} was written by an older runlens (manifest version {found}, this runlens reads {MANIFEST_VERSION}); re-export the directory: {EXPORT_HINT}")]
     Old { path: PathBuf, found: u32 },
     #[error("{path} is not a readable manifest: {reason}; re-export the directory: {EXPORT_HINT}")]
     Bad { path: PathBuf, reason: String },
+}
+
+/// What a checkpoint directory is, from its config.json's `architectures[0]`
+/// (else `model_type`), and the export command for it: the task its class
+/// head says (`...ForMaskedLM`: fill-mask, `...ForSequenceClassification`:
+/// text-classification, `...ForCausalLM` / `...LMHeadModel`: text-generation,
+/// else feature-extraction).
+fn checkpoint_error(dir: &Path) -> ManifestError {
+    let config: serde_json::Value =
+        std::fs::read(dir.join("config.json")).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+    let class = config.get("architectures").and_then(|a| a.get(0)).and_then(|a| a.as_str());
+    let model_type = config.get("model_type").and_then(|m| m.as_str());
+    let architecture = match (class, model_type) {
+        (Some(class), Some(model_type)) => format!("{class}, model_type \"{model_type}\""),
+        (Some(class), None) => class.to_string(),
+        (None, Some(model_type)) => format!("model_type \"{model_type}\""),
+        (None, None) => "config.json names no architecture".to_string(),
+    };
+    let class = class.unwrap_or_default();
+    let task = if class.ends_with("ForMaskedLM") {
+        Task::FillMask
+    } else if class.ends_with("ForSequenceClassification") {
+        Task::TextClassification
+    } else if class.ends_with("ForCausalLM") || class.ends_with("LMHeadModel") {
+        Task::TextGeneration
+    } else {
+        Task::FeatureExtraction
+    };
+    let name = dir
+        .canonicalize()
+        .ok()
+        .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "my-model".to_string());
+    ManifestError::Checkpoint { dir: dir.to_path_buf(), architecture, task: task.name(), name }
 }
 
 impl Manifest {
@@ -140,6 +208,9 @@ impl Manifest {
             return Err(ManifestError::NoDirectory { path: dir.to_path_buf() });
         }
         let path = dir.join("manifest.json");
+        if !path.exists() && dir.join("config.json").is_file() {
+            return Err(checkpoint_error(dir));
+        }
         let bytes = std::fs::read(&path).map_err(|_| ManifestError::Missing { path: path.clone() })?;
         Self::parse(&path, &bytes)
     }
@@ -176,6 +247,30 @@ impl Manifest {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod checkpoint_tests {
+    use super::*;
+
+    #[test]
+    fn a_hugging_face_checkpoint_says_what_it_is_and_how_to_export_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("Qwen2.5-0.5B-Instruct");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("config.json"), r#"{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}"#).unwrap();
+        let err = Manifest::load(&dir).unwrap_err();
+        let message = err.to_string();
+        assert!(matches!(err, ManifestError::Checkpoint { task: "text-generation", .. }), "{err:?}");
+        assert!(message.contains("Hugging Face checkpoint (Qwen2ForCausalLM, model_type \"qwen2\")"), "{message}");
+        let command = format!("python/export.py --model {} --task text-generation --out models/Qwen2.5-0.5B-Instruct", dir.display());
+        assert!(message.contains(&command), "{message}");
+        std::fs::write(dir.join("config.json"), r#"{"architectures": ["DistilBertForMaskedLM"]}"#).unwrap();
+        assert!(Manifest::load(&dir).unwrap_err().to_string().contains("--task fill-mask"));
+        // Without a config.json it is just not a model directory.
+        std::fs::remove_file(dir.join("config.json")).unwrap();
+        assert!(matches!(Manifest::load(&dir).unwrap_err(), ManifestError::Missing { .. }));
     }
 }
 

@@ -6,6 +6,7 @@
 mod chat;
 mod files;
 pub mod manifest;
+mod prompt;
 mod reference;
 mod tokenizer;
 
@@ -14,4 +15,5 @@ pub use files::{ModelDir, ModelsMissing, DEFAULT_MODEL_DIR, MAX_SEQ_LEN};
 pub use manifest::{Manifest, ManifestError, ProgramEntry, Task};
 pub use reference::{Reference, ReferenceMask, ReferenceSentence, ReferenceTokenProb};
 pub use crate::tensor::Encoded;
+pub use prompt::{NoChatTemplate, Prompter};
 pub use tokenizer::TextTokenizer;

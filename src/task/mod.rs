@@ -182,7 +182,7 @@ impl TaskContext {
             Task::TextClassification => ctx.labels = label_names(&dir.config()?)?,
             Task::TextGeneration => {
                 let detokenizer = generation::Detokenizer::from_file(&dir.tokenizer()?)?;
-                let options = generation::GenerateOptions { eos_token_id: dir.manifest().eos_token_id, ..Default::default() };
+                let options = generation::GenerateOptions { eos_token_ids: dir.manifest().eos_token_ids(), ..Default::default() };
                 ctx.generation = Some(GenerationContext { detokenizer: std::sync::Arc::new(detokenizer), options });
             }
         }

@@ -29,8 +29,8 @@ impl ReferenceSentence {
             }),
             Task::TextClassification => TaskOutput::Classification(Classification::from_logits(self.logits.clone(), &ctx.labels)),
             Task::TextGeneration => {
-                let eos = ctx.generation.as_ref().and_then(|g| g.options.eos_token_id);
-                let stop = if eos.is_some() && self.generated_ids.last().copied() == eos { Stop::EndOfText } else { Stop::MaxNewTokens };
+                let eos = ctx.generation.as_ref().map(|g| g.options.eos_token_ids.as_slice()).unwrap_or_default();
+                let stop = if self.generated_ids.last().is_some_and(|id| eos.contains(id)) { Stop::EndOfText } else { Stop::MaxNewTokens };
                 TaskOutput::Generation(Generation {
                     prompt_len: self.ids.len(),
                     ids: self.generated_ids.clone(),

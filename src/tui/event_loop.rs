@@ -15,7 +15,7 @@ use crate::app::{self, Action, App, AppConfig, Tokenize};
 use crate::backend::{self, BackendSpec};
 use crate::corpus_cache::CorpusCache;
 use crate::jobs::Jobs;
-use crate::model::{Encoded, TextTokenizer};
+use crate::model::Encoded;
 use crate::schedule::{Loader, Request, Scheduler, Sink, WorkerEvent};
 use crate::ui;
 
@@ -30,7 +30,6 @@ const BATCH: usize = 512;
 pub(super) async fn session(
     screen: &mut Screen,
     opts: &TuiOptions,
-    tokenizer: TextTokenizer,
     threads: usize,
     trace: Trace,
 ) -> anyhow::Result<Ended> {
@@ -38,7 +37,8 @@ pub(super) async fn session(
     terminal::listen_for_signals(&tx)?;
     tokio::spawn(terminal::read_terminal(tx.clone()));
 
-    let tokenize: Tokenize = Box::new(move |text| tokenizer.encode(text));
+    let prompter = opts.prompter.clone();
+    let tokenize: Tokenize = Box::new(move |text| prompter.encode(text));
     let config = AppConfig {
         kinds: opts.backends.clone(),
         threads,
@@ -47,7 +47,7 @@ pub(super) async fn session(
         corpus: app::corpus_sentences(),
         variants: opts.catalog.iter().filter(|k| k.given || backend::files_present(k, &opts.models).is_ok()).cloned().collect(),
     };
-    let app = App::new(config, tokenize, Instant::now());
+    let app = App::new(config, tokenize, Instant::now()).with_prompter(opts.prompter.clone());
 
     let dir = opts.models.clone();
     let loader: Loader = Arc::new(move |kind| crate::task::load_backend(kind, &dir));

@@ -39,6 +39,7 @@ pub fn key_action(key: &KeyEvent, app: &App) -> Option<Action> {
         KeyCode::F(4) => Action::ToggleProfile,
         KeyCode::F(5) => Action::NextVariant,
         KeyCode::F(6) => Action::ToggleLayers,
+        KeyCode::F(7) => Action::TogglePromptFormat,
         KeyCode::Esc => Action::Quit,
         KeyCode::Char('q') if empty && !ctrl && !alt => Action::Quit,
         KeyCode::Char('?') if empty && !ctrl && !alt => Action::ToggleHelp,

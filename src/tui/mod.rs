@@ -33,6 +33,9 @@ use crate::heat::HeatSample;
 use crate::jobs::JobDone;
 use crate::model::ModelDir;
 use crate::schedule::WorkerEvent;
+use std::sync::Arc;
+
+use crate::model::Prompter;
 use crate::task::TaskContext;
 use crate::ui;
 
@@ -40,6 +43,8 @@ use crate::ui;
 #[derive(Clone, Debug)]
 pub struct TuiOptions {
     pub models: ModelDir,
+    /// Typed text to ids: the tokenizer, the chat template, the prompt format (F7 switches it).
+    pub prompter: Arc<Prompter>,
     /// The columns, in order.
     pub backends: Vec<BackendSpec>,
     /// Every backend of the directory and `--program` (F5 cycles a column through those of its column).
@@ -98,7 +103,6 @@ pub fn run(opts: TuiOptions) -> anyhow::Result<Ended> {
         "no backend to run: pass --backends with one of {}",
         opts.catalog.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
     );
-    let tokenizer = opts.models.load_tokenizer()?;
     for kind in opts.backends.iter().filter(|k| !k.given) {
         backend::files_present(kind, &opts.models)?;
     }
@@ -111,7 +115,7 @@ pub fn run(opts: TuiOptions) -> anyhow::Result<Ended> {
         .context("cannot start the event loop")?;
 
     let mut screen = Screen::enter()?;
-    let outcome = runtime.block_on(event_loop::session(&mut screen, &opts, tokenizer, threads, trace));
+    let outcome = runtime.block_on(event_loop::session(&mut screen, &opts, threads, trace));
     screen.leave();
     outcome
 }

@@ -176,7 +176,14 @@ impl Widget for GenerationParity<'_> {
         if let Some(live) = self.live.filter(|l| !l.tokens.is_empty()) {
             let n = live.tokens.len();
             let rate = live.decode_tokens_per_s().map_or_else(|| "– tok/s".to_string(), |r| format!("{} tok/s", rate(r)));
-            line_at(buf, area, 1, &Line::from(vec![Span::styled(rate, Style::new().fg(Color::Cyan)), Span::styled(format!(" · {n} tok"), DIM)]));
+            // The count drops before anything is cut mid-word, then the unit.
+            let width = area.width as usize;
+            let count = [format!(" · {n} tok"), format!(" · {n}"), String::new()]
+                .into_iter()
+                .find(|c| rate.chars().count() + c.chars().count() <= width)
+                .unwrap_or_default();
+            let rate = if rate.chars().count() <= width { rate } else { rate.trim_end_matches(" tok/s").to_string() };
+            line_at(buf, area, 1, &Line::from(vec![Span::styled(rate, Style::new().fg(Color::Cyan)), Span::styled(count, DIM)]));
         }
     }
 }
@@ -187,6 +194,24 @@ mod tests {
 
     fn text(lines: &[Vec<(char, Style)>]) -> Vec<String> {
         lines.iter().map(|l| l.iter().map(|(c, _)| *c).collect()).collect()
+    }
+
+    #[test]
+    fn the_speed_line_drops_the_count_before_cutting_a_word() {
+        use ratatui::layout::Rect;
+        let mut live = crate::app::LiveGeneration::new(0);
+        let step = |index| crate::task::generation::TokenStep { index, id: 1, text: "a".into(), latency: std::time::Duration::from_secs_f64(1.0 / 3575.0) };
+        live.tokens = (0..32).map(step).collect();
+        let row = |width: u16| {
+            let area = Rect::new(0, 0, width, 2);
+            let mut buf = Buffer::empty(area);
+            GenerationParity { reference: "eager", divergence: Divergence::Reference, live: Some(&live) }.render(area, &mut buf);
+            (0..width).map(|x| buf[(x, 1)].symbol().to_string()).collect::<String>().trim_end().to_string()
+        };
+        assert_eq!(row(30), "3575 tok/s · 32 tok");
+        assert_eq!(row(18), "3575 tok/s · 32");
+        assert_eq!(row(12), "3575 tok/s");
+        assert_eq!(row(6), "3575");
     }
 
     #[test]

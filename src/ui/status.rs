@@ -46,6 +46,10 @@ impl Widget for StatusBar<'_> {
             Span::styled(repeat, repeat_style.add_modifier(Modifier::BOLD)),
             Span::styled(format!(" {threads} · {}", app.model()), bar),
         ];
+        if let Some(format) = app.prompt_format() {
+            left.push(Span::styled(" · F7", key));
+            left.push(Span::styled(format!(" {format}"), bar));
+        }
         // Optional parts, in the order they are given up when the bar is narrow.
         let corpus = match &app.corpus().state {
             CorpusState::Ready { .. } => Some(format!(" · corpus {}", app.corpus().sentences.len())),

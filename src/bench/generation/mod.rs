@@ -162,7 +162,7 @@ pub fn bench_backend(
 ) -> anyhow::Result<(Vec<GenRow>, Vec<Skipped>)> {
     let name = spec.name().to_string();
     let detok = Detokenizer::default();
-    let options = GenerateOptions { max_new_tokens: gen_tokens, eos_token_id: None };
+    let options = GenerateOptions { max_new_tokens: gen_tokens, eos_token_ids: Vec::new() };
     let decoder = backend.as_decoder().ok_or_else(|| crate::task::NotADecoder(name.clone()))?;
     let max_len = decoder.max_len();
     let (mut rows, mut skipped) = (Vec::new(), Vec::new());

@@ -14,17 +14,18 @@ use crate::backend::Decoder;
 pub const DEFAULT_MAX_NEW_TOKENS: usize = 32;
 
 /// When greedy decoding stops, besides the decoder's own length.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GenerateOptions {
     /// At most this many new tokens (>= 1).
     pub max_new_tokens: usize,
-    /// Stop after this token (it is kept in the ids, as transformers does).
-    pub eos_token_id: Option<i64>,
+    /// Stop after any of these tokens (it is kept in the ids, as transformers
+    /// does); Llama 3 has several (`<|end_of_text|>`, `<|eot_id|>`, ...).
+    pub eos_token_ids: Vec<i64>,
 }
 
 impl Default for GenerateOptions {
     fn default() -> GenerateOptions {
-        GenerateOptions { max_new_tokens: DEFAULT_MAX_NEW_TOKENS, eos_token_id: None }
+        GenerateOptions { max_new_tokens: DEFAULT_MAX_NEW_TOKENS, eos_token_ids: Vec::new() }
     }
 }
 
@@ -171,7 +172,7 @@ pub fn greedy(
         token_latencies.push(latency);
         let step = TokenStep { index: ids.len() - 1, id: next, text: stream.push(next), latency };
         let flow = on_token(&step);
-        if opts.eos_token_id == Some(next) {
+        if opts.eos_token_ids.contains(&next) {
             break Stop::EndOfText;
         }
         if ids.len() >= opts.max_new_tokens {

@@ -52,7 +52,7 @@ impl GenerationParity {
 pub struct GenerationContext {
     /// Ids back to text (the model's byte-level BPE tokenizer).
     pub detokenizer: Arc<Detokenizer>,
-    /// `max_new_tokens` and the end-of-text id (the manifest's `eos_token_id`).
+    /// `max_new_tokens` and the end-of-text ids (the manifest's `eos_token_ids`).
     pub options: GenerateOptions,
 }
 

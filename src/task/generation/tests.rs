@@ -86,7 +86,7 @@ fn run(decoder: &mut FakeDecoder, prompt: &[i64], opts: GenerateOptions) -> (any
 }
 
 fn opts(max_new_tokens: usize) -> GenerateOptions {
-    GenerateOptions { max_new_tokens, eos_token_id: Some(EOS) }
+    GenerateOptions { max_new_tokens, eos_token_ids: vec![EOS] }
 }
 
 #[test]

@@ -1,0 +1,167 @@
+//! The command line's grammar: the options every subcommand and the explorer
+//! share ([`Common`]), the subcommands, and the parsers of their values. What
+//! the options mean is set up once, in [`super`].
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use super::{bench, footprint, layers, profile, run};
+use crate::backend::BackendSpec;
+
+#[derive(Debug, Parser)]
+#[command(name = "runlens", version, about = "A text model on three CPU runtimes side by side: PyTorch eager, ExecuTorch portable, ExecuTorch XNNPACK (and any .pte you add).", long_about = None)]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: Common,
+    /// What to do; with none, the live explorer (TUI) opens.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Options every subcommand and the TUI share.
+#[derive(Debug, Args, Clone)]
+pub struct Common {
+    /// Model directory, as python/export.py writes it (manifest.json, programs, tokenizer) [default: $RUNLENS_MODEL, else models/minilm]
+    #[arg(long, global = true, value_name = "DIR", visible_alias = "models")]
+    pub model: Option<PathBuf>,
+    /// Comma list of backends by name: eager and the programs of the model directory (see `runlens inspect`) [default: eager and the first program of each column]
+    #[arg(long, global = true, value_name = "LIST")]
+    pub backends: Option<String>,
+    /// Add a .pte file as one more ExecuTorch backend and column (repeatable), e.g. --program course=distilbert_xnnpack.pte
+    #[arg(long = "program", global = true, value_name = "NAME=FILE.pte", value_parser = parse_program)]
+    pub programs: Vec<(String, PathBuf)>,
+    /// Threads for libtorch (intra-op) and ExecuTorch's pool (XNNPACK) [default: all cores]; bench takes a comma list (1,2,3,4) and sweeps them
+    #[arg(long, global = true, value_name = "N", value_parser = parse_threads)]
+    pub threads: Option<ThreadList>,
+    /// fill-mask: how many tokens to show per mask
+    #[arg(long, global = true, value_name = "K", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub top_k: u32,
+    /// Characters the explorer draws with: unicode, console (the Linux text console's fonts, 16 colours) or ascii [default: from TERM: console for TERM=linux]
+    #[arg(long, global = true, value_name = "SET", value_enum)]
+    pub glyphs: Option<crate::ui::GlyphSet>,
+    /// text-generation: how typed text reaches the model: chat (one user message through the model's chat template) or raw (the text as it is) [default: chat when the model has a template, else raw]
+    #[arg(long, global = true, value_name = "FORMAT", value_enum)]
+    pub prompt_format: Option<crate::model::PromptFormat>,
+}
+
+/// The value of `--threads`: one count, or for `bench` a comma list to sweep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadList(pub Vec<usize>);
+
+fn parse_threads(list: &str) -> Result<ThreadList, String> {
+    let mut counts = Vec::new();
+    for part in list.split(',') {
+        let n: usize = part.trim().parse().map_err(|_| format!("{part:?} is not a thread count: give a number from 1 to 256, or for bench a comma list such as 1,2,3,4"))?;
+        if !(1..=256).contains(&n) {
+            return Err(format!("{n} threads: give 1 to 256"));
+        }
+        if !counts.contains(&n) {
+            counts.push(n);
+        }
+    }
+    Ok(ThreadList(counts))
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Tokenize TEXT and run it through each backend once; print outputs, latency and parity.
+    Run(run::RunArgs),
+    /// Read a .pte file and show how much of it is delegated (no runtime needed).
+    Inspect(InspectArgs),
+    /// Time every backend at several sequence lengths, optionally against the course's Python flow.
+    Bench(bench::BenchArgs),
+    /// Per-operator time of the ExecuTorch paths on TEXT, from a separate run with ExecuTorch's event tracer.
+    Profile(profile::ProfileArgs),
+    /// Time per module (embeddings, each layer's attention, feed-forward, norms, head) of every backend on TEXT, side by side.
+    Layers(layers::LayersArgs),
+    /// What each stack costs: disk, resident memory and time to the first result, Python and runlens (full and lite).
+    Footprint(footprint::FootprintArgs),
+    /// One stack for `footprint` to measure (waits on stdin between load and run).
+    #[command(hide = true)]
+    FootprintProbe(footprint::ProbeArgs),
+    /// Internal: load a .pte and run it once, print the verdict as JSON (runlens' probe, see backend::probe).
+    #[command(name = "probe-program", hide = true)]
+    ProbeProgram(ProbeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// The .pte file to try.
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// The .pte file to read.
+    pub file: PathBuf,
+}
+
+/// Parse a comma list such as `eager,xnnpack` against the catalog; duplicates
+/// are dropped, order kept.
+pub fn parse_list(list: &str, catalog: &[BackendSpec]) -> Result<Vec<BackendSpec>, String> {
+    let valid = || catalog.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ");
+    let mut specs: Vec<BackendSpec> = Vec::new();
+    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let spec = catalog
+            .iter()
+            .find(|s| s.name == part)
+            .ok_or_else(|| format!("unknown backend '{part}'; this model directory has: {}", valid()))?;
+        if !specs.contains(spec) {
+            specs.push(spec.clone());
+        }
+    }
+    if specs.is_empty() {
+        return Err(format!("no backend named; this model directory has: {}", valid()));
+    }
+    Ok(specs)
+}
+
+/// `--backends` names a backend the model directory does not have: a usage
+/// error (exit code 2, like clap's), with the names it has.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UnknownBackend(pub String);
+
+/// Parse `--program NAME=FILE.pte`.
+pub fn parse_program(arg: &str) -> Result<(String, PathBuf), String> {
+    let (name, file) = arg.split_once('=').ok_or_else(|| format!("--program {arg}: expected NAME=FILE.pte"))?;
+    if name.trim().is_empty() || file.trim().is_empty() {
+        return Err(format!("--program {arg}: expected NAME=FILE.pte, both non-empty"));
+    }
+    Ok((name.trim().to_string(), PathBuf::from(file)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Source;
+
+    fn catalog() -> Vec<BackendSpec> {
+        let prog = |name: &str, column: &str| BackendSpec {
+            name: name.into(),
+            title: name.into(),
+            about: String::new(),
+            column: column.into(),
+            source: Source::Program(PathBuf::from(format!("/nonexistent/{name}.pte"))),
+            given: false,
+        };
+        vec![BackendSpec::eager(), prog("portable", "portable"), prog("xnnpack", "xnnpack"), prog("xnnpack-int8", "xnnpack")]
+    }
+
+    #[test]
+    fn parses_lists_against_the_catalog_and_rejects_unknown_names() {
+        let c = catalog();
+        let names = |v: Vec<BackendSpec>| v.into_iter().map(|s| s.name).collect::<Vec<_>>();
+        assert_eq!(names(parse_list("xnnpack, eager,xnnpack", &c).unwrap()), ["xnnpack", "eager"]);
+        let err = parse_list("eager,tflite", &c).unwrap_err();
+        assert!(err.contains("tflite") && err.contains("portable") && err.contains("xnnpack-int8"), "{err}");
+        assert!(parse_list(" , ", &c).is_err());
+        assert_eq!(parse_program("mine=/tmp/a.pte").unwrap(), ("mine".to_string(), PathBuf::from("/tmp/a.pte")));
+        assert!(parse_program("nofile").unwrap_err().contains("NAME=FILE.pte"));
+        assert!(parse_program("=a.pte").is_err());
+    }
+}
