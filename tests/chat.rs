@@ -152,14 +152,18 @@ fn streamed_text_equals_what_text_streamer_prints() {
             let continuation = format!("{}{rest}", pieces.concat());
             assert_eq!(format!("{prompt_text}{continuation}"), printed, "{what}: the whole text TextStreamer printed");
             assert_eq!(detok.continuation(&s.prompt_ids, &s.new_ids), continuation, "{what}");
-            // Never behind TextStreamer: at each token, what it has printed is a prefix of what runlens has shown.
+            // Never behind TextStreamer: at each token, what it has printed is a prefix of what runlens has shown...
             let mut shown = prompt_text.clone();
             let mut py = s.prompt_printed.clone();
             assert!(shown.starts_with(&py), "{what}: after the prompt, {shown:?} vs {py:?}");
             for (i, piece) in pieces.iter().enumerate() {
                 shown.push_str(piece);
                 py.push_str(&s.printed[i]);
-                assert!(shown.starts_with(&py), "{what}: after new token {i} ({:?}) runlens showed {shown:?}, TextStreamer {py:?}", s.new_tokens[i]);
+                // ...but for a run of byte-fallback pieces still open: a later byte can turn the
+                // whole run into U+FFFD (the decoder's rule), so its text is held, not shown.
+                let open_run = s.new_tokens[i].starts_with("<0x");
+                let consistent = if open_run { shown.starts_with(&py) || py.starts_with(&shown) } else { shown.starts_with(&py) };
+                assert!(consistent, "{what}: after new token {i} ({:?}) runlens showed {shown:?}, TextStreamer {py:?}", s.new_tokens[i]);
                 // Nothing shown changes later: half a character is held, not shown as U+FFFD.
                 assert!(s.text.starts_with(&shown), "{what}: after new token {i} ({:?}) runlens showed {shown:?}, the whole text is {:?}", s.new_tokens[i], s.text);
                 if piece.is_empty() && s.new_tokens[i].starts_with("<0x") {

@@ -30,7 +30,10 @@
 //! TextStreamer has printed. Where a later byte-fallback piece turns text
 //! already shown into U+FFFD (`<0x41>` then `<0xC3>` and a word: the run of
 //! bytes is invalid, so each of its bytes decodes to U+FFFD), the stream goes
-//! on from the same character count, as TextStreamer's does.
+//! on from the same character count, as TextStreamer's does. A run of
+//! byte-fallback pieces is held until a piece of another kind ends it (its
+//! bytes are decoded together: an invalid run is one U+FFFD per byte), so the
+//! shown text is the full decode's.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -116,6 +119,14 @@ impl Detokenizer {
     }
 
     /// The raw bytes of a token, when the vocabulary spells bytes (special tokens: none).
+    /// A byte-fallback piece (`<0xNN>`) of a SentencePiece-style vocabulary.
+    fn is_byte_piece(&self, id: u32) -> bool {
+        let Some(inner) = self.inner.as_ref() else { return false };
+        matches!(inner.bytes, Some(ByteSpelling::ByteFallback))
+            && !inner.special.contains(&id)
+            && inner.tokenizer.id_to_token(id).is_some_and(|t| byte_piece(&t).is_some())
+    }
+
     fn token_bytes(&self, id: u32) -> Option<Vec<u8>> {
         let inner = self.inner.as_ref()?;
         let spelling = inner.bytes.as_ref()?;
@@ -165,6 +176,12 @@ impl Detokenizer {
         for &id in prompt {
             stream.push(id);
         }
+        // The prompt is whole: what it still holds (a byte-fallback run at its end) is its text too.
+        let rest = stream.rest();
+        stream.text.push_str(&rest);
+        stream.context = stream.window.len();
+        stream.context_text = self.decode_u32(&stream.window);
+        stream.partial.clear();
         stream.prompt_text = std::mem::take(&mut stream.text);
         stream
     }
@@ -249,13 +266,25 @@ impl TextStream<'_> {
         }
         self.window.push(id);
         let decoded = self.detok.decode_u32(&self.window);
-        let (stable, complete) = match self.held_tail() {
+        // A run of byte-fallback pieces is decoded as one: until a piece of
+        // another kind ends it, a later byte can still turn the whole run into
+        // U+FFFD, one per byte (the ByteFallback decoder's rule), so the run's
+        // text is held, and the stream shows exactly what the full decode has.
+        let run_start = (self.context..self.window.len()).rev().take_while(|&i| self.detok.is_byte_piece(self.window[i])).last();
+        let before_run;
+        let (stable, complete) = match run_start {
+            Some(start) => {
+                before_run = self.detok.decode_u32(&self.window[..start]);
+                (before_run.as_str(), false)
+            }
+            None => match self.held_tail() {
             Some(None) => (decoded.as_str(), true),
             // What the window decodes to with the character completed: the text before it is settled.
             Some(Some(completed)) => (&decoded[..common_prefix(&decoded, &completed)], false),
             // A decoder that does not spell bytes: text ending in U+FFFD may be unfinished.
             None if decoded.ends_with(char::REPLACEMENT_CHARACTER) => ("", false),
             None => (decoded.as_str(), true),
+            },
         };
         let shown = format!("{}{}", self.context_text, self.partial);
         let new = after(stable, &shown);
