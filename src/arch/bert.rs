@@ -2,7 +2,7 @@
 //! The eager model is `crate::backend::eager::bert`.
 
 use super::Architecture;
-use crate::layers::rows::{cut_layer, layer_order, MODEL_ROW};
+use super::rows::{cut_layer, layer_order, MODEL_ROW};
 
 pub const ARCHITECTURE: Architecture = Architecture {
     model_type: "bert",
@@ -12,8 +12,6 @@ pub const ARCHITECTURE: Architecture = Architecture {
     prefixes: &["bert"],
     row,
     order,
-    #[cfg(feature = "eager")]
-    eager: crate::backend::eager::bert::parse_config,
 };
 
 /// `embeddings`, `encoder.layer.N.attention.self` / `.attention.output` /
@@ -40,7 +38,7 @@ fn row(path: &[&str]) -> Option<String> {
         }
         // The layer stack's own loop.
         ["encoder"] => MODEL_ROW.to_owned(),
-        ["pooler", ..] => crate::layers::rows::HEAD_ROW.to_owned(),
+        ["pooler", ..] => super::rows::HEAD_ROW.to_owned(),
         [first, ..] if prefixed => (*first).to_owned(),
         _ => return None,
     })

@@ -2,7 +2,7 @@
 //! `crate::backend::eager::distilbert`.
 
 use super::Architecture;
-use crate::layers::rows::{cut_layer, layer_order, MODEL_ROW};
+use super::rows::{cut_layer, layer_order, MODEL_ROW};
 
 pub const ARCHITECTURE: Architecture = Architecture {
     model_type: "distilbert",
@@ -12,8 +12,6 @@ pub const ARCHITECTURE: Architecture = Architecture {
     prefixes: &["distilbert"],
     row,
     order,
-    #[cfg(feature = "eager")]
-    eager: crate::backend::eager::distilbert::parse_config,
 };
 
 /// `embeddings`, `transformer.layer.N.attention` / `.sa_layer_norm` / `.ffn` /

@@ -2,7 +2,7 @@
 //! is `crate::backend::eager::gpt2`.
 
 use super::Architecture;
-use crate::layers::rows::{layer_order, HEAD_ROW, MODEL_ROW};
+use super::rows::{layer_order, HEAD_ROW, MODEL_ROW};
 
 pub const ARCHITECTURE: Architecture = Architecture {
     model_type: "gpt2",
@@ -12,8 +12,6 @@ pub const ARCHITECTURE: Architecture = Architecture {
     prefixes: &["transformer"],
     row,
     order,
-    #[cfg(feature = "eager")]
-    eager: crate::backend::eager::gpt2::parse_config,
 };
 
 /// The names right below `transformer.` that say it is GPT-2's (DistilBERT

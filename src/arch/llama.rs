@@ -4,7 +4,7 @@
 //! biases, Qwen3's per-head q/k norms and its own head_dim).
 
 use super::Architecture;
-use crate::layers::rows::{layer_order, HEAD_ROW, MODEL_ROW};
+use super::rows::{layer_order, HEAD_ROW, MODEL_ROW};
 
 /// One row of the table per `model_type`; they share the rows and the eager model.
 const fn family(model_type: &'static str, name: &'static str, classes: &'static [&'static str]) -> Architecture {
@@ -16,8 +16,6 @@ const fn family(model_type: &'static str, name: &'static str, classes: &'static 
         prefixes: &["model"],
         row,
         order,
-        #[cfg(feature = "eager")]
-        eager: crate::backend::eager::llama::parse_config,
     }
 }
 
@@ -54,7 +52,7 @@ fn order(row: &str) -> Option<(u8, usize, u8)> {
 
 #[cfg(test)]
 mod tests {
-    use crate::layers::rows::{order_key, row_of};
+    use super::rows::{order_key, row_of};
 
     #[test]
     fn export_and_eager_paths_meet_in_the_same_rows() {

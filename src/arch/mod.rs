@@ -6,13 +6,15 @@
 //! Each architecture is a peer, in two files of its own: `src/arch/<name>.rs`
 //! (this layer: names and layer rows, in every build) and its eager model,
 //! `src/backend/eager/<name>.rs` (config fields, weights, forward on tch; the
-//! `eager` feature), which the table's [`Architecture::eager`] points at.
-//! Adding an architecture is those two files and one line in [`ARCHITECTURES`].
+//! `eager` feature), found by `model_type` in `backend::eager::parser`.
+//! Adding an architecture is those two files, one line in [`ARCHITECTURES`]
+//! and one in `backend::eager::parser` (a unit test checks every row has one).
 
 pub mod bert;
 pub mod distilbert;
 pub mod gpt2;
 pub mod llama;
+pub mod rows;
 
 /// One architecture runlens implements.
 pub struct Architecture {
@@ -33,9 +35,6 @@ pub struct Architecture {
     pub row: fn(&[&str]) -> Option<String>,
     /// Where a row goes in the table; `None` when it is not this architecture's.
     pub order: fn(&str) -> Option<(u8, usize, u8)>,
-    /// Its eager model: config.json's fields parsed, ready to load weights.
-    #[cfg(feature = "eager")]
-    pub eager: fn(path: &str, config: &serde_json::Value) -> Result<Box<dyn crate::backend::eager::ArchConfig>, crate::backend::eager::ConfigError>,
 }
 
 /// Every architecture runlens implements, one line each.

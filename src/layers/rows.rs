@@ -18,10 +18,6 @@
 /// the model (`model.` around a `...ForMaskedLM` or the cache wrapper); the
 /// architecture's own paths start below them.
 const WRAPPERS: [&str; 1] = ["model"];
-/// The model's own code outside its submodules.
-pub const MODEL_ROW: &str = "model";
-pub const HEAD_ROW: &str = "head";
-
 /// Where a row goes in the table: the model's own work, the embeddings, the
 /// layers in order, the head; instruction rows (no sidecar) after, as they ran.
 /// Within a layer, its modules in the order they first ran and the layer's own
@@ -49,25 +45,7 @@ pub fn row_of(path: &str) -> String {
     ARCHITECTURES.iter().find_map(|a| (a.row)(rest)).unwrap_or_else(|| HEAD_ROW.to_owned())
 }
 
-/// `layer` (`encoder.layer.3`) and the module path below it: the layer's own
-/// row when nothing is below, a norm with the path down to it, else the first
-/// module below (a layer's linear projections count in their parent).
-pub fn cut_layer(layer: String, tail: &[&str]) -> String {
-    if let Some(k) = tail.iter().position(|p| p.to_ascii_lowercase().contains("norm")) {
-        return format!("{layer}.{}", tail[..=k].join("."));
-    }
-    match tail {
-        [] => layer,
-        [first, ..] => format!("{layer}.{first}"),
-    }
-}
-
-/// The order key of a row inside layer `parts[index]` of a stack whose
-/// layer rows have `depth` parts (`h.3`: 2; `encoder.layer.3`: 3).
-pub fn layer_order(parts: &[&str], index: usize, depth: usize) -> (u8, usize, u8) {
-    parts.get(index).and_then(|n| n.parse().ok()).map_or((4, 0, 0), |n| (2, n, u8::from(parts.len() == depth)))
-}
-
+pub use crate::arch::rows::{cut_layer, layer_order, HEAD_ROW, MODEL_ROW};
 use crate::arch::ARCHITECTURES;
 
 #[cfg(test)]

@@ -17,8 +17,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("Ctrl-S or F2", "parallel / serial (one backend at a time)"),
     ("Ctrl-R or F3", "repeat on/off (re-run to fill the percentiles)"),
     ("F4", "operator profile (traced run)   F5: next program of a column"),
-    ("F6", "time per module of every column (layers), heat-shaded"),
-    ("F7", "text-generation: the prompt through the chat template, or raw"),
+    ("F6", "time per module (layers)   F7: chat template / raw prompt"),
     ("F1, ? on empty", "this help (any key closes it)"),
     ("Esc, Ctrl-C", "quit (also q when the text is empty)   Ctrl-Z: suspend"),
 ];

@@ -114,7 +114,12 @@ impl CheckpointConfig {
                 .unwrap_or_else(|| "a model without `architectures`".into()),
             model_type: model_type.clone(),
         })?;
-        let model: Arc<dyn ArchConfig> = Arc::from((arch.eager)(&shown, &value)?);
+        let parse = super::parser(arch.model_type).ok_or_else(|| Unsupported::Architecture {
+            path: shown.clone(),
+            architecture: architecture.clone(),
+            model_type: model_type.clone(),
+        })?;
+        let model: Arc<dyn ArchConfig> = Arc::from(parse(&shown, &value)?);
         let num_labels = match (&header.id2label, header.num_labels) {
             (Some(labels), _) if !labels.is_empty() => labels.len() as i64,
             (_, Some(n)) => n,

@@ -43,6 +43,31 @@ pub use gpt2::{Gpt2Config, Gpt2LmHeadModel};
 pub use model::{load_eager, load_model, ArchConfig, DecoderModel, EagerModel, EncoderModel};
 pub use weights::WeightError;
 
+/// config.json's fields parsed and checked, for one architecture.
+pub type ParseConfig = fn(path: &str, config: &serde_json::Value) -> Result<Box<dyn ArchConfig>, ConfigError>;
+
+/// Each architecture's eager model, by `model_type`: the eager half of a row of
+/// [`crate::arch::ARCHITECTURES`].
+pub fn parser(model_type: &str) -> Option<ParseConfig> {
+    Some(match model_type {
+        "bert" => bert::parse_config,
+        "distilbert" => distilbert::parse_config,
+        "gpt2" => gpt2::parse_config,
+        "llama" | "qwen2" | "qwen3" => llama::parse_config,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod parser_tests {
+    #[test]
+    fn every_architecture_of_the_table_has_an_eager_model() {
+        for arch in crate::arch::ARCHITECTURES {
+            assert!(super::parser(arch.model_type).is_some(), "{} has no eager parser", arch.model_type);
+        }
+    }
+}
+
 /// The eager path: a BERT-family checkpoint with its task's head, or GPT-2, in libtorch tensors.
 pub struct EagerBackend {
     weights_file: PathBuf,
