@@ -138,18 +138,9 @@ pub fn parse_program(arg: &str) -> Result<(String, PathBuf), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Source;
 
     fn catalog() -> Vec<BackendSpec> {
-        let prog = |name: &str, column: &str| BackendSpec {
-            name: name.into(),
-            title: name.into(),
-            about: String::new(),
-            column: column.into(),
-            source: Source::Program(PathBuf::from(format!("/nonexistent/{name}.pte"))),
-            given: false,
-        };
-        vec![BackendSpec::eager(), prog("portable", "portable"), prog("xnnpack", "xnnpack"), prog("xnnpack-int8", "xnnpack")]
+        ["eager", "portable", "xnnpack", "xnnpack-int8"].map(crate::backend::named).to_vec()
     }
 
     #[test]

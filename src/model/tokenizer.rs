@@ -83,13 +83,7 @@ impl TextTokenizer {
     /// `text` is what was typed ([`Encoded::text`]).
     pub fn encode_formatted(&self, formatted: &str, text: &str) -> anyhow::Result<Encoded> {
         let encoding = self.inner.encode(formatted, false).map_err(|e| anyhow!("cannot tokenize the formatted prompt: {e}"))?;
-        Ok(Encoded {
-            text: text.to_string(),
-            tokens: encoding.get_tokens().to_vec(),
-            ids: encoding.get_ids().iter().map(|&id| i64::from(id)).collect(),
-            attention_mask: encoding.get_attention_mask().iter().map(|&m| i64::from(m)).collect(),
-            truncated: !encoding.get_overflowing().is_empty(),
-        })
+        Ok(encoded(text, &encoding))
     }
 
     /// Tokenize `text`. Empty (or all-whitespace) text is an error: there is
@@ -108,12 +102,17 @@ impl TextTokenizer {
             _ => text,
         };
         let encoding = self.inner.encode(input, true).map_err(|e| anyhow!("cannot tokenize the text: {e}"))?;
-        Ok(Encoded {
-            text: text.to_string(),
-            tokens: encoding.get_tokens().to_vec(),
-            ids: encoding.get_ids().iter().map(|&id| i64::from(id)).collect(),
-            attention_mask: encoding.get_attention_mask().iter().map(|&m| i64::from(m)).collect(),
-            truncated: !encoding.get_overflowing().is_empty(),
-        })
+        Ok(encoded(text, &encoding))
+    }
+}
+
+/// The tokenizer's encoding of `text` as runlens' input.
+fn encoded(text: &str, encoding: &tokenizers::Encoding) -> Encoded {
+    Encoded {
+        text: text.to_string(),
+        tokens: encoding.get_tokens().to_vec(),
+        ids: encoding.get_ids().iter().map(|&id| i64::from(id)).collect(),
+        attention_mask: encoding.get_attention_mask().iter().map(|&m| i64::from(m)).collect(),
+        truncated: !encoding.get_overflowing().is_empty(),
     }
 }
