@@ -52,7 +52,7 @@ fn order(row: &str) -> Option<(u8, usize, u8)> {
 
 #[cfg(test)]
 mod tests {
-    use super::rows::{order_key, row_of};
+    use crate::layers::rows::{order_key, row_of};
 
     #[test]
     fn export_and_eager_paths_meet_in_the_same_rows() {
