@@ -183,6 +183,46 @@ fn gpt2_kv_programs_map_to_its_blocks_on_the_prefill() {
     gpt2_against_eager(&v, n_layer);
 }
 
+/// The Llama family's rows (src/arch/llama.rs): the export's paths (under the
+/// cache wrapper's `model.` and LlamaForCausalLM's own) and eager's scopes meet
+/// in `embed_tokens`, each layer's norms, attention (Qwen3's q/k norms inside
+/// it) and MLP, and the head; the KV programs' rows add up to their runs.
+#[test]
+fn llama_family_programs_map_to_its_layers_on_the_prefill() {
+    for name in ["tiny-llama", "tiny-qwen3"] {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(name);
+        let out = runlens(&["--model", dir.to_str().unwrap(), "--prompt-format", "raw", "layers", "--json", "--runs", "1", "the cat sat on the mat"]);
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let modules: Vec<&str> = v["rows"].as_array().unwrap().iter().map(|r| r["module"].as_str().unwrap()).collect();
+        let n_layer = 2; // python/tiny_decoders.py
+        let mut want = vec!["model".to_string(), "embed_tokens".into()];
+        for i in 0..n_layer {
+            want.extend(["input_layernorm", "self_attn", "post_attention_layernorm", "mlp"].iter().map(|p| format!("layers.{i}.{p}")));
+            want.push(format!("layers.{i}"));
+        }
+        want.push("head".into());
+        assert_eq!(modules, want, "{name}: rows in table order");
+        for backend in ["portable", "xnnpack"] {
+            assert_eq!(v["unmapped"][backend]["count"], 0, "{name}/{backend}: {}", v["unmapped"][backend]);
+            let (sum, total) = (row_sum(&v, backend), total(&v, backend));
+            assert!(total > 0.0 && (sum - total).abs() <= 1e-9 * total.max(1.0), "{name}/{backend}: rows {sum} vs run {total}");
+        }
+        #[cfg(feature = "eager")]
+        {
+            let (sum, total) = (row_sum(&v, "eager"), total(&v, "eager"));
+            assert!((sum - total).abs() <= 1e-6 * total, "{name}/eager: module times {sum} vs its run {total}");
+            for row in v["rows"].as_array().unwrap() {
+                if let Some(cosine) = row["gap"]["portable"]["cosine"].as_f64() {
+                    assert!(cosine >= 1.0 - 1e-5, "{name}/portable: {} cosine {cosine}", row["module"]);
+                }
+            }
+            let compared = v["rows"].as_array().unwrap().iter().filter(|r| r["gap"]["portable"]["at"] == "kernel").count();
+            assert!(compared >= 1 + 4 * n_layer, "{name}/portable: embed_tokens and each layer's modules at least: {compared}");
+        }
+    }
+}
+
 #[cfg(feature = "eager")]
 fn gpt2_against_eager(v: &Value, n_layer: usize) {
     let (sum, total) = (row_sum(v, "eager"), total(v, "eager"));
