@@ -84,22 +84,10 @@ struct RawSums {
 /// One traced run of `file` as `profile_file` makes it (the same aggregate),
 /// with the sums of its dump computed apart from the aggregate.
 fn profile_with_raw_sums(file: &str, runs: u32) -> (BackendProfile, RawSums) {
-    use runlens::profile::aggregate::{aggregate, DELEGATE_EVENT, EXECUTE_BLOCK};
+    use runlens::profile::aggregate::{DELEGATE_EVENT, EXECUTE_BLOCK};
     let path = pte_path(file);
     let traced = runlens::profile::trace_file(&path, &input(), runs, OutputKind::Pooled).unwrap_or_else(|e| panic!("{file}: {e:#}"));
-    let agg = aggregate(&traced.dump, &traced.plan, traced.ratio).unwrap();
-    let p = BackendProfile {
-        name: file.into(),
-        total_ms: agg.total_ms,
-        operators: agg.operators,
-        file: traced.file.clone(),
-        runs: agg.runs,
-        execute_ms: agg.execute_ms,
-        control_ms: agg.control_ms,
-        instructions_per_run: agg.instructions_per_run,
-        delegate_events_per_run: agg.delegate_events_per_run,
-        delegate_operators: agg.delegate_operators,
-    };
+    let p = runlens::profile::profile_of(file, &traced).unwrap();
     let blocks: Vec<_> = traced.dump.runs.iter().filter(|b| b.name == EXECUTE_BLOCK).collect();
     assert_eq!(blocks.len(), runs as usize, "{file}");
     let events = || blocks.iter().flat_map(|b| &b.events);

@@ -495,7 +495,7 @@ impl App {
 
     /// text-generation: the prompt format now on (the status bar shows it).
     pub fn prompt_format(&self) -> Option<crate::model::PromptFormat> {
-        self.prompter.as_ref().filter(|_| !self.task.truncates_input()).map(|p| p.format())
+        self.prompter.as_ref().filter(|_| self.task.takes_a_prompt()).map(|p| p.format())
     }
 
     fn text_changed(&mut self) {

@@ -107,7 +107,7 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
         text: input.text.clone(),
         model: dir.model_name().to_string(),
         task: ctx.task.to_string(),
-        prompt_format: (ctx.task == Task::TextGeneration).then(|| setup.prompter.format()),
+        prompt_format: ctx.task.takes_a_prompt().then(|| setup.prompter.format()),
         truncated: input.truncated,
         tokens: input.tokens.clone(),
         ids: input.ids.clone(),

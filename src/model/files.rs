@@ -102,7 +102,7 @@ impl ModelDir {
     /// text-generation it does not cut: a prompt too long for the decoder is an
     /// error that says both lengths ([`crate::task::generation::PromptError`]).
     pub fn load_tokenizer(&self) -> anyhow::Result<TextTokenizer> {
-        let max_len = if self.task().truncates_input() { self.max_seq_len() } else { usize::MAX / 2 };
+        let max_len = if self.task().takes_a_prompt() { usize::MAX / 2 } else { self.max_seq_len() };
         TextTokenizer::load(&self.tokenizer()?, max_len)
     }
 
@@ -110,7 +110,7 @@ impl ModelDir {
     /// names (with its tokenizer_config.json), else what transformers would
     /// find in the directory; `None` when it has none.
     pub fn chat_template(&self) -> anyhow::Result<Option<super::ChatTemplate>> {
-        if self.task().truncates_input() {
+        if !self.task().takes_a_prompt() {
             return Ok(None);
         }
         match &self.manifest.chat_template {

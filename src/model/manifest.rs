@@ -32,11 +32,11 @@ impl Task {
         }
     }
 
-    /// Whether the tokenizer cuts an input at the directory's maximum length:
-    /// every task but text-generation, whose prompt too long for the decoder is
-    /// an error that says both lengths instead.
-    pub fn truncates_input(self) -> bool {
-        self != Task::TextGeneration
+    /// Whether typed text is a prompt to continue (text-generation): it may go
+    /// through the model's chat template, and a prompt too long for the decoder
+    /// is an error that says both lengths instead of being cut.
+    pub fn takes_a_prompt(self) -> bool {
+        self == Task::TextGeneration
     }
 }
 

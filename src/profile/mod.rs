@@ -21,7 +21,7 @@ pub mod trace;
 
 pub use aggregate::{DelegateOperatorProfile, OperatorKind, OperatorProfile};
 pub use report::{BackendProfile, ProfileReport};
-pub use trace::{profile_file, trace_file, Traced, DEFAULT_RUNS};
+pub use trace::{profile_file, profile_of, trace_file, Traced, DEFAULT_RUNS};
 
 use crate::backend::BackendSpec;
 use crate::model::Encoded;

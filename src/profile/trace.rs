@@ -70,13 +70,17 @@ pub(crate) fn open(path: &Path, output: OutputKind, traced: bool) -> Result<Prog
 /// Profiles the program at `path` on `input` ([`trace_file`]), per operator.
 /// `name` names the backend in the report.
 pub fn profile_file(name: &str, path: &Path, input: &Encoded, runs: u32, output: OutputKind) -> Result<BackendProfile, ProfileError> {
-    let Traced { file, plan, dump, ratio, .. } = trace_file(path, input, runs, output)?;
-    let agg = aggregate(&dump, &plan, ratio).map_err(|detail| ProfileError::Mismatch { file: file.clone(), detail })?;
+    profile_of(name, &trace_file(path, input, runs, output)?)
+}
+
+/// The per-operator profile of a traced run ([`trace_file`]).
+pub fn profile_of(name: &str, traced: &Traced) -> Result<BackendProfile, ProfileError> {
+    let agg = aggregate(&traced.dump, &traced.plan, traced.ratio).map_err(|detail| ProfileError::Mismatch { file: traced.file.clone(), detail })?;
     Ok(BackendProfile {
         name: name.to_owned(),
         total_ms: agg.total_ms,
         operators: agg.operators,
-        file,
+        file: traced.file.clone(),
         runs: agg.runs,
         execute_ms: agg.execute_ms,
         control_ms: agg.control_ms,
