@@ -20,7 +20,12 @@
 #     Qwen2 (biases, one KV head, tied), Qwen3 (q/k norms, own head_dim) and a
 #     Llama with a SentencePiece-style byte-fallback tokenizer (checkpoints,
 #     tokenizers and chat templates from python/tiny_decoders.py), exported as
-#     tiny-gpt2 is: text-generation, L = 64, the four programs
+#     tiny-gpt2 is, but with L = 128 so that their chat-formatted prompts (65-78 tokens
+#     with the templates' system text) fit with 24 new tokens: the four programs;
+#     reference.json holds transformers' ids for the raw prompts and the chat ones
+# and of issue 25's programs runlens cannot run:
+#   models/llm-flow/update-cache.pte   a decoder-shaped program whose cache is written by
+#     ExecuTorch's LLM custom operator llama::update_cache (python/llm_flow_program.py)
 # Every export runs its programs against transformers (ExecuTorch's Python
 # runtime) and fails when they disagree. manifest.json / programs.json are the
 # stamps: a second run does nothing. The exports run two at a time.
@@ -66,15 +71,20 @@ programs_of = $(if $(filter tiny-distilbert-mlm,$(1)),portable$(,)xnnpack$(,)xnn
 CHAT_REFERENCES := $(DECODER_ARCHS:%=$(CHECKPOINTS)/tiny-%/chat_reference.json)
 # The eager Llama-family tests' checkpoints and transformers' prefill logits and greedy ids (tests/eager_llama.rs).
 EAGER_LLAMA := models/eager-llama
+# A program from ExecuTorch's own LLM flow, with a custom operator (tests/missing_kernels.rs).
+LLM_FLOW := models/llm-flow
 
-.PHONY: test-models test-models-files models-figures models-gpt2-figures clean-test-models
+.PHONY: test-models test-models-files models-figures models-gpt2-figures models-decoder-figures clean-test-models
 
 test-models: $(VENV_STAMP)
 	@$(MAKE) --no-print-directory -j$(TEST_MODELS_JOBS) test-models-files
 
 test-models-files: $(TINY_MODELS:%=%/manifest.json) $(COURSE)/programs.json $(GPT2_MODELS) $(DECODER_MODELS) \
-  $(CHAT_REFERENCES) $(EAGER_LLAMA)/.stamp
+  $(CHAT_REFERENCES) $(EAGER_LLAMA)/.stamp $(LLM_FLOW)/programs.json
 	@:
+
+$(LLM_FLOW)/programs.json: python/llm_flow_program.py | $(VENV_STAMP)
+	$(VPY) python/llm_flow_program.py --out $(LLM_FLOW)
 
 $(DECODER_CKPT_STAMP): python/tiny_checkpoint.py python/tiny_decoders.py $(GPT2_TOKENIZER_TEXT) | $(VENV_STAMP)
 	$(VPY) python/tiny_checkpoint.py --arch $(subst $(space),$(,),$(DECODER_ARCHS)) --size tiny --seed 0 --out $(CHECKPOINTS)
@@ -82,7 +92,7 @@ $(DECODER_CKPT_STAMP): python/tiny_checkpoint.py python/tiny_decoders.py $(GPT2_
 
 # A static pattern: the encoders' models/tiny-%/manifest.json rule would match these too.
 $(DECODER_MODELS): models/tiny-%/manifest.json: $(DECODER_CKPT_STAMP) $(EXPORT_PY) assets/prompts.txt
-	$(VPY) python/export.py --model $(CHECKPOINTS)/tiny-$* --task text-generation --max-seq-len 64 \
+	$(VPY) python/export.py --model $(CHECKPOINTS)/tiny-$* --task text-generation --max-seq-len 128 \
 	  --out models/tiny-$* --threads 1
 
 # One process builds the four checkpoints (its imports cost more than the models).
@@ -127,6 +137,22 @@ $(GPT2_FIGURES_MODEL)/manifest.json: $(GPT2_FIGURES_CKPT)/.stamp $(EXPORT_PY) as
 	$(VPY) python/export.py --model $(GPT2_FIGURES_CKPT) --task text-generation --max-seq-len 192 \
 	  --out $(GPT2_FIGURES_MODEL) --no-check
 
+# `make models-decoder-figures` (not in `make test`): SmolLM2-135M's and Qwen2.5-0.5B's
+# published sizes with random weights (python/tiny_decoders.py FIGURE_SIZES), text-generation
+# with L = 192: the KV-cache programs and XNNPACK's window (portable's window would take
+# hours at these sizes). Like models-gpt2-figures it skips the check against transformers.
+DECODER_FIGURES := smollm2-135m qwen2.5-0.5b
+arch_of_figure = $(if $(filter smollm2-%,$(1)),llama,qwen2)
+models-decoder-figures: $(DECODER_FIGURES:%=models/%-random/manifest.json)
+
+$(DECODER_FIGURES:%=$(CHECKPOINTS)/%-random/.stamp): $(CHECKPOINTS)/%-random/.stamp: python/tiny_checkpoint.py python/tiny_decoders.py $(GPT2_TOKENIZER_TEXT) | $(VENV_STAMP)
+	$(VPY) python/tiny_checkpoint.py --arch $(call arch_of_figure,$*) --size $* --seed 0 --out $(CHECKPOINTS)/$*-random
+	@touch $@
+
+$(DECODER_FIGURES:%=models/%-random/manifest.json): models/%-random/manifest.json: $(CHECKPOINTS)/%-random/.stamp $(EXPORT_PY) assets/prompts.txt
+	$(VPY) python/export.py --model $(CHECKPOINTS)/$*-random --task text-generation --max-seq-len 192 \
+	  --programs portable,xnnpack,xnnpack-nocache --out models/$*-random --no-check
+
 $(CHAT_REFERENCES): $(CHECKPOINTS)/tiny-%/chat_reference.json: $(DECODER_CKPT_STAMP) python/chat_reference.py assets/prompts.txt
 	$(VPY) python/chat_reference.py --checkpoint $(CHECKPOINTS)/tiny-$* --prompts assets/prompts.txt --out $(CHECKPOINTS)/tiny-$*
 
@@ -135,4 +161,4 @@ $(EAGER_LLAMA)/.stamp: python/eager_llama_reference.py | $(VENV_STAMP)
 	@touch $@
 
 clean-test-models:
-	rm -rf $(EAGER_LLAMA) $(TINY_MODELS) $(COURSE) models/tiny-gpt2 models/course-gpt2 $(DECODER_MODELS:%/manifest.json=%) $(CHECKPOINTS)/tiny-* $(TINY_CKPT_STAMP) $(DECODER_CKPT_STAMP)
+	rm -rf $(EAGER_LLAMA) $(LLM_FLOW) $(TINY_MODELS) $(COURSE) models/tiny-gpt2 models/course-gpt2 $(DECODER_MODELS:%/manifest.json=%) $(CHECKPOINTS)/tiny-* $(TINY_CKPT_STAMP) $(DECODER_CKPT_STAMP)

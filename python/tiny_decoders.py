@@ -22,13 +22,15 @@ model.safetensors, tokenizer.json, tokenizer_config.json, chat_template.jinja).
              its alphabet), <s> added on encode, decoder Replace + ByteFallback
              + Fuse + Strip; a Zephyr-style template as TinyLlama-Chat's.
 
-Sizes unlike any published model's (hidden 64, 2 layers). Training is
+Sizes unlike any published model's (hidden 64, 2 layers); `--size smollm2-135m`
+(llama) and `--size qwen2.5-0.5b` (qwen2) give those models' published sizes
+for the figures (FIGURE_SIZES), with random weights. Training is
 deterministic: the same seed writes the same files.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -193,6 +195,21 @@ DECODERS = {
                          {"rope_type": "default", "rope_theta": 10000.0}, ZEPHYR_TEMPLATE),
 }
 
+# Published models' sizes for the figures (random weights: timings depend on the
+# shapes only). The tokenizer stays the small trained one of the family; the
+# config's vocab_size is the published one (as Qwen2.5's own config is larger
+# than its tokenizer), so the embedding and the head have their real size.
+FIGURE_SIZES = {
+    # HuggingFaceTB/SmolLM2-135M(-Instruct): config.json's sizes
+    "smollm2-135m": ("llama", dict(hidden=576, layers=30, heads=9, kv_heads=3, head_dim=None, ffn=1536, positions=8192,
+                                   tied=True, rope={"rope_type": "default", "rope_theta": 100000.0}), 49152),
+    # Qwen/Qwen2.5-0.5B(-Instruct): config.json's sizes
+    "qwen2.5-0.5b": ("qwen2", dict(hidden=896, layers=24, heads=14, kv_heads=2, head_dim=None, ffn=4864, positions=32768,
+                                   tied=True, rope={"rope_type": "default", "rope_theta": 1000000.0}), 151936),
+}
+for _size, (_arch, _, _) in FIGURE_SIZES.items():
+    DECODERS[_arch] = replace(DECODERS[_arch], sizes=DECODERS[_arch].sizes + (_size,))
+
 LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
                    "<|eom_id|>", "<|eot_id|>"]
 QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -276,7 +293,10 @@ def build_decoder(arch: str, size: str, seed: int, init_range: float, out: Path,
     import transformers as tf
     from transformers import GenerationConfig, PreTrainedTokenizerFast
 
-    d = DECODERS[arch]
+    d, vocab_size = DECODERS[arch], None
+    if size in FIGURE_SIZES:
+        _, sizes, vocab_size = FIGURE_SIZES[size]
+        d = replace(d, **sizes)
     if d.tokenizer == "sentencepiece":
         tok = sentencepiece_tokenizer(d.vocab, lines)
         fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
@@ -298,7 +318,7 @@ def build_decoder(arch: str, size: str, seed: int, init_range: float, out: Path,
         eos = tok.token_to_id("<|im_end|>")
         eos_list = [eos, tok.token_to_id("<|endoftext|>")]
     fast.chat_template = d.template
-    vocab = len(fast)
+    vocab = vocab_size or len(fast)
 
     common = dict(
         vocab_size=vocab, hidden_size=d.hidden, intermediate_size=d.ffn, num_hidden_layers=d.layers,

@@ -8,6 +8,8 @@
 #include <executorch/devtools/etdump/etdump_flatcc.h>
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
+#include <executorch/runtime/backend/interface.h>
+#include <executorch/runtime/kernel/operator_registry.h>
 #include <executorch/runtime/platform/platform.h>
 
 #include <unistd.h>
@@ -390,6 +392,33 @@ uint32_t rl_threadpool_threads(void) {
     return RL_OK;
   });
   return n;
+}
+
+int32_t rl_registry_has_kernel(const char *name) {
+  int32_t found = 0;
+  guard("kernel registry", [&] {
+    if (!name) return fail(RL_ERR_ARGUMENT, "null operator name");
+    // Every kernel by name, whatever its dtype key: registry_has_op_function
+    // with no meta list would only find the kernels registered without a key.
+    for (const auto &kernel : executorch::runtime::get_registered_kernels()) {
+      if (kernel.name_ && std::strcmp(kernel.name_, name) == 0) {
+        found = 1;
+        break;
+      }
+    }
+    return RL_OK;
+  });
+  return found;
+}
+
+int32_t rl_registry_has_backend(const char *name) {
+  int32_t found = 0;
+  guard("backend registry", [&] {
+    if (!name) return fail(RL_ERR_ARGUMENT, "null backend name");
+    found = executorch::runtime::get_backend_class(name) != nullptr ? 1 : 0;
+    return RL_OK;
+  });
+  return found;
 }
 
 int32_t rl_module_load(const char *path, int32_t trace, rl_module **out) {

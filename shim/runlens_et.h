@@ -79,6 +79,15 @@ int32_t rl_threadpool_set_threads(uint32_t threads);
 uint32_t rl_threadpool_threads(void);
 
 /**
+ * Whether this process' ExecuTorch runtime has a kernel registered under the
+ * operator name `name` ("aten::add.out", "llama::update_cache.out"), for any
+ * dtype: 1 yes, 0 no. A program calling an operator without one fails to load.
+ */
+int32_t rl_registry_has_kernel(const char *name);
+/** Whether a backend (delegate) named `name` ("XnnpackBackend") is registered: 1 yes, 0 no. */
+int32_t rl_registry_has_backend(const char *name);
+
+/**
  * Load a .pte (memory-mapped, verified with InternalConsistency) and its "forward"
  * method. With trace non-zero an ETDump event tracer is attached (profiles, and the
  * probe: with a tracer an abort report names the instruction that was running).

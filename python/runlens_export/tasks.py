@@ -323,6 +323,14 @@ class TextGeneration(Task):
         the tokenizer's own special tokens added (Llama's BOS; GPT-2 adds none)."""
         return tokenizer(text)["input_ids"]
 
+    def encode_chat(self, tokenizer, text: str) -> list[int] | None:
+        """A prompt through the model's chat template as one user message with the
+        generation prompt (transformers' apply_chat_template); None without a template."""
+        if not getattr(tokenizer, "chat_template", None):
+            return None
+        out = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
+        return list(out["input_ids"] if not isinstance(out, list) else out)
+
     def stop_ids(self, extra: dict) -> set[int]:
         """The ids generation stops at (the manifest's end-of-text ids)."""
         return {int(i) for i in extra.get("eos_token_ids") or []}
@@ -343,7 +351,23 @@ class TextGeneration(Task):
                                   f"it does not fit in --max-seq-len {max_seq_len}; shorten it")
             generated = generate(model, ids, self.max_new_tokens, stop)
             rows.append({"text": text, "ids": ids, "generated_ids": generated,
-                         "generated_text": continuation_text(tokenizer, ids, generated)})
+                         "generated_text": continuation_text(tokenizer, ids, generated), "prompt_format": "raw"})
+        # An instruct model's prompts as runlens feeds them by default: through its chat template.
+        chat_rows = 0
+        for text in texts:
+            ids = self.encode_chat(tokenizer, text)
+            if ids is None:
+                break
+            if len(ids) + self.max_new_tokens - 1 > max_seq_len:
+                say(f"  the chat prompt of {text!r} is {len(ids)} tokens: too long for --max-seq-len {max_seq_len}, "
+                    "not in the reference")
+                continue
+            generated = generate(model, ids, self.max_new_tokens, stop)
+            rows.append({"text": text, "ids": ids, "generated_ids": generated,
+                         "generated_text": continuation_text(tokenizer, ids, generated), "prompt_format": "chat"})
+            chat_rows += 1
+        if chat_rows:
+            say(f"  {chat_rows} of the prompts also through the chat template (apply_chat_template)")
         say(f"  {self.notes(rows)}")
         if self.check_window:
             self.check_window_wrapper(model, tokenizer, rows, max_seq_len)

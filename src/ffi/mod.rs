@@ -152,6 +152,22 @@ pub fn threads() -> u32 {
     unsafe { sys::rl_threadpool_threads() }
 }
 
+/// Whether the runtime linked into this process has a kernel for the operator
+/// `name` (`aten::add.out`, as a program's operator table names it with its overload).
+pub fn has_kernel(name: &str) -> bool {
+    let Ok(name) = CString::new(name) else { return false };
+    // SAFETY: `name` is a NUL-terminated string that outlives the call; the
+    // shim only reads it and the registry, and catches every exception.
+    unsafe { sys::rl_registry_has_kernel(name.as_ptr()) == 1 }
+}
+
+/// Whether the runtime linked into this process has the delegate `name` (`XnnpackBackend`).
+pub fn has_backend(name: &str) -> bool {
+    let Ok(name) = CString::new(name) else { return false };
+    // SAFETY: as in `has_kernel`: a NUL-terminated string the shim only reads.
+    unsafe { sys::rl_registry_has_backend(name.as_ptr()) == 1 }
+}
+
 /// One int64 input of any rank for [`EtModule::execute`]: `data` holds the
 /// product of `sizes` values, row-major.
 #[derive(Clone, Copy, Debug)]

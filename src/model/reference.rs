@@ -37,6 +37,10 @@ pub struct ReferenceSentence {
     /// text-generation: the new tokens' text, special tokens skipped.
     #[serde(default)]
     pub generated_text: String,
+    /// text-generation: how `ids` were made from `text`: `raw` (the tokenizer
+    /// alone) or `chat` (the model's chat template, as `apply_chat_template`).
+    #[serde(default)]
+    pub prompt_format: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -52,6 +52,9 @@ pub enum ProfileError {
     /// runlens' probe saw ExecuTorch abort on the program (the message names the file).
     #[error("{0}")]
     Aborts(String),
+    /// The program calls operators or delegates runlens has no kernel for (the message names them and the file).
+    #[error("{0}")]
+    MissingKernels(String),
     #[error("the number of traced runs must be between 1 and {max}, not {runs}")]
     Runs { runs: u32, max: u32 },
 }

@@ -63,6 +63,7 @@ pub(crate) fn open(path: &Path, output: OutputKind, traced: bool) -> Result<Prog
         OpenError::NoForward(file) => ProfileError::NoForward(file),
         e @ OpenError::CannotDrive { .. } => ProfileError::Input { file: path.display().to_string(), detail: e.to_string() },
         OpenError::Aborts(message) => ProfileError::Aborts(message),
+        e @ OpenError::MissingKernels { .. } => ProfileError::MissingKernels(e.to_string()),
         OpenError::Runtime(e) => ProfileError::Runtime(e),
     })
 }

@@ -128,6 +128,27 @@ pub(crate) fn coverage_of(xnnpack_nodes: u64, kernel_calls: u64) -> f64 {
 }
 
 impl PlanCoverage {
+    /// A plan with nothing in it, for unit tests to fill in.
+    #[cfg(test)]
+    pub fn empty(name: &str) -> PlanCoverage {
+        PlanCoverage {
+            name: name.into(),
+            inputs: 0,
+            outputs: 0,
+            instructions: 0,
+            kernel_calls: 0,
+            delegate_calls: 0,
+            operators: BTreeMap::new(),
+            delegates: BTreeMap::new(),
+            xnnpack_nodes: BTreeMap::new(),
+            coverage: 0.0,
+            input_shapes: Vec::new(),
+            output_shapes: Vec::new(),
+            blobs: Vec::new(),
+            partition: PartitionMap::default(),
+        }
+    }
+
     /// The sequence length a program was exported for, when its first input
     /// (`input_ids`, `[1, seq]`) has a fixed shape: the caller must pad to it.
     pub fn fixed_seq_len(&self) -> Option<usize> {

@@ -90,3 +90,13 @@ pub fn embedding(out: runlens::task::OutputTensor) -> runlens::task::Embedding {
     assert_eq!(out.shape, [1, out.data.len()], "feature-extraction returns [1, H]");
     runlens::task::Embedding(out.data)
 }
+
+/// Runs this build's `runlens` binary with `args` and waits for it.
+pub fn runlens(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_runlens")).args(args).output().expect("runlens starts")
+}
+
+/// The path of `models/<name>` of this checkout, as a string for a command line.
+pub fn model_path(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(name).display().to_string()
+}

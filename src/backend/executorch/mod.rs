@@ -18,8 +18,10 @@
 //! and what runlens expects.
 
 pub mod decoder;
+pub mod kernels;
 pub mod program;
 
+pub use kernels::MissingKernels;
 pub use program::{OpenError, Program};
 
 use std::path::Path;
@@ -220,22 +222,7 @@ mod tests {
     }
 
     fn plan(inputs: Vec<InputShape>, output: InputShape) -> PlanCoverage {
-        PlanCoverage {
-            name: "forward".into(),
-            inputs: inputs.len() as u64,
-            outputs: 1,
-            instructions: 0,
-            kernel_calls: 0,
-            delegate_calls: 0,
-            operators: Default::default(),
-            delegates: Default::default(),
-            xnnpack_nodes: Default::default(),
-            coverage: 0.0,
-            input_shapes: inputs,
-            output_shapes: vec![output],
-            blobs: Vec::new(),
-            partition: Default::default(),
-        }
+        PlanCoverage { inputs: inputs.len() as u64, outputs: 1, input_shapes: inputs, output_shapes: vec![output], ..PlanCoverage::empty("forward") }
     }
 
     #[test]

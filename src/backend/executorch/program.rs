@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use super::decoder::Decoding;
+use super::kernels::MissingKernels;
 use super::InputConvention;
 use crate::backend::OutputKind;
 use crate::ffi::{EtError, EtModule};
@@ -27,6 +28,9 @@ pub enum OpenError {
     },
     #[error("{0}: the program has no method \"forward\"; runlens runs forward")]
     NoForward(String),
+    /// It calls operators or delegates this runtime has no kernel for (named before loading).
+    #[error("{file}: runlens cannot run this program: {missing}; {advice}", advice = missing.advice())]
+    MissingKernels { file: String, missing: MissingKernels },
     #[error("{file}: runlens cannot drive this program: {why}")]
     CannotDrive { file: String, why: String },
     /// runlens' probe saw ExecuTorch abort on it (the message names the file).
@@ -59,6 +63,10 @@ impl Program {
             crate::pte::read_program_file(path).map_err(|source| OpenError::Unreadable { file: file.clone(), source: Box::new(source) })?;
         let plan = coverage.plan("forward").ok_or_else(|| OpenError::NoForward(file.clone()))?;
         let instructions = table.plan("forward").ok_or_else(|| OpenError::NoForward(file.clone()))?.clone();
+        let missing = MissingKernels::of(plan);
+        if !missing.is_empty() {
+            return Err(OpenError::MissingKernels { file, missing });
+        }
         let convention = InputConvention::of(plan, output).map_err(|why| OpenError::CannotDrive { file: file.clone(), why })?;
         // ExecuTorch aborts the process on some damaged programs: try it in a child first.
         crate::backend::probe::check(path).map_err(|e| OpenError::Aborts(format!("{e:#}")))?;

@@ -68,20 +68,10 @@ mod tests {
 
     fn plan(sizes: Vec<i64>, dynamic: bool) -> PlanCoverage {
         PlanCoverage {
-            name: "forward".into(),
             inputs: 2,
             outputs: 1,
-            instructions: 0,
-            kernel_calls: 0,
-            delegate_calls: 0,
-            operators: Default::default(),
-            delegates: Default::default(),
-            xnnpack_nodes: Default::default(),
-            coverage: 0.0,
             input_shapes: vec![InputShape { sizes, dynamic, dtype: "long".into() }],
-            output_shapes: Vec::new(),
-            blobs: Vec::new(),
-            partition: Default::default(),
+            ..PlanCoverage::empty("forward")
         }
     }
 
