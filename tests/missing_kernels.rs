@@ -47,7 +47,7 @@ fn a_column_with_a_custom_operator_fails_naming_it_and_the_others_go_on() {
     let program = format!("llm={}", path.display());
     let others: &[&str] = if cfg!(feature = "eager") { &["eager", "xnnpack"] } else { &["xnnpack"] };
     let out = runlens(&[
-        "--model", &model_path("tiny-gpt2"), "--threads", "1", "--backends", &others.join(","), "--program", &program,
+        "--model", &model_path("tiny-gpt2"), "--threads", "1", "--backends", &format!("{},llm", others.join(",")), "--program", &program,
         "run", "--json", "--max-new-tokens", "4", "Once upon a time",
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
