@@ -15,6 +15,12 @@ pub struct Machine {
     pub runlens: String,
     /// torch, executorch (and, with `--python`, transformers and python), from the venv.
     pub versions: BTreeMap<String, String>,
+    /// Read bandwidth measured at the bench's thread count, GB/s (text-generation benches).
+    #[serde(default)]
+    pub memory_read_gbps: Option<f64>,
+    /// How it was measured.
+    #[serde(default)]
+    pub memory_read: Option<super::bandwidth::ReadBandwidth>,
 }
 
 impl Machine {
@@ -45,7 +51,16 @@ impl Machine {
             arch: std::env::consts::ARCH.to_string(),
             runlens: env!("CARGO_PKG_VERSION").to_string(),
             versions,
+            memory_read_gbps: None,
+            memory_read: None,
         }
+    }
+
+    /// Measure the read bandwidth with `threads` threads ([`super::bandwidth`]) and keep it.
+    pub fn measure_read_bandwidth(&mut self, threads: usize) {
+        let probe = super::bandwidth::measure(threads, super::bandwidth::default_buffer_bytes(), 5);
+        self.memory_read_gbps = Some(probe.gbps);
+        self.memory_read = Some(probe);
     }
 
     /// One line for the table header and the README.

@@ -6,11 +6,13 @@
 //! - [`report`]: the table, JSON and CSV; [`plot`]: the SVG; [`machine`]: the machine description;
 //! - [`generation`]: a text-generation model's prefill and decode rows (llama-bench's pp / tg).
 
+pub mod bandwidth;
 pub mod generation;
 pub mod machine;
 pub mod plot;
 pub mod python;
 pub mod report;
+pub mod weights;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

@@ -210,6 +210,12 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
     }
     rows.sort_by_key(|r| r.prompt_len);
     generation::fill_ratios(&mut rows);
+    if !interrupted {
+        eprintln!("measuring the memory read bandwidth ({threads} threads) ...");
+        machine.measure_read_bandwidth(threads);
+    }
+    let weight_bytes = kinds.iter().filter_map(|s| Some((s.name().to_string(), bench::weights::of_backend(dir, s)?))).collect();
+    generation::fill_bandwidth(&mut rows, &weight_bytes, machine.memory_read_gbps);
     let report = GenerationReport {
         machine,
         model: dir.model_name().to_string(),

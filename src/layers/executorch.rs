@@ -194,6 +194,7 @@ mod tests {
     fn delegate_calls_split_by_node_and_rows_add_up() {
         let plan = PlanInstructions {
             logged_output_bytes: 0,
+            gathered_table_bytes: 0,
             name: "forward".into(),
             operators: vec!["aten::native_layer_norm.out".into()],
             delegates: vec!["XnnpackBackend".into()],

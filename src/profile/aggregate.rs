@@ -270,6 +270,7 @@ mod tests {
     fn plan() -> PlanInstructions {
         PlanInstructions {
             logged_output_bytes: 0,
+            gathered_table_bytes: 0,
             name: "forward".into(),
             operators: vec!["aten::addmm.out".into(), "aten::native_layer_norm.out".into()],
             delegates: vec!["XnnpackBackend".into()],

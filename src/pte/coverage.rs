@@ -34,6 +34,30 @@ pub struct CoverageReport {
     /// The part of `delegate_blob_bytes` inside the program flatbuffer.
     #[serde(skip)]
     pub inline_delegate_bytes: u64,
+    /// The part of `constant_bytes` in mutable-data segments: the initial
+    /// values of state the program keeps (a KV cache), not weights.
+    #[serde(skip)]
+    pub mutable_data_bytes: u64,
+}
+
+impl CoverageReport {
+    /// The bytes of weights one decode step of method `plan` reads: the stored
+    /// constants (the program's and those inside XNNPACK blobs), less the
+    /// mutable data (the KV cache's initial values) and the tables only an
+    /// embedding kernel reads (one row of each is gathered; that row is not counted).
+    pub fn weight_bytes_per_token(&self, plan: &super::PlanInstructions) -> u64 {
+        let in_blobs: u64 = self
+            .plans
+            .iter()
+            .filter(|p| p.name == plan.name)
+            .flat_map(|p| &p.blobs)
+            .map(|b| match b.contents {
+                BlobContents::Xnnpack { constant_bytes, .. } => constant_bytes,
+                BlobContents::Opaque { .. } => 0,
+            })
+            .sum();
+        (self.constant_bytes + in_blobs).saturating_sub(self.mutable_data_bytes + plan.gathered_table_bytes)
+    }
 }
 
 /// One execution plan (a method such as `forward`).

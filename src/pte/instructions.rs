@@ -42,6 +42,10 @@ pub struct PlanInstructions {
     /// shapes ([`logged_bytes`]); what the buffer reserves. An estimate: the
     /// buffer grows past it (an XNNPACK call can log more than its arguments).
     pub logged_output_bytes: u64,
+    /// Bytes of constant tables that only an embedding kernel reads (a token
+    /// embedding not shared with the head, a position embedding): a decode
+    /// step gathers one row of each, not the table (`pte::weight_bytes_per_token`).
+    pub gathered_table_bytes: u64,
 }
 
 /// Every plan of a program.
@@ -145,6 +149,9 @@ fn read_plan(plan: ExecutionPlanRef<'_>, limits: &mut Limits) -> Result<PlanInst
         None => Vec::new(),
     };
     let mut logged_output_bytes = 0u64;
+    // How often each value is an argument, and the tables embedding kernels read.
+    let mut uses: std::collections::HashMap<i32, usize> = std::collections::HashMap::new();
+    let mut gathers: Vec<i32> = Vec::new();
     let mut chains = Vec::new();
     if let Some(list) = plan.chains().map_err(fb("plan chains"))? {
         limits.visit(list.len())?;
@@ -176,8 +183,16 @@ fn read_plan(plan: ExecutionPlanRef<'_>, limits: &mut Limits) -> Result<PlanInst
                                 }
                             }
                             let op = call.op_index().map_err(fb("a kernel call"))?;
+                            for &v in &args {
+                                *uses.entry(v).or_insert(0usize) += 1;
+                            }
                             match usize::try_from(op) {
-                                Ok(k) if k < operators.len() => Instruction::Kernel { op: k },
+                                Ok(k) if k < operators.len() => {
+                                    if operators[k].contains("embedding") {
+                                        gathers.extend(args.first().copied());
+                                    }
+                                    Instruction::Kernel { op: k }
+                                }
                                 _ => return Err(out_of_range("operator", op, operators.len())),
                             }
                         }
@@ -187,6 +202,7 @@ fn read_plan(plan: ExecutionPlanRef<'_>, limits: &mut Limits) -> Result<PlanInst
                             let args = call.args().map_err(fb("delegate call arguments"))?;
                             for v in args.iter().flat_map(|a| a.iter()) {
                                 logged_output_bytes = logged_output_bytes.saturating_add(logged_bytes(&values, v));
+                                *uses.entry(v).or_insert(0usize) += 1;
                             }
                             let d = call.delegate_index().map_err(fb("a delegate call"))?;
                             match usize::try_from(d) {
@@ -211,7 +227,17 @@ fn read_plan(plan: ExecutionPlanRef<'_>, limits: &mut Limits) -> Result<PlanInst
             logged_output_bytes = logged_output_bytes.saturating_add(logged_bytes(&values, v).saturating_mul(2));
         }
     }
-    Ok(PlanInstructions { name, operators, delegates, chains, logged_output_bytes })
+    gathers.sort_unstable();
+    gathers.dedup();
+    let gathered_table_bytes = gathers
+        .iter()
+        .filter(|v| uses.get(v) == Some(&1))
+        .filter_map(|&v| match usize::try_from(v).ok().and_then(|i| values.get(i)).and_then(|e| e.val().ok().flatten()) {
+            Some(KernelTypesRef::Tensor(t)) if t.data_buffer_idx().unwrap_or(0) > 0 => Some(tensor_data_bytes(&t)),
+            _ => None,
+        })
+        .sum();
+    Ok(PlanInstructions { name, operators, delegates, chains, logged_output_bytes, gathered_table_bytes })
 }
 
 /// The 64-byte alignment ETDump's buffer sink keeps between tensors.
@@ -237,9 +263,14 @@ pub fn logged_bytes(values: &[EValueRef<'_>], index: i32) -> u64 {
 }
 
 fn tensor_bytes(t: &super::generated::program::executorch_flatbuffer::TensorRef<'_>) -> u64 {
+    tensor_data_bytes(t).saturating_add(LOG_ALIGN)
+}
+
+/// A tensor's data at its stored sizes.
+fn tensor_data_bytes(t: &super::generated::program::executorch_flatbuffer::TensorRef<'_>) -> u64 {
     let numel = t.sizes().ok().flatten().map_or(1u64, |s| s.iter().fold(1u64, |n, d| n.saturating_mul(u64::try_from(d).unwrap_or(0))));
     let element = t.scalar_type().map_or(8, |s| element_bytes(s.into()));
-    numel.saturating_mul(element).saturating_add(LOG_ALIGN)
+    numel.saturating_mul(element)
 }
 
 /// Bytes per element of ExecuTorch's scalar type number (as the program and

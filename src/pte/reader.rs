@@ -90,7 +90,7 @@ pub(crate) fn read_report(file: &str, bytes: &[u8]) -> Result<CoverageReport, Pt
             plans.push(reader.plan(plan.map_err(fb("an execution plan"))?)?);
         }
     }
-    let (constant_bytes, inline_constant_bytes) = reader.constants()?;
+    let (constant_bytes, inline_constant_bytes, mutable_data_bytes) = reader.constants()?;
     // The strip of each plan, from the same instructions in execution order.
     let table = super::instructions::read_instructions(bytes)?;
     for (plan, instructions) in plans.iter_mut().zip(&table.plans) {
@@ -106,6 +106,7 @@ pub(crate) fn read_report(file: &str, bytes: &[u8]) -> Result<CoverageReport, Pt
         plans,
         inline_constant_bytes,
         inline_delegate_bytes: reader.inline_delegate_bytes,
+        mutable_data_bytes,
     })
 }
 
@@ -440,8 +441,9 @@ impl<'a> Reader<'a> {
         ))
     }
 
-    /// Constant tensor data: (all of it, the part inside the flatbuffer).
-    fn constants(&mut self) -> Result<(u64, u64), PteError> {
+    /// Constant tensor data: (all of it, the part inside the flatbuffer, the
+    /// part in mutable-data segments).
+    fn constants(&mut self) -> Result<(u64, u64, u64), PteError> {
         let mut inline = 0u64;
         if let Some(buffers) = self
             .program
@@ -504,14 +506,17 @@ impl<'a> Reader<'a> {
                 ));
             }
         }
-        let mut in_segments = 0u64;
+        let (mut in_segments, mut mutable) = (0u64, 0u64);
         for (index, user) in segment_users {
             let seg = self.segment(index, user)?;
             if self.roles[index as usize] == Role::Unused {
                 self.roles[index as usize] = Role::Constant;
                 in_segments += len_u64(seg.len);
+                if user == "mutable data" {
+                    mutable += len_u64(seg.len);
+                }
             }
         }
-        Ok((inline + in_segments, inline))
+        Ok((inline + in_segments, inline, mutable))
     }
 }

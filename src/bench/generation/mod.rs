@@ -53,6 +53,15 @@ pub struct GenRow {
     pub ttft_speedup_vs_python: Option<f64>,
     /// This row's median decode tokens/s over Python's (> 1: runlens decodes faster).
     pub decode_speedup_vs_python: Option<f64>,
+    /// The bytes of weights one decode step reads (`bench::weights`; a Python row: its runlens counterpart's).
+    #[serde(default)]
+    pub weight_bytes_per_token: Option<u64>,
+    /// weight_bytes_per_token x decode tokens/s, GB/s.
+    #[serde(default)]
+    pub achieved_gbps: Option<f64>,
+    /// achieved_gbps over the machine's measured read bandwidth (`machine.memory_read_gbps`).
+    #[serde(default)]
+    pub fraction_of_read_bandwidth: Option<f64>,
 }
 
 /// A cell that was not measured, and why.
@@ -117,7 +126,22 @@ pub fn row(backend: &str, cache: Option<String>, prompt_len: usize, gen_tokens: 
         decode_max: if decode.is_empty() { 0.0 } else { hi(decode) },
         ttft_speedup_vs_python: None,
         decode_speedup_vs_python: None,
+        weight_bytes_per_token: None,
+        achieved_gbps: None,
+        fraction_of_read_bandwidth: None,
     })
+}
+
+/// Fill each decode row's weight bytes (by backend name; a `python-` row takes
+/// its runlens counterpart's), the GB/s they stream at and the fraction of the
+/// measured read bandwidth.
+pub fn fill_bandwidth(rows: &mut [GenRow], weight_bytes: &std::collections::BTreeMap<String, u64>, read_gbps: Option<f64>) {
+    for r in rows.iter_mut() {
+        let name = r.backend.strip_prefix("python-").unwrap_or(&r.backend);
+        r.weight_bytes_per_token = weight_bytes.get(name).copied();
+        r.achieved_gbps = r.weight_bytes_per_token.map(|b| b as f64 * r.decode_tokens_per_s / 1e9);
+        r.fraction_of_read_bandwidth = r.achieved_gbps.zip(read_gbps.filter(|g| *g > 0.0)).map(|(a, g)| a / g);
+    }
 }
 
 /// The manifest's cache kind of a program (`static`, else `none`); eager's
@@ -249,7 +273,18 @@ pub fn table(report: &GenerationReport) -> String {
         report.max_seconds,
         if report.interrupted { " (INTERRUPTED: partial results)" } else { "" }
     );
-    let _ = writeln!(out, "{:<24} {:>6} {:>10} {:>5} {:>11} {:>11} {:>10}", "backend", "cache", "test", "runs", "t/s", "ttft ms", "vs python");
+    if let Some(bw) = &report.machine.memory_read {
+        let _ = writeln!(
+            out,
+            "memory read bandwidth: {:.1} GB/s (best of {} passes, median {:.1}; {} threads over {} MiB)",
+            bw.gbps,
+            bw.passes,
+            bw.median_gbps,
+            bw.threads,
+            bw.buffer_bytes >> 20
+        );
+    }
+    let _ = writeln!(out, "{:<24} {:>6} {:>10} {:>5} {:>11} {:>11} {:>10} {:>9} {:>7} {:>7}", "backend", "cache", "test", "runs", "t/s", "ttft ms", "vs python", "MB/token", "GB/s", "of wall");
     for r in &report.results {
         let cache = r.cache.as_deref().unwrap_or("-");
         let _ = writeln!(
@@ -265,18 +300,22 @@ pub fn table(report: &GenerationReport) -> String {
         );
         let _ = writeln!(
             out,
-            "{:<24} {:>6} {:>10} {:>5} {:>11.1} {:>11} {:>10}",
+            "{:<24} {:>6} {:>10} {:>5} {:>11.1} {:>11} {:>10} {:>9} {:>7} {:>7}",
             r.backend,
             cache,
             format!("tg{} @{}", r.gen_tokens, r.prompt_len),
             r.runs,
             r.decode_tokens_per_s,
             "",
-            speedup(r.decode_speedup_vs_python)
+            speedup(r.decode_speedup_vs_python),
+            r.weight_bytes_per_token.map_or("-".to_string(), |b| format!("{:.1}", b as f64 / 1e6)),
+            r.achieved_gbps.map_or("-".to_string(), |g| format!("{g:.1}")),
+            r.fraction_of_read_bandwidth.map_or("-".to_string(), |f| format!("{:.0}%", f * 100.0)),
         );
     }
     out.push_str("t/s: prompt tokens/s (pp) = prompt / TTFT; decode tokens/s (tg) = (new - 1) / time from the first new token to the last.\n");
     out.push_str("vs python: speed over the same backend in Python in this run (> 1: runlens is faster).\n");
+    out.push_str("MB/token: weights a decode step reads; GB/s: MB/token x decode t/s; of wall: GB/s over the measured read bandwidth.\n");
     for (program, len, ttft, decode) in cache_speedups(&report.results) {
         let _ = writeln!(out, "KV cache: {program} over {program}-nocache at a {len}-token prompt: decode {decode:.1}x, TTFT {ttft:.1}x");
     }
@@ -296,12 +335,12 @@ pub fn write_json(report: &GenerationReport, path: &Path) -> anyhow::Result<()> 
 
 /// The CSV: one line per row.
 pub fn csv(report: &GenerationReport) -> String {
-    let mut out = String::from("backend,cache,prompt_len,gen_tokens,runs,ttft_ms,ttft_min_ms,ttft_max_ms,prompt_tokens_per_s,decode_tokens_per_s,decode_min,decode_max,ttft_speedup_vs_python,decode_speedup_vs_python,threads\n");
+    let mut out = String::from("backend,cache,prompt_len,gen_tokens,runs,ttft_ms,ttft_min_ms,ttft_max_ms,prompt_tokens_per_s,decode_tokens_per_s,decode_min,decode_max,ttft_speedup_vs_python,decode_speedup_vs_python,threads,weight_bytes_per_token,achieved_gbps,fraction_of_read_bandwidth\n");
     let opt = |x: Option<f64>| x.map_or(String::new(), |x| format!("{x:.4}"));
     for r in &report.results {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{:.4},{:.4},{:.4},{:.3},{:.3},{:.3},{:.3},{},{},{}",
+            "{},{},{},{},{},{:.4},{:.4},{:.4},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{}",
             r.backend,
             r.cache.as_deref().unwrap_or(""),
             r.prompt_len,
@@ -316,7 +355,10 @@ pub fn csv(report: &GenerationReport) -> String {
             r.decode_max,
             opt(r.ttft_speedup_vs_python),
             opt(r.decode_speedup_vs_python),
-            report.threads
+            report.threads,
+            r.weight_bytes_per_token.map_or(String::new(), |b| b.to_string()),
+            opt(r.achieved_gbps),
+            opt(r.fraction_of_read_bandwidth)
         );
     }
     out
@@ -340,5 +382,13 @@ mod tests {
         assert_eq!(rows[2].decode_speedup_vs_python, None, "no python-xnnpack-nocache row");
         assert_eq!(cache_speedups(&rows), vec![("xnnpack".to_string(), 8, 3.0, 10.0)]);
         assert!(row("eager", None, 8, 32, &[], &[]).is_none());
+
+        let bytes = std::collections::BTreeMap::from([("xnnpack".to_string(), 500_000_000u64)]);
+        fill_bandwidth(&mut rows, &bytes, Some(20.0));
+        assert_eq!(rows[0].weight_bytes_per_token, Some(500_000_000));
+        assert!((rows[0].achieved_gbps.unwrap() - 100.0).abs() < 1e-9, "0.5 GB x 200 t/s");
+        assert!((rows[0].fraction_of_read_bandwidth.unwrap() - 5.0).abs() < 1e-9);
+        assert!((rows[1].achieved_gbps.unwrap() - 25.0).abs() < 1e-9, "python-xnnpack reads what xnnpack reads");
+        assert_eq!(rows[2].weight_bytes_per_token, None, "no figure for xnnpack-nocache");
     }
 }

@@ -1,0 +1,87 @@
+//! The bytes of weights one decode step reads, per backend: what the memory
+//! wall is measured against ([`super::bandwidth`]). Every weight matrix is
+//! read once a token; a table that is only gathered from (a token embedding
+//! the head does not share, a position embedding) gives one row, which is not
+//! counted. A matrix stored once counts once, stored twice (XNNPACK keeps its
+//! own copy of a tied head) counts where it is read.
+//!
+//! - a program: its stored constants, from runlens' `.pte` reader
+//!   ([`CoverageReport::weight_bytes_per_token`](crate::pte::CoverageReport::weight_bytes_per_token));
+//! - eager: the checkpoint's tensors (`model.safetensors`' header), as the
+//!   eager model holds them in memory.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context;
+
+use crate::backend::BackendSpec;
+use crate::model::ModelDir;
+
+/// Weight bytes a decode step of `spec` reads; None when they cannot be read.
+pub fn of_backend(dir: &ModelDir, spec: &BackendSpec) -> Option<u64> {
+    let bytes = match spec.pte_file() {
+        Some(path) => program(path),
+        None => checkpoint(&dir.weights().ok()?),
+    };
+    bytes.ok()
+}
+
+/// A program's weight bytes a step of `forward` reads.
+pub fn program(path: &Path) -> anyhow::Result<u64> {
+    let (report, table) = crate::pte::read_program_file(path).with_context(|| format!("reading {}", path.display()))?;
+    let plan = table.plan("forward").with_context(|| format!("{}: no method forward", path.display()))?;
+    Ok(report.weight_bytes_per_token(plan))
+}
+
+/// One tensor of a safetensors header.
+#[derive(serde::Deserialize)]
+struct TensorInfo {
+    data_offsets: [u64; 2],
+}
+
+/// Names of tables a decode step gathers one row of: position embeddings always,
+/// the token embedding when the checkpoint has a head of its own (`lm_head.weight`).
+fn gathered(name: &str, untied: bool) -> bool {
+    let position = ["wpe.weight", "position_embeddings.weight"].iter().any(|s| name.ends_with(s));
+    let token = ["wte.weight", "embed_tokens.weight", "word_embeddings.weight"].iter().any(|s| name.ends_with(s));
+    position || (token && untied)
+}
+
+/// A safetensors checkpoint's weight bytes a decode step reads.
+pub fn checkpoint(path: &Path) -> anyhow::Result<u64> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut len = [0u8; 8];
+    file.read_exact(&mut len).with_context(|| format!("{}: not a safetensors file", path.display()))?;
+    let len = u64::from_le_bytes(len);
+    anyhow::ensure!(len <= 100 << 20, "{}: a safetensors header of {len} bytes is not plausible", path.display());
+    let mut header = vec![0u8; len as usize];
+    file.read_exact(&mut header).with_context(|| format!("{}: truncated safetensors header", path.display()))?;
+    let mut tensors: BTreeMap<String, serde_json::Value> =
+        serde_json::from_slice(&header).with_context(|| format!("{}: unreadable safetensors header", path.display()))?;
+    tensors.remove("__metadata__");
+    let untied = tensors.keys().any(|k| k == "lm_head.weight");
+    let mut bytes = 0u64;
+    for (name, info) in tensors {
+        let info: TensorInfo = serde_json::from_value(info).with_context(|| format!("{}: tensor {name}", path.display()))?;
+        if !gathered(&name, untied) {
+            bytes += info.data_offsets[1].saturating_sub(info.data_offsets[0]);
+        }
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gathered_tables_are_the_embeddings_the_head_does_not_read() {
+        assert!(gathered("transformer.wpe.weight", false));
+        assert!(!gathered("transformer.wte.weight", false), "tied: the head reads it");
+        assert!(gathered("model.embed_tokens.weight", true));
+        assert!(!gathered("lm_head.weight", true));
+        assert!(!gathered("model.layers.0.mlp.up_proj.weight", true));
+    }
+}
