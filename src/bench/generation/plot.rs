@@ -1,7 +1,9 @@
 //! `--plot` for text generation: two panels against the prompt length (log
 //! scale): time to first token (ms, log) and decode tokens/s (log). One
 //! series per backend; programs without a KV cache in a lighter shade of their
-//! program's colour, the Python rows dashed.
+//! program's colour, the Python rows dashed. The decode panel also draws each
+//! backend's ceiling, the measured read bandwidth over its weight bytes per
+//! token, as a thin dotted line in its colour.
 
 use std::path::Path;
 
@@ -28,6 +30,7 @@ fn panel(
     title: &str,
     y_desc: &str,
     value: impl Fn(&GenRow) -> f64,
+    ceilings: &[(String, f64)],
     path: &Path,
 ) -> anyhow::Result<()> {
     let err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
@@ -35,6 +38,7 @@ fn panel(
     let (xmin, xmax) = rows.iter().fold((f64::MAX, f64::MIN), |(a, b), r| (a.min(r.prompt_len as f64), b.max(r.prompt_len as f64)));
     let (ymin, ymax) = rows.iter().filter(points).fold((f64::MAX, f64::MIN), |(a, b), r| (a.min(value(r)), b.max(value(r))));
     anyhow::ensure!(ymin <= ymax, "no positive values to plot for {title}");
+    let ymax = ceilings.iter().map(|c| c.1).filter(|c| c.is_finite()).fold(ymax, f64::max);
     let (xmin, xmax) = if xmin == xmax { (xmin / 2.0, xmax * 2.0) } else { (xmin / 1.2, xmax * 1.2) };
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 16))
@@ -85,6 +89,14 @@ fn panel(
         });
         chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, s.filled()))).map_err(|e| err(&e))?;
     }
+    for (backend, ceiling) in ceilings.iter().filter(|c| c.1.is_finite() && c.1 > 0.0) {
+        let (s, _) = style(backend);
+        let line = ShapeStyle { stroke_width: 1, ..s };
+        chart.draw_series(DashedLineSeries::new([(xmin, *ceiling), (xmax, *ceiling)], 2, 4, line)).map_err(|e| err(&e))?;
+        chart
+            .draw_series(std::iter::once(Text::new(format!("{backend} ceiling"), (xmin * 1.05, *ceiling * 1.08), ("sans-serif", 10).into_font().color(&s.color))))
+            .map_err(|e| err(&e))?;
+    }
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
@@ -96,6 +108,20 @@ fn panel(
     Ok(())
 }
 
+/// Each runlens backend's decode ceiling: read bandwidth / weight bytes per token.
+fn ceilings(report: &GenerationReport) -> Vec<(String, f64)> {
+    let Some(gbps) = report.machine.memory_read_gbps else { return Vec::new() };
+    let mut out: Vec<(String, f64)> = Vec::new();
+    for r in report.results.iter().filter(|r| !r.backend.starts_with("python-")) {
+        if let Some(bytes) = r.weight_bytes_per_token.filter(|b| *b > 0) {
+            if !out.iter().any(|(b, _)| *b == r.backend) {
+                out.push((r.backend.clone(), gbps * 1e9 / bytes as f64));
+            }
+        }
+    }
+    out
+}
+
 /// Write the plot as SVG to `path`.
 pub fn write_svg(report: &GenerationReport, path: &Path) -> anyhow::Result<()> {
     anyhow::ensure!(!report.results.is_empty(), "nothing was measured, so there is nothing to plot");
@@ -104,8 +130,12 @@ pub fn write_svg(report: &GenerationReport, path: &Path) -> anyhow::Result<()> {
     let caption = format!("{}, {} new tokens, {} threads ({}) — {}", report.model, report.gen_tokens, report.threads, "random weights", report.machine.cpu);
     let root = root.titled(&caption, ("sans-serif", 18)).map_err(|e| anyhow!("drawing {}: {e}", path.display()))?;
     let (left, right) = root.split_horizontally(600);
-    panel(&left, &report.results, "time to first token", "median TTFT (ms, log)", |r| r.ttft_ms, path)?;
-    panel(&right, &report.results, "decode speed", "median decode tokens/s (log)", |r| r.decode_tokens_per_s, path)?;
+    panel(&left, &report.results, "time to first token", "median TTFT (ms, log)", |r| r.ttft_ms, &[], path)?;
+    let title = match report.machine.memory_read_gbps {
+        Some(g) => format!("decode speed; dotted: {g:.1} GB/s over the weight bytes a token"),
+        None => "decode speed".to_string(),
+    };
+    panel(&right, &report.results, &title, "median decode tokens/s (log)", |r| r.decode_tokens_per_s, &ceilings(report), path)?;
     root.present().map_err(|e| anyhow!("drawing {}: {e}", path.display())).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
@@ -146,5 +176,39 @@ mod tests {
         }
         assert_eq!(texts.iter().filter(|t| **t == "python-xnnpack").count(), 2, "a legend entry in each panel");
         assert_eq!(texts.iter().filter(|t| **t == "32").count(), 2, "the lengths label both x axes");
+        assert!(!texts.iter().any(|t| t.contains("ceiling")), "no bandwidth measured: no ceilings");
+    }
+
+    #[test]
+    fn the_decode_panel_draws_each_backends_ceiling() {
+        let mut rows: Vec<GenRow> =
+            ["eager", "xnnpack", "python-xnnpack"].iter().map(|b| super::super::row(b, None, 8, 32, &[2.0], &[100.0]).unwrap()).collect();
+        let bytes = std::collections::BTreeMap::from([("eager".to_string(), 500_000_000u64), ("xnnpack".to_string(), 250_000_000)]);
+        super::super::fill_bandwidth(&mut rows, &bytes, Some(20.0));
+        let mut machine = crate::bench::machine::Machine::probe(None);
+        machine.memory_read_gbps = Some(20.0);
+        let report = GenerationReport {
+            machine,
+            model: "m".into(),
+            weights: String::new(),
+            threads: 2,
+            command: String::new(),
+            gen_tokens: 32,
+            warmup: 0,
+            iters: 1,
+            max_seconds: 1.0,
+            python_iters: None,
+            interrupted: false,
+            results: rows,
+            loads: vec![],
+            skipped: vec![],
+        };
+        assert_eq!(ceilings(&report), vec![("eager".to_string(), 40.0), ("xnnpack".to_string(), 80.0)]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gen.svg");
+        write_svg(&report, &path).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(svg.contains("eager ceiling") && svg.contains("xnnpack ceiling"), "{svg}");
+        assert!(!svg.contains("python-xnnpack ceiling"));
     }
 }
