@@ -25,8 +25,10 @@ What survives into the .pte and the ETDump, and so what the sidecar is keyed by:
 `node` is the edge-graph node the instruction was emitted from (its name in
 the edge graph, kept in the node's meta through emission; a delegate call is
 its `executorch_call_delegate` node), which is also its id in Model Explorer's
-view of the edge graph (`<program>.graph.json`, model_explorer.py); null when
-the emitted node has none (a pass made it). Each entry of `nodes` has its
+view of the edge graph (`<program>.graph.json`, model_explorer.py); a
+buffer's write-back (`copy_` into a KV cache, which emission adds) is the
+graph's `output` node, where the edge graph holds buffer mutations; null when
+a pass made the emitted node otherwise. Each entry of `nodes` has its
 `graph_node` (for a node inside a delegate: the call's).
 `module` is the innermost entry of `nn_module_stack`, as the wrapper names it
 (`model.` or `bert.` in front of the checkpoint's own keys); `""` is the
@@ -48,6 +50,7 @@ VERSION = 1
 # but may rename it (a re-trace numbers `aten_add_tensor_2` anew) and its debug handles
 # do not line up with instructions once views become `et_view`.
 GRAPH_NODE = "runlens_graph_node"
+WRITE_BACK_NODE = "output"
 NO_STACK = "_empty_nn_module_stack_from_metadata_hook"
 
 
@@ -124,6 +127,18 @@ def _same_op(instruction_op: str, node: torch.fx.Node) -> bool:
     return base == node_base or (base == "et_view" and node_base == "view")
 
 
+def graph_node(node: torch.fx.Node | None) -> str | None:
+    """The edge-graph node an emitted node came from. The write-back of a
+    mutated buffer (a KV cache: `copy_` into the buffer, which emission adds)
+    has none: in the edge graph a buffer mutation is an output of the graph, so
+    it is the `output` node."""
+    if node is None:
+        return None
+    if GRAPH_NODE in node.meta:
+        return node.meta[GRAPH_NODE]
+    return WRITE_BACK_NODE if _op_name(node).startswith("aten.copy_") else None
+
+
 def instructions(program_manager, method: str = "forward") -> list[dict]:
     """Every instruction of `method` with its module, lined up in emission order
     with the nodes of the emitted graph (kernel calls, views, delegate calls)."""
@@ -160,7 +175,7 @@ def instructions(program_manager, method: str = "forward") -> list[dict]:
             last = module
             rows.append({"chain": c, "index": i, "op": name, "module": module, "inherited": inherited,
                          "matched": node is not None, "handles": [int(h) for h in handles],
-                         "node": node.meta.get(GRAPH_NODE) if node is not None else None})
+                         "node": graph_node(node)})
     return rows
 
 
