@@ -20,13 +20,14 @@ sizes (a program with a dynamic sequence length has `SymInt` outputs and shapes
 with `s0`), so this writes each output's dtype and shape itself. Ids, labels,
 namespaces (the module hierarchy), edges and attributes are the adapter's.
 
-The package (`ai-edge-model-explorer`) is optional: without it the export says
-so and writes no graph.
+The package (`ai-edge-model-explorer`) is optional: without it, or when its
+adapter cannot convert a graph, the export says so and writes no graph.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from .files import say, write_atomic
@@ -77,9 +78,14 @@ def write_graph(edge_manager, pte: Path) -> None:
     then emitted (before `to_executorch`); says so and writes nothing when
     Model Explorer's package is absent."""
     path = graph_path(pte)
-    doc = graph_document(edge_manager.exported_program(), pte.name)
+    start = time.process_time()
+    try:
+        doc = graph_document(edge_manager.exported_program(), pte.name)
+    except Exception as e:  # an optional extra: a graph the adapter cannot convert costs the picture, not the export
+        say(f"  no {path.name}: Model Explorer's adapter cannot convert this edge graph: {type(e).__name__}: {e}")
+        return
     if doc is None:
         say(f"  no {path.name}: Model Explorer's package is not installed (pip install {PACKAGE})")
         return
     write_atomic(path, (json.dumps(doc) + "\n").encode())
-    say(f"  {path.name}: {len(doc['graphs'][0]['nodes'])} nodes for Model Explorer")
+    say(f"  {path.name}: {len(doc['graphs'][0]['nodes'])} nodes for Model Explorer ({time.process_time() - start:.1f} s CPU)")
