@@ -34,10 +34,11 @@ def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_op
 
     edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]) if delegate else to_edge(ep)
     nodes = edge_nodes(edge)
+    graph = None
     if pte is not None:
-        from .model_explorer import write_graph
+        from .model_explorer import graph_json
 
-        write_graph(edge, pte)
+        graph = graph_json(edge, pte)
     if mutable_buffers:
         from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 
@@ -50,4 +51,8 @@ def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_op
         if custom:
             raise ExportError(f"the program calls operators the ExecuTorch runtime has no standard kernels for: {', '.join(custom)}")
         say(f"  {len(ops)} operators, all standard: {', '.join(op.split('::')[1] for op in ops)}")
+    if pte is not None:
+        from .model_explorer import write_graph
+
+        write_graph(pte, graph)
     return program, nodes

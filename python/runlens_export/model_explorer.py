@@ -73,19 +73,28 @@ def graph_document(exported_program, label: str) -> dict | None:
     return {"label": label, "graphs": convert_adapter_response(graphs)["graphs"]}
 
 
-def write_graph(edge_manager, pte: Path) -> None:
-    """Writes `<program>.graph.json` next to `pte` from the edge program that is
-    then emitted (before `to_executorch`); says so and writes nothing when
-    Model Explorer's package is absent."""
-    path = graph_path(pte)
+def graph_json(edge_manager, pte: Path) -> bytes | None:
+    """`<program>.graph.json` for the program `pte`, from the edge program that is
+    then emitted (call it before `to_executorch`); None, said, when Model
+    Explorer's package is absent or its adapter cannot convert the graph."""
+    name = graph_path(pte).name
     start = time.process_time()
     try:
         doc = graph_document(edge_manager.exported_program(), pte.name)
     except Exception as e:  # an optional extra: a graph the adapter cannot convert costs the picture, not the export
-        say(f"  no {path.name}: Model Explorer's adapter cannot convert this edge graph: {type(e).__name__}: {e}")
-        return
+        say(f"  no {name}: Model Explorer's adapter cannot convert this edge graph: {type(e).__name__}: {e}")
+        return None
     if doc is None:
-        say(f"  no {path.name}: Model Explorer's package is not installed (pip install {PACKAGE})")
-        return
-    write_atomic(path, (json.dumps(doc) + "\n").encode())
-    say(f"  {path.name}: {len(doc['graphs'][0]['nodes'])} nodes for Model Explorer ({time.process_time() - start:.1f} s CPU)")
+        say(f"  no {name}: Model Explorer's package is not installed (pip install {PACKAGE})")
+        return None
+    say(f"  {name}: {len(doc['graphs'][0]['nodes'])} nodes for Model Explorer ({time.process_time() - start:.1f} s CPU)")
+    return (json.dumps(doc) + "\n").encode()
+
+
+def write_graph(pte: Path, data: bytes | None) -> None:
+    """Writes what graph_json made next to the program; for None, removes the
+    graph of an earlier export (its node names need not be this program's)."""
+    if data is not None:
+        write_atomic(graph_path(pte), data)
+    else:
+        graph_path(pte).unlink(missing_ok=True)
