@@ -42,18 +42,24 @@ pub fn graph_path(program: &Path) -> PathBuf {
     program.with_extension("graph.json")
 }
 
-/// Every program of `specs` has its graph file; else an error naming the file
-/// and the export command that writes it (checked before anything runs).
-pub fn check_graphs(specs: &[BackendSpec]) -> anyhow::Result<()> {
+/// A program has no graph file beside it (exit code 2, as for a missing file).
+#[derive(Debug, thiserror::Error)]
+#[error("{program}: no Model Explorer graph {} beside {}; it is written by {EXPORT_COMMAND}: re-export the model directory", graph.display(), pte.display())]
+pub struct NoGraph {
+    pub program: String,
+    pub graph: PathBuf,
+    pub pte: PathBuf,
+}
+
+/// Every program of `specs` has its graph file; else [`NoGraph`] for the first
+/// that lacks it (checked before anything runs).
+pub fn check_graphs(specs: &[BackendSpec]) -> Result<(), NoGraph> {
     for spec in specs {
         let Some(pte) = spec.pte_file() else { continue };
         let graph = graph_path(pte);
-        anyhow::ensure!(
-            graph.is_file(),
-            "{spec}: no Model Explorer graph {} beside {}; it is written by {EXPORT_COMMAND}: re-export the model directory",
-            graph.display(),
-            pte.display()
-        );
+        if !graph.is_file() {
+            return Err(NoGraph { program: spec.name.clone(), graph, pte: pte.to_path_buf() });
+        }
     }
     Ok(())
 }
