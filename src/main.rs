@@ -4,7 +4,8 @@ use clap::Parser;
 use runlens::cli::{Cli, Command};
 use runlens::model::{ManifestError, ModelsMissing};
 
-/// Exit code 2: the model directory or one of its files is missing or old,
+/// Exit code 2: the model directory or one of its files (a program's graph for
+/// `layers --model-explorer` included) is missing or old,
 /// `--backends` names one it does not have, or `--prompt-format chat` a template
 /// it does not have; 1: anything else.
 fn exit_code(err: &anyhow::Error) -> u8 {
@@ -12,6 +13,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         || err.downcast_ref::<ManifestError>().is_some()
         || err.downcast_ref::<runlens::cli::UnknownBackend>().is_some()
         || err.downcast_ref::<runlens::model::NoChatTemplate>().is_some()
+        || err.downcast_ref::<runlens::layers::model_explorer::NoGraph>().is_some()
     {
         2
     } else {

@@ -154,12 +154,12 @@ def export_window(model: torch.nn.Module, length: int, per_position: bool = Fals
     return torch.export.export(wrapper, example, strict=False)
 
 
-def to_program(ep, delegate: bool):
+def to_program(ep, delegate: bool, pte=None):
     """An ExportedProgram lowered (XnnpackPartitioner or none) to an ExecuTorch
     program, and the edge graph's nodes with their modules (modules.py); mutable
     buffers (the KV cache) start as zeros. An ExportError when an operator
     outside the standard namespaces is left."""
-    return lower(ep, delegate, mutable_buffers=CACHE_BUFFERS, standard_ops_only=True)
+    return lower(ep, delegate, mutable_buffers=CACHE_BUFFERS, standard_ops_only=True, pte=pte)
 
 
 def lower_decoder(model: torch.nn.Module, names: list[str], max_seq_len: int, out: Path) -> list[dict]:
@@ -179,7 +179,7 @@ def lower_decoder(model: torch.nn.Module, names: list[str], max_seq_len: int, ou
         say(f"lowering {spec.file} ({'XnnpackPartitioner' if spec.delegate else 'no delegate'})")
         from .modules import sidecar
 
-        program, nodes = to_program(exported[spec.cache], spec.delegate is not None)
+        program, nodes = to_program(exported[spec.cache], spec.delegate is not None, out / spec.file)
         write_atomic(out / spec.file, program.buffer)
         # The sidecar of `runlens layers`: each instruction's module (modules.py).
         write_atomic(out / spec.modules_file, sidecar(spec.file, nodes, program))

@@ -6,7 +6,9 @@ program runlens writes (programs.py, decoder.py, course.py):
     program = edge.to_executorch(config)
 
 with the edge graph's nodes and their modules read before emission (the
-sidecar of modules.py needs them; emission replaces their debug handles).
+sidecar of modules.py needs them; emission replaces their debug handles), and,
+given the program's path, the edge graph for Model Explorer next to it
+(model_explorer.py; only when that optional package is installed).
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ XNNPACK = "XnnpackBackend"
 STANDARD_OP_NAMESPACES = ("aten", "dim_order_ops", "executorch_prim")
 
 
-def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_ops_only: bool = False):
+def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_ops_only: bool = False, pte=None):
     """(program manager, edge nodes). `mutable_buffers`: names (prefixes) of
     mutable buffers that start as zeros in the program (InitializedMutableBufferPass;
     a KV cache). `standard_ops_only`: an ExportError when the program calls an
-    operator outside the standard namespaces, which runlens' runtime has no kernel for."""
+    operator outside the standard namespaces, which runlens' runtime has no kernel for.
+    `pte`: the program's path; its `<name>.graph.json` is written next to it."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_and_lower
 
@@ -31,6 +34,11 @@ def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_op
 
     edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]) if delegate else to_edge(ep)
     nodes = edge_nodes(edge)
+    graph = None
+    if pte is not None:
+        from .model_explorer import graph_json
+
+        graph = graph_json(edge, pte)
     if mutable_buffers:
         from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 
@@ -43,4 +51,8 @@ def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_op
         if custom:
             raise ExportError(f"the program calls operators the ExecuTorch runtime has no standard kernels for: {', '.join(custom)}")
         say(f"  {len(ops)} operators, all standard: {', '.join(op.split('::')[1] for op in ops)}")
+    if pte is not None:
+        from .model_explorer import write_graph
+
+        write_graph(pte, graph)
     return program, nodes

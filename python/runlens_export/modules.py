@@ -16,10 +16,20 @@ What survives into the .pte and the ETDump, and so what the sidecar is keyed by:
     {"runlens_modules": 1, "program": "xnnpack.pte", "method": "forward",
      "instructions": [{"chain": 0, "index": 5, "op": "aten::embedding.out",
                        "module": "model.bert.embeddings.word_embeddings",
-                       "inherited": false, "handles": [6]}, ...],
+                       "inherited": false, "handles": [6],
+                       "node": "aten_embedding_default"}, ...],
      "nodes": [{"handle": 8, "op": "aten.add.Tensor",
-                "module": "model.bert.embeddings", "inherited": false}, ...]}
+                "module": "model.bert.embeddings", "inherited": false,
+                "graph_node": "aten_add_tensor"}, ...]}
 
+`node` is the edge-graph node the instruction was emitted from (its name in
+the edge graph, kept in the node's meta through emission; a delegate call is
+its `executorch_call_delegate` node), which is also its id in Model Explorer's
+view of the edge graph (`<program>.graph.json`, model_explorer.py); a
+buffer's write-back (`copy_` into a KV cache, which emission adds) is the
+graph's `output` node, where the edge graph holds buffer mutations; null when
+a pass made the emitted node otherwise. Each entry of `nodes` has its
+`graph_node` (for a node inside a delegate: the call's).
 `module` is the innermost entry of `nn_module_stack`, as the wrapper names it
 (`model.` or `bert.` in front of the checkpoint's own keys); `""` is the
 wrapper itself (pooling). A node without a stack (symbolic sizes, views the
@@ -35,6 +45,12 @@ import operator
 import torch
 
 VERSION = 1
+# Set on each node of the edge graph before emission: its name there, which is its id
+# in Model Explorer's view (model_explorer.py). Emission's passes keep a node's meta
+# but may rename it (a re-trace numbers `aten_add_tensor_2` anew) and its debug handles
+# do not line up with instructions once views become `et_view`.
+GRAPH_NODE = "runlens_graph_node"
+WRITE_BACK_NODE = "output"
 NO_STACK = "_empty_nn_module_stack_from_metadata_hook"
 
 
@@ -58,8 +74,10 @@ def _op_name(node: torch.fx.Node) -> str:
     return str(target) if name is None else name
 
 
-def _graph_nodes(gm: torch.fx.GraphModule, out: list[dict]) -> None:
-    """Appends every call_function node with a debug handle, with its module."""
+def _graph_nodes(gm: torch.fx.GraphModule, out: list[dict], graph_node: str | None = None) -> None:
+    """Appends every call_function node with a debug handle, with its module and
+    `graph_node`: the node of the edge graph it is drawn as in Model Explorer
+    (its own name; for a node inside a delegate, the delegate call's)."""
     last = ""
     for node in gm.graph.nodes:
         if node.op != "call_function" or node.target is operator.getitem:
@@ -70,7 +88,8 @@ def _graph_nodes(gm: torch.fx.GraphModule, out: list[dict]) -> None:
         module = last if module is None else module
         last = module
         if handle is not None:
-            out.append({"handle": int(handle), "op": _op_name(node), "module": module, "inherited": inherited})
+            out.append({"handle": int(handle), "op": _op_name(node), "module": module, "inherited": inherited,
+                        "graph_node": graph_node or node.name})
 
 
 def edge_nodes(edge_manager) -> list[dict]:
@@ -78,12 +97,17 @@ def edge_nodes(edge_manager) -> list[dict]:
     before `to_executorch` (whose emitter replaces the handles with
     instruction ids). Call it on the manager that is then emitted."""
     gm = edge_manager.exported_program().graph_module
+    for node in gm.graph.nodes:
+        node.meta[GRAPH_NODE] = node.name
     nodes: list[dict] = []
     _graph_nodes(gm, nodes)
-    for _, sub in gm.named_children():
+    # lowered_module_3 -> executorch_call_delegate_3: the call node that runs it
+    calls = {n.args[0].target: n.name for n in gm.graph.nodes
+             if n.op == "call_function" and _op_name(n) == "executorch_call_delegate"}
+    for name, sub in gm.named_children():
         original = getattr(sub, "original_module", None)
         if original is not None:
-            _graph_nodes(original.graph_module, nodes)
+            _graph_nodes(original.graph_module, nodes, calls.get(name))
     return nodes
 
 
@@ -101,6 +125,18 @@ def _same_op(instruction_op: str, node: torch.fx.Node) -> bool:
     base = _base(instruction_op)
     node_base = _base(name) if "." in name else name
     return base == node_base or (base == "et_view" and node_base == "view")
+
+
+def graph_node(node: torch.fx.Node | None) -> str | None:
+    """The edge-graph node an emitted node came from. The write-back of a
+    mutated buffer (a KV cache: `copy_` into the buffer, which emission adds)
+    has none: in the edge graph a buffer mutation is an output of the graph, so
+    it is the `output` node."""
+    if node is None:
+        return None
+    if GRAPH_NODE in node.meta:
+        return node.meta[GRAPH_NODE]
+    return WRITE_BACK_NODE if _op_name(node).startswith("aten.copy_") else None
 
 
 def instructions(program_manager, method: str = "forward") -> list[dict]:
@@ -138,7 +174,8 @@ def instructions(program_manager, method: str = "forward") -> list[dict]:
             module = last if module is None else module
             last = module
             rows.append({"chain": c, "index": i, "op": name, "module": module, "inherited": inherited,
-                         "matched": node is not None, "handles": [int(h) for h in handles]})
+                         "matched": node is not None, "handles": [int(h) for h in handles],
+                         "node": graph_node(node)})
     return rows
 
 

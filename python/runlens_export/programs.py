@@ -124,7 +124,7 @@ def lower(wrapper: torch.nn.Module, names: list[str], max_seq_len: int, out: Pat
     """Writes the named programs into `out`; returns their manifest entries in
     the order of PROGRAMS (portable, xnnpack, xnnpack-int8, xnnpack-static)."""
     def write(ep, spec: ProgramSpec) -> None:
-        program, nodes = lower_program(ep, delegate=spec.delegate is not None)
+        program, nodes = lower_program(ep, delegate=spec.delegate is not None, pte=out / spec.file)
         write_atomic(out / spec.file, program.buffer)
         write_atomic(out / spec.modules_file, sidecar(spec.file, nodes, program))
 

@@ -17,6 +17,10 @@ pub struct LayersArgs {
     /// Timed (eager) and traced (ExecuTorch) runs to average, after one warm-up run.
     #[arg(long, default_value_t = DEFAULT_RUNS, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=crate::profile::trace::MAX_RUNS as i64))]
     pub runs: u32,
+    /// Also write Model Explorer node data (time, gap against eager, where it
+    /// ran) for each program's graph into DIR (docs/model-explorer.md).
+    #[arg(long, value_name = "DIR")]
+    pub model_explorer: Option<std::path::PathBuf>,
     /// The text to run (several words are joined with spaces).
     #[arg(required = true, num_args = 1.., value_name = "TEXT")]
     pub text: Vec<String>,
@@ -47,9 +51,19 @@ pub fn run(common: &Common, args: &LayersArgs) -> anyhow::Result<()> {
     for spec in &specs {
         backend::files_present(spec, dir)?;
     }
+    if args.model_explorer.is_some() {
+        layers::model_explorer::check_graphs(&specs)?;
+    }
     let input = setup.encode(&args.text)?;
     common.set_threads()?;
-    let report = layers::layers(&specs, dir, &input, args.runs).context("cannot time the layers")?;
+    let (report, times) = layers::layers_timed(&specs, dir, &input, args.runs).context("cannot time the layers")?;
+    if let Some(out) = &args.model_explorer {
+        let written = layers::model_explorer::write(out, &specs, &report, &times)?;
+        for w in &written {
+            let files: Vec<String> = w.files.iter().map(|f| f.display().to_string()).collect();
+            eprintln!("{}: model-explorer {} --node_data_paths={}", w.program, w.graph.display(), files.join(","));
+        }
+    }
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {

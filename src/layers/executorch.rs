@@ -172,6 +172,27 @@ pub fn program_layers(
     })
 }
 
+/// Each kernel and delegate instruction's time per run, `((chain, index), ms)` in
+/// the order they first ran: the same events [`program_layers`] sums, by instruction
+/// (a delegate call whole, its operator events inside), so they add up to its total.
+pub fn instruction_times(dump: &EtDump, ratio: TickRatio) -> Vec<((usize, usize), f64)> {
+    let mut order: Vec<(usize, usize)> = Vec::new();
+    let mut ticks: BTreeMap<(usize, usize), u64> = BTreeMap::new();
+    let mut runs = 0usize;
+    for block in dump.runs.iter().filter(|b| b.name == EXECUTE_BLOCK) {
+        runs += 1;
+        for event in block.events.iter().filter(|e| e.delegate_id.is_none() && (e.name == KERNEL_EVENT || e.name == DELEGATE_EVENT)) {
+            let Some(at) = event.instruction_ref() else { continue };
+            if !ticks.contains_key(&at) {
+                order.push(at);
+            }
+            *ticks.entry(at).or_insert(0) += event.ticks();
+        }
+    }
+    let n = runs.max(1) as f64;
+    order.into_iter().map(|at| (at, ratio.ms(ticks[&at]) / n)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@
 
 pub mod executorch;
 pub mod gap;
+pub mod model_explorer;
 pub mod report;
 pub mod rows;
 pub mod sidecar;
@@ -26,9 +27,17 @@ use sidecar::Sidecar;
 /// Traced runs averaged by default, after one warm-up run.
 pub const DEFAULT_RUNS: u32 = 3;
 
+/// Each instruction's ms per run, `((chain, index), ms)`, of one program's traced runs.
+pub type InstructionTimes = Vec<((usize, usize), f64)>;
+
 /// One ExecuTorch program per module: a traced run mapped through its sidecar
 /// (`<program>.modules.json` next to it), or per instruction without one.
 pub fn program(spec: &BackendSpec, input: &Encoded, runs: u32, output: OutputKind) -> anyhow::Result<BackendLayers> {
+    program_timed(spec, input, runs, output).map(|(layers, _)| layers)
+}
+
+/// [`program`], and the same runs' time per instruction.
+fn program_timed(spec: &BackendSpec, input: &Encoded, runs: u32, output: OutputKind) -> anyhow::Result<(BackendLayers, InstructionTimes)> {
     let path = spec.pte_file().with_context(|| format!("{spec} is not an ExecuTorch program"))?;
     let traced = crate::profile::trace_file(path, input, runs, output)?;
     let side_path = sidecar::path_for(path);
@@ -47,7 +56,8 @@ pub fn program(spec: &BackendSpec, input: &Encoded, runs: u32, output: OutputKin
     let note = sidecar.is_none().then(|| {
         format!("no sidecar {}: rows are instructions, not modules (re-export with python/export.py to get one)", side_path.display())
     });
-    Ok(BackendLayers {
+    let times = executorch::instruction_times(&traced.dump, traced.ratio);
+    let layers = BackendLayers {
         name: spec.name.clone(),
         total_ms: layers.total_ms,
         rows: layers.rows,
@@ -55,7 +65,8 @@ pub fn program(spec: &BackendSpec, input: &Encoded, runs: u32, output: OutputKin
         unmapped_ms: layers.unmapped_ms,
         runs: layers.runs,
         note,
-    })
+    };
+    Ok((layers, times))
 }
 
 /// Each row's output, flattened.
@@ -108,6 +119,17 @@ pub fn eager(spec: &BackendSpec, dir: &ModelDir, input: &Encoded, runs: u32) -> 
 
 /// Every backend of `specs` per module on `input`.
 pub fn layers(specs: &[BackendSpec], dir: &ModelDir, input: &Encoded, runs: u32) -> anyhow::Result<LayersReport> {
+    layers_timed(specs, dir, input, runs).map(|(report, _)| report)
+}
+
+/// [`layers`], and each program's time per instruction from the same runs, by backend name.
+pub fn layers_timed(
+    specs: &[BackendSpec],
+    dir: &ModelDir,
+    input: &Encoded,
+    runs: u32,
+) -> anyhow::Result<(LayersReport, std::collections::BTreeMap<String, InstructionTimes>)> {
+    let mut times = std::collections::BTreeMap::new();
     let output = dir.task().output();
     let mut backends = Vec::new();
     // Eager's outputs, the reference of the gaps (never set without the eager path).
@@ -117,7 +139,10 @@ pub fn layers(specs: &[BackendSpec], dir: &ModelDir, input: &Encoded, runs: u32)
     let _ = dir;
     for spec in specs {
         let layers = match spec.pte_file() {
-            Some(_) => program(spec, input, runs, output),
+            Some(_) => program_timed(spec, input, runs, output).map(|(layers, t)| {
+                times.insert(spec.name.clone(), t);
+                layers
+            }),
             #[cfg(feature = "eager")]
             None => eager(spec, dir, input, runs).map(|(layers, outputs)| {
                 reference = Some(outputs);
@@ -153,5 +178,5 @@ pub fn layers(specs: &[BackendSpec], dir: &ModelDir, input: &Encoded, runs: u32)
             }
         }
     }
-    Ok(report)
+    Ok((report, times))
 }

@@ -38,6 +38,9 @@ struct InstructionEntry {
     index: usize,
     op: String,
     module: String,
+    /// The edge-graph node it was emitted from (its id in `<program>.graph.json`).
+    #[serde(default)]
+    node: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -54,6 +57,8 @@ pub struct Sidecar {
     instructions: HashMap<(usize, usize), String>,
     /// Module by debug handle.
     nodes: HashMap<u32, String>,
+    /// Edge-graph node by (chain, instruction), where the sidecar names one.
+    graph_nodes: HashMap<(usize, usize), String>,
 }
 
 /// `xnnpack.pte` -> `xnnpack.modules.json`, where the export writes it.
@@ -80,6 +85,7 @@ impl Sidecar {
             return Err(SidecarError::Mismatch(shown, format!("it describes method {method:?}, not {:?}", plan.name)));
         }
         let mut instructions = HashMap::new();
+        let mut graph_nodes = HashMap::new();
         for entry in doc.instructions {
             let expected = match plan.get(entry.chain, entry.index) {
                 Some(Instruction::Kernel { op }) => plan.operator(op).map(str::to_owned),
@@ -98,15 +104,24 @@ impl Sidecar {
                     ),
                 ));
             }
+            if let Some(node) = entry.node {
+                graph_nodes.insert((entry.chain, entry.index), node);
+            }
             instructions.insert((entry.chain, entry.index), entry.module);
         }
         let nodes = doc.nodes.into_iter().map(|n| (n.handle, n.module)).collect();
-        Ok(Sidecar { file: file.to_path_buf(), instructions, nodes })
+        Ok(Sidecar { file: file.to_path_buf(), instructions, nodes, graph_nodes })
     }
 
     /// The module of the instruction at `chain`, `index`.
     pub fn instruction(&self, chain: usize, index: usize) -> Option<&str> {
         self.instructions.get(&(chain, index)).map(String::as_str)
+    }
+
+    /// The edge-graph node the instruction at `chain`, `index` was emitted from
+    /// (its node id in Model Explorer); None in sidecars written before it was recorded.
+    pub fn graph_node(&self, chain: usize, index: usize) -> Option<&str> {
+        self.graph_nodes.get(&(chain, index)).map(String::as_str)
     }
 
     /// The module of the edge-graph node with this debug handle.
