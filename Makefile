@@ -13,6 +13,7 @@ PYTHON ?= python3
 VENV := $(CURDIR)/.venv
 VPY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.installed
+TEST_REQS_STAMP := $(VENV)/.test-installed
 SITE = $(shell ls -d $(VENV)/lib/python3*/site-packages 2>/dev/null | tail -n 1)
 MODELS := models/minilm
 MODEL_STAMP := $(MODELS)/manifest.json
@@ -36,7 +37,7 @@ export LIBCLANG_PATH = $(SITE)/clang/native
 run: build models
 	$(BIN)
 
-test: build models test-models
+test: $(TEST_REQS_STAMP) build models test-models
 	cargo test --release
 
 build: sysdeps $(VENV_STAMP)
@@ -63,6 +64,12 @@ footprint: build lite models
 sysdeps:
 	@scripts/ensure-apt.sh cc:gcc c++:g++ tmux:tmux
 	@command -v cargo >/dev/null || { echo "error: cargo not found: install Rust with rustup"; exit 1; }
+
+# requirements-test.txt: what only the tests use (Model Explorer's package), installed
+# by `make test` before anything is exported, so the exports write Model Explorer's graphs.
+$(TEST_REQS_STAMP): requirements-test.txt $(VENV_STAMP)
+	$(VPY) -m pip install -q -r requirements-test.txt
+	@touch $@
 
 $(VENV_STAMP): requirements.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: install python3 (3.10-3.12) with venv"; exit 1; }

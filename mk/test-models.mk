@@ -76,7 +76,7 @@ LLM_FLOW := models/llm-flow
 
 .PHONY: test-models test-models-files models-figures models-gpt2-figures models-decoder-figures clean-test-models
 
-test-models: $(VENV_STAMP)
+test-models: $(VENV_STAMP) $(TEST_REQS_STAMP)
 	@$(MAKE) --no-print-directory -j$(TEST_MODELS_JOBS) test-models-files
 
 test-models-files: $(TINY_MODELS:%=%/manifest.json) $(COURSE)/programs.json $(GPT2_MODELS) $(DECODER_MODELS) \
@@ -100,7 +100,7 @@ $(TINY_CKPT_STAMP): python/tiny_checkpoint.py | $(VENV_STAMP)
 	$(VPY) python/tiny_checkpoint.py --arch $(subst $(space),$(,),$(TINY_ARCHS)) --size tiny --seed 0 --out $(CHECKPOINTS)
 	@touch $@
 
-models/tiny-%/manifest.json: $(TINY_CKPT_STAMP) $(EXPORT_PY) assets/sentences.txt assets/fill-mask.txt
+models/tiny-%/manifest.json: $(TINY_CKPT_STAMP) $(EXPORT_PY) assets/sentences.txt assets/fill-mask.txt $(TEST_REQS_STAMP)
 	$(VPY) python/export.py --model $(CHECKPOINTS)/tiny-$* --task $(call task_of,$*) \
 	  --programs $(call programs_of,tiny-$*) --out models/tiny-$* --threads 1
 
@@ -112,7 +112,7 @@ $(GPT2_CKPT)/.stamp: python/tiny_checkpoint.py $(GPT2_TOKENIZER_TEXT) | $(VENV_S
 	$(VPY) python/tiny_checkpoint.py --arch gpt2 --size tiny --seed 0 --out $(GPT2_CKPT)
 	@touch $@
 
-models/tiny-gpt2/manifest.json: $(GPT2_CKPT)/.stamp $(EXPORT_PY) assets/prompts.txt
+models/tiny-gpt2/manifest.json: $(GPT2_CKPT)/.stamp $(EXPORT_PY) assets/prompts.txt $(TEST_REQS_STAMP)
 	$(VPY) python/export.py --model $(GPT2_CKPT) --task text-generation --max-seq-len 64 \
 	  --out models/tiny-gpt2 --threads 1
 

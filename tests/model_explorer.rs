@@ -172,6 +172,12 @@ fn tiny_gpt2_node_data_resolves_in_its_graphs() {
 
 #[test]
 fn minilm_node_data_resolves_in_its_graphs() {
+    // MiniLM is `make run`'s model: exported before `make test` installed the
+    // package (a `make run` first), it has no graphs; a clean `make test` exports it after.
+    if !root().join("models/minilm/portable.graph.json").is_file() {
+        eprintln!("SKIPPED: models/minilm was exported without Model Explorer's package: `make clean-models test` exports it with its graphs");
+        return;
+    }
     if package_present() {
         check("minilm", &["portable", "xnnpack", "xnnpack-int8", "xnnpack-static"], &["--backends", "eager,portable,xnnpack,xnnpack-int8,xnnpack-static"]);
     }
