@@ -41,6 +41,8 @@ struct Recorder {
     /// Keep the outputs of leaf scopes ([`record_outputs`]).
     keep_outputs: bool,
     outputs: Vec<(String, tch::Tensor)>,
+    /// Every scope as it ran: (path, start, wall), in the order they finished.
+    scopes: Vec<(String, Instant, Duration)>,
 }
 
 impl Recorder {
@@ -86,6 +88,7 @@ pub fn scope<T: ScopeOutput>(name: &str, f: impl FnOnce() -> T) -> T {
                             rec.outputs.push((frame.path.clone(), t));
                         }
                     }
+                    rec.scopes.push((frame.path.clone(), frame.start, wall));
                     rec.add(frame.path, wall.saturating_sub(frame.children));
                 }
             }
@@ -100,6 +103,11 @@ pub fn scope<T: ScopeOutput>(name: &str, f: impl FnOnce() -> T) -> T {
 pub struct ModuleTimes {
     pub spans: Vec<(String, Duration)>,
     pub total: Duration,
+    /// When the run started.
+    pub started: Instant,
+    /// Every scope entered, as it ran (for `--trace`): (path, start from
+    /// `started`, wall time), in the order they finished.
+    pub scopes: Vec<(String, Duration, Duration)>,
 }
 
 /// Runs `f` with per-module timing on this thread.
@@ -121,19 +129,21 @@ fn run<T>(keep_outputs: bool, f: impl FnOnce() -> T) -> (T, ModuleTimes, Vec<(St
             spans: Vec::new(),
             keep_outputs,
             outputs: Vec::new(),
+            scopes: Vec::new(),
         })
     });
     let out = f();
     let mut rec = RECORDER.with(|r| r.borrow_mut().take()).unwrap_or_default();
-    let (total, root_own) = match rec.stack.first() {
+    let (total, root_own, started) = match rec.stack.first() {
         Some(root) => {
             let wall = root.start.elapsed();
-            (wall, wall.saturating_sub(root.children))
+            (wall, wall.saturating_sub(root.children), root.start)
         }
-        None => (Duration::ZERO, Duration::ZERO),
+        None => (Duration::ZERO, Duration::ZERO, Instant::now()),
     };
     rec.spans.push((ROOT.to_owned(), root_own));
-    (out, ModuleTimes { spans: rec.spans, total }, rec.outputs)
+    let scopes = rec.scopes.into_iter().map(|(path, start, wall)| (path, start.saturating_duration_since(started), wall)).collect();
+    (out, ModuleTimes { spans: rec.spans, total, started, scopes }, rec.outputs)
 }
 
 #[cfg(test)]

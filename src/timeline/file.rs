@@ -1,0 +1,54 @@
+//! The trace file: created before any work starts, so a path that cannot be
+//! written is an error before a model is loaded, and written once at the end.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use super::Timeline;
+
+/// `--trace FILE` cannot be created or written (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[error("--trace {}: cannot write the trace file: {source}", path.display())]
+pub struct TraceFileError {
+    pub path: PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// An opened (created, empty) trace file.
+#[derive(Debug)]
+pub struct TraceFile {
+    path: PathBuf,
+    file: File,
+}
+
+impl TraceFile {
+    /// Creates (or truncates) `path` now.
+    pub fn create(path: &Path) -> Result<TraceFile, TraceFileError> {
+        let error = |source| TraceFileError { path: path.to_path_buf(), source };
+        if path.is_dir() {
+            return Err(error(std::io::Error::other("it is a directory; name a file, e.g. trace.json")));
+        }
+        let file = File::create(path).map_err(error)?;
+        Ok(TraceFile { path: path.to_path_buf(), file })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes the timeline as trace-event JSON.
+    pub fn write(self, timeline: &Timeline) -> Result<(), TraceFileError> {
+        let error = |source| TraceFileError { path: self.path.clone(), source };
+        let mut out = BufWriter::new(&self.file);
+        serde_json::to_writer(&mut out, &timeline.to_json()).map_err(|e| error(e.into()))?;
+        out.write_all(b"\n").and_then(|()| out.flush()).map_err(error)
+    }
+
+    /// Removes the file when the command failed before there was anything to write.
+    pub fn discard(self) {
+        drop(self.file);
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
