@@ -92,7 +92,7 @@ pub fn program_process(name: &str, traced: &Traced, sidecar: Option<&Sidecar>) -
         for inner in inside.drain(..) {
             flat.push(delegate_operator(inner, None, sidecar, ns(inner.start.saturating_sub(zero)), ns(inner.ticks())));
         }
-        let mut roots = nest(flat);
+        let mut roots = nest(flat, etdump_rank);
         for root in &mut roots {
             if root.cat == CAT_RUN {
                 root.children = group_layers(std::mem::take(&mut root.children));
@@ -105,6 +105,16 @@ pub fn program_process(name: &str, traced: &Traced, sidecar: Option<&Sidecar>) -
         blocks.len()
     );
     Process { name: name.to_owned(), traced: true, source, threads: vec![Thread { name: "Method::execute (traced)".into(), spans }] }
+}
+
+/// How ETDump events hold each other: a run its instructions, an instruction
+/// what ran inside it (a kernel's own event, a delegate's operators).
+fn etdump_rank(span: &Span) -> usize {
+    match span.cat {
+        CAT_RUN => 0,
+        CAT_KERNEL | CAT_DELEGATE | CAT_CONTROL => 1,
+        _ => 2,
+    }
 }
 
 /// A delegate's operator event: XNNPACK's name (`Fully Connected (NC, F32) GEMM #3`),
@@ -188,7 +198,7 @@ pub fn eager_process(name: &str, runs: &[(u64, u64, Vec<(String, u64, u64)>)]) -
             let span = Span::new(path.clone(), CAT_MODULE, start + at, *wall).arg("row", row_of(path));
             flat.push(span);
         }
-        spans.extend(nest(flat));
+        spans.extend(nest(flat, |s| if s.cat == CAT_RUN { 0 } else { 1 + s.name.matches('.').count() }));
     }
     let source = "runlens' own timing of eager's module scopes (wall time of each module's forward), no tracer".to_owned();
     Process { name: name.to_owned(), traced: false, source, threads: vec![Thread { name: "forward (timed)".into(), spans }] }

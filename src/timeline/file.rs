@@ -9,7 +9,7 @@ use super::Timeline;
 
 /// `--trace FILE` cannot be created or written (exit code 2).
 #[derive(Debug, thiserror::Error)]
-#[error("--trace {}: cannot write the trace file: {source}", path.display())]
+#[error("--trace {}: cannot write the trace file (name a file in a directory that exists and is writable)", path.display())]
 pub struct TraceFileError {
     pub path: PathBuf,
     #[source]

@@ -58,36 +58,49 @@ impl Span {
 }
 
 /// Flat spans (each with no children yet) nested by their intervals: a span
-/// goes inside the latest one that contains it. Ties keep the given order,
-/// the longer first. A span that starts inside another but ends after it
-/// (clocks that disagree by a tick) is cut at the other's end and marked
-/// `"cut_ns"` in its args, so the result always nests.
-pub fn nest(mut flat: Vec<Span>) -> Vec<Span> {
-    let mut order: Vec<usize> = (0..flat.len()).collect();
-    order.sort_by(|&a, &b| flat[a].start_ns.cmp(&flat[b].start_ns).then(flat[b].dur_ns.cmp(&flat[a].dur_ns)).then(a.cmp(&b)));
-    let mut slots: Vec<Option<Span>> = flat.drain(..).map(Some).collect();
+/// goes inside the latest open one that contains it and has a lower `rank`
+/// (a run 0, an instruction 1, what runs inside it 2; spans of one rank never
+/// hold each other, so XNNPACK's operators logged end to end from one start
+/// stay siblings). Ties keep the given order, lower ranks first. A span that
+/// ends after its holder, or a sibling that starts before the previous one
+/// ends (clocks that disagree by a tick), is cut short and marked `"cut_ns"`
+/// in its args, so the result always nests.
+pub fn nest(flat: Vec<Span>, rank: impl Fn(&Span) -> usize) -> Vec<Span> {
+    let mut keyed: Vec<(usize, usize, Span)> = flat.into_iter().enumerate().map(|(i, s)| (rank(&s), i, s)).collect();
+    keyed.sort_by(|a, b| a.2.start_ns.cmp(&b.2.start_ns).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
     let mut roots: Vec<Span> = Vec::new();
-    let mut stack: Vec<Span> = Vec::new();
-    fn close(stack: &mut Vec<Span>, roots: &mut Vec<Span>) {
-        let done = stack.pop().expect("a span to close");
+    let mut stack: Vec<(usize, Span)> = Vec::new();
+    fn cut(span: &mut Span, end: u64) {
+        if span.end_ns() > end {
+            let by = span.end_ns() - end;
+            span.dur_ns -= by;
+            let before = span.args.get("cut_ns").and_then(Value::as_u64).unwrap_or(0);
+            span.args.insert("cut_ns".into(), (before + by).into());
+        }
+    }
+    fn close(stack: &mut Vec<(usize, Span)>, roots: &mut Vec<Span>) {
+        let (_, done) = stack.pop().expect("a span to close");
         match stack.last_mut() {
-            Some(parent) => parent.children.push(done),
+            Some((_, parent)) => parent.children.push(done),
             None => roots.push(done),
         }
     }
-    for i in order {
-        let mut span = slots[i].take().expect("each span once");
-        while stack.last().is_some_and(|top| span.start_ns >= top.end_ns()) {
-            close(&mut stack, &mut roots);
-        }
-        if let Some(top) = stack.last() {
-            if span.end_ns() > top.end_ns() {
-                let cut = span.end_ns() - top.end_ns();
-                span.dur_ns -= cut;
-                span.args.insert("cut_ns".into(), cut.into());
+    for (r, _, mut span) in keyed {
+        while let Some((top_rank, top)) = stack.last_mut() {
+            if span.start_ns >= top.end_ns() {
+                close(&mut stack, &mut roots);
+            } else if *top_rank >= r {
+                // A sibling still running when this one starts.
+                cut(top, span.start_ns);
+                close(&mut stack, &mut roots);
+            } else {
+                break;
             }
         }
-        stack.push(span);
+        if let Some((_, top)) = stack.last() {
+            cut(&mut span, top.end_ns());
+        }
+        stack.push((r, span));
     }
     while !stack.is_empty() {
         close(&mut stack, &mut roots);
@@ -200,21 +213,30 @@ mod tests {
 
     #[test]
     fn nest_puts_each_span_in_the_latest_that_holds_it() {
+        let rank = |s: &Span| usize::from(s.cat == "k") + 2 * usize::from(s.cat == "x");
         let flat = vec![
-            Span::new("inner", "k", 12, 3),
-            Span::new("call", "d", 10, 10),
+            Span::new("inner", "x", 12, 3),
+            Span::new("call", "k", 10, 10),
             Span::new("run", "r", 0, 100),
             Span::new("next", "k", 20, 5),
             Span::new("late", "k", 95, 10),
             Span::new("after", "r", 200, 1),
+            // Logged end to end from one start: siblings, in the given order.
+            Span::new("copy", "x", 21, 0),
+            Span::new("gemm", "x", 21, 3),
         ];
-        let roots = nest(flat);
+        let roots = nest(flat, rank);
         assert_eq!(roots.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["run", "after"]);
         let run = &roots[0];
         assert_eq!(run.children.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["call", "next", "late"]);
         assert_eq!(run.children[0].children[0].name, "inner");
+        assert_eq!(run.children[1].children.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["copy", "gemm"]);
         // "late" ran past its parent's end: cut, and said so.
         assert_eq!((run.children[2].dur_ns, run.children[2].args.get("cut_ns")), (5, Some(&json!(5))));
+        // A span of the same rank that starts inside another cuts it short.
+        let overlapping = nest(vec![Span::new("a", "k", 0, 10), Span::new("b", "k", 5, 10)], rank);
+        assert_eq!(overlapping.iter().map(|s| (s.name.as_str(), s.dur_ns)).collect::<Vec<_>>(), [("a", 5), ("b", 10)]);
+        assert_eq!(overlapping[0].args.get("cut_ns"), Some(&json!(5)));
     }
 
     #[test]
