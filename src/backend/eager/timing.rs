@@ -174,6 +174,13 @@ mod tests {
         let diff = times.total.abs_diff(sum);
         assert!(diff < Duration::from_micros(50), "{sum:?} vs {:?}", times.total);
         assert!(times.spans[0].1 >= Duration::from_millis(4));
+        // Every scope as it ran (for --trace): each inside the run, the later `layer.0` after the first.
+        let scopes: Vec<&str> = times.scopes.iter().map(|(p, _, _)| p.as_str()).collect();
+        assert_eq!(scopes, ["encoder.layer.0", "encoder.layer.0", "encoder"]);
+        let (_, first_at, first_wall) = &times.scopes[0];
+        let (_, second_at, _) = &times.scopes[1];
+        assert!(*first_wall >= Duration::from_millis(3) && *second_at >= *first_at + *first_wall, "{:?}", times.scopes);
+        assert!(times.scopes.iter().all(|(_, at, wall)| *at + *wall <= times.total), "{:?}", times.scopes);
         // Outside `record` a scope only runs its closure.
         assert_eq!(scope("x", || ok(0)).unwrap().size(), [1]);
         // Only the innermost scopes keep their outputs.
