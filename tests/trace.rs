@@ -78,8 +78,10 @@ fn check(v: &Value) -> Trace {
     let events = v["traceEvents"].as_array().expect("traceEvents is an array");
     let mut processes = BTreeMap::new();
     let mut threads: BTreeSet<(u64, u64)> = BTreeSet::new();
-    // Per (pid, tid): the open events (end, name, cat) and the last ts.
-    let mut stacks: BTreeMap<(u64, u64), (Vec<(f64, String, String)>, f64)> = BTreeMap::new();
+    // Per (pid, tid): the open events (end, name, cat) and the last ts, in ns
+    // (the file keeps µs to the ns; integers, so that end == next start is exact).
+    let mut stacks: BTreeMap<(u64, u64), (Vec<(i64, String, String)>, i64)> = BTreeMap::new();
+    let ns = |us: f64| (us * 1000.0).round() as i64;
     let mut out = Vec::new();
     for e in events {
         let name = e["name"].as_str().unwrap_or_else(|| panic!("an event without a name: {e}")).to_owned();
@@ -102,18 +104,19 @@ fn check(v: &Value) -> Trace {
                 let dur = e["dur"].as_f64().unwrap_or_else(|| panic!("an X event without dur: {e}"));
                 assert!(ts >= 0.0 && dur >= 0.0, "{e}");
                 let cat = e["cat"].as_str().unwrap_or("").to_owned();
-                let (stack, last) = stacks.entry((pid, tid)).or_insert((Vec::new(), 0.0));
-                assert!(ts >= *last, "ts goes back on pid {pid} tid {tid} at {e} (after {last})");
-                *last = ts;
-                while stack.last().is_some_and(|(end, _, _)| ts >= *end) {
+                let (stack, last) = stacks.entry((pid, tid)).or_insert((Vec::new(), 0));
+                let (start, end) = (ns(ts), ns(ts) + ns(dur));
+                assert!(start >= *last, "ts goes back on pid {pid} tid {tid} at {e} (after {last} ns)");
+                *last = start;
+                while stack.last().is_some_and(|(open_end, _, _)| start >= *open_end) {
                     stack.pop();
                 }
-                if let Some((end, parent, _)) = stack.last() {
-                    assert!(ts + dur <= end + ROUNDING_US, "{name} at {ts}+{dur} overlaps the end of {parent} ({end}) on pid {pid}");
+                if let Some((open_end, parent, _)) = stack.last() {
+                    assert!(end <= *open_end, "{name} at {ts}+{dur} overlaps the end of {parent} ({open_end} ns) on pid {pid}");
                 }
                 let parents = stack.iter().map(|(_, n, c)| (n.clone(), c.clone())).collect();
                 out.push(Event { name: name.clone(), cat: cat.clone(), pid, ts, dur, args: e["args"].clone(), parents });
-                stack.push((ts + dur, name, cat));
+                stack.push((end, name, cat));
             }
             other => panic!("an event of phase {other:?}: only M and X are written"),
         }
