@@ -80,7 +80,8 @@ fn check(v: &Value) -> Trace {
     let mut threads: BTreeSet<(u64, u64)> = BTreeSet::new();
     // Per (pid, tid): the open events (end, name, cat) and the last ts, in ns
     // (the file keeps µs to the ns; integers, so that end == next start is exact).
-    let mut stacks: BTreeMap<(u64, u64), (Vec<(i64, String, String)>, i64)> = BTreeMap::new();
+    type Open = Vec<(i64, String, String)>;
+    let mut stacks: BTreeMap<(u64, u64), (Open, i64)> = BTreeMap::new();
     let ns = |us: f64| (us * 1000.0).round() as i64;
     let mut out = Vec::new();
     for e in events {

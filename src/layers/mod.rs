@@ -87,7 +87,7 @@ pub fn eager(spec: &BackendSpec, dir: &ModelDir, input: &Encoded, runs: u32, tra
         let zero = *first.get_or_insert(times.started);
         let ns = |d: std::time::Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         let scopes = times.scopes.iter().map(|(path, at, wall)| (path.clone(), ns(*at), ns(*wall))).collect();
-        timed.push((ns(times.started.saturating_duration_since(zero)), ns(times.total), scopes));
+        timed.push(timeline::TimedForward { start_ns: ns(times.started.saturating_duration_since(zero)), dur_ns: ns(times.total), scopes });
         for (path, own) in times.spans {
             let row = if path == timing::ROOT { rows::MODEL_ROW.to_owned() } else { rows::row_of(&path) };
             if !sums.contains_key(&row) {

@@ -186,14 +186,23 @@ pub fn instruction_ms_per_run(process: &Process) -> f64 {
     ns as f64 / 1e6 / runs as f64
 }
 
+/// One of eager's timed forwards, in ns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimedForward {
+    /// From the first timed run's start.
+    pub start_ns: u64,
+    pub dur_ns: u64,
+    /// Each module scope: (path, start from this run's start, wall time).
+    pub scopes: Vec<(String, u64, u64)>,
+}
+
 /// Eager's timed runs as a process: per run a `forward` span holding its
 /// module scopes as they nest (`encoder` > `encoder.layer.0` > ...), times
-/// from the same timing as `layers`' table. `runs[k]` = (start of run k
-/// from the first's, its scopes: (path, start from its run's start, wall)).
-pub fn eager_process(name: &str, runs: &[(u64, u64, Vec<(String, u64, u64)>)]) -> Process {
+/// from the same timing as `layers`' table.
+pub fn eager_process(name: &str, runs: &[TimedForward]) -> Process {
     let mut spans = Vec::new();
-    for (k, (start, total, scopes)) in runs.iter().enumerate() {
-        let mut flat = vec![Span::new("forward", CAT_RUN, *start, *total).arg("run", k)];
+    for (k, TimedForward { start_ns: start, dur_ns, scopes }) in runs.iter().enumerate() {
+        let mut flat = vec![Span::new("forward", CAT_RUN, *start, *dur_ns).arg("run", k)];
         for (path, at, wall) in scopes {
             let span = Span::new(path.clone(), CAT_MODULE, start + at, *wall).arg("row", row_of(path));
             flat.push(span);
