@@ -19,6 +19,7 @@
 //! - [`schedule`]: one worker thread per backend, latest input wins;
 //! - [`jobs`]: the explorer's other background work (profile, layers, coverage), one job of a kind at a time, newest request wins;
 //! - [`app`] (state), [`ui`] (drawing from `&App`), [`tui`] (terminal and event loop): the explorer;
+//! - [`timeline`]: Chrome trace-event JSON of what a command timed (`--trace FILE`), plain data;
 //! - [`cli`]: the headless subcommands.
 
 pub mod app;
@@ -39,5 +40,6 @@ pub mod schedule;
 pub mod stats;
 pub mod task;
 pub mod tensor;
+pub mod timeline;
 pub mod tui;
 pub mod ui;

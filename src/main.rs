@@ -7,13 +7,14 @@ use runlens::model::{ManifestError, ModelsMissing};
 /// Exit code 2: the model directory or one of its files (a program's graph for
 /// `layers --model-explorer` included) is missing or old,
 /// `--backends` names one it does not have, or `--prompt-format chat` a template
-/// it does not have; 1: anything else.
+/// it does not have, or `--trace` a file that cannot be written; 1: anything else.
 fn exit_code(err: &anyhow::Error) -> u8 {
     if err.downcast_ref::<ModelsMissing>().is_some()
         || err.downcast_ref::<ManifestError>().is_some()
         || err.downcast_ref::<runlens::cli::UnknownBackend>().is_some()
         || err.downcast_ref::<runlens::model::NoChatTemplate>().is_some()
         || err.downcast_ref::<runlens::layers::model_explorer::NoGraph>().is_some()
+        || err.downcast_ref::<runlens::timeline::TraceFileError>().is_some()
     {
         2
     } else {

@@ -129,6 +129,7 @@ fn the_bottom_layers_import_only_what_is_below_them() {
     let graph = imports();
     let uses = |m: &str| graph.get(m).map(|i| i.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
     assert!(uses("tensor").is_empty(), "tensor imports {:?}", graph.get("tensor"));
+    assert!(uses("timeline").is_empty(), "timeline (plain data) imports {:?}", graph.get("timeline"));
     assert_eq!(uses("model"), ["tensor"], "model imports {:?}", graph.get("model"));
     for above in ["task", "schedule", "jobs", "app", "ui", "tui", "cli"] {
         assert!(!graph.get("backend").is_some_and(|i| i.contains_key(above)), "backend imports {above}: {:?}", graph.get("backend"));

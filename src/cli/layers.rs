@@ -1,4 +1,4 @@
-//! `runlens layers [--json] [--runs N] TEXT`: where each runtime's time goes,
+//! `runlens layers [--json] [--runs N] [--trace FILE] [--model-explorer DIR] TEXT`: where each runtime's time goes,
 //! per module of the model (embeddings, each layer's attention, feed-forward
 //! and norms, the head), eager and every ExecuTorch program side by side.
 
@@ -14,6 +14,9 @@ pub struct LayersArgs {
     /// Print exactly one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Also write the timed and traced runs as a timeline (Chrome trace-event JSON, for Perfetto): docs/trace.md.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
     /// Timed (eager) and traced (ExecuTorch) runs to average, after one warm-up run.
     #[arg(long, default_value_t = DEFAULT_RUNS, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=crate::profile::trace::MAX_RUNS as i64))]
     pub runs: u32,
@@ -45,6 +48,7 @@ fn specs(common: &Common, dir: &crate::model::ModelDir) -> anyhow::Result<Vec<Ba
 
 pub fn run(common: &Common, args: &LayersArgs) -> anyhow::Result<()> {
     common.require_one_thread_count()?;
+    let trace = super::open_trace(args.trace.as_deref())?;
     let setup = common.setup()?;
     let dir = &setup.dir;
     let specs = specs(common, dir)?;
@@ -56,7 +60,12 @@ pub fn run(common: &Common, args: &LayersArgs) -> anyhow::Result<()> {
     }
     let input = setup.encode(&args.text)?;
     common.set_threads()?;
-    let (report, times) = layers::layers_timed(&specs, dir, &input, args.runs).context("cannot time the layers")?;
+    let mut timeline = super::timeline_for("layers", common, &setup, &input);
+    let (report, times) =
+        layers::layers_timed(&specs, dir, &input, args.runs, trace.is_some().then_some(&mut timeline)).context("cannot time the layers")?;
+    if let Some(file) = trace {
+        file.write(&timeline)?;
+    }
     if let Some(out) = &args.model_explorer {
         let written = layers::model_explorer::write(out, &specs, &report, &times)?;
         for w in &written {

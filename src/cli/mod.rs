@@ -17,6 +17,7 @@ use crate::backend::{self, BackendSpec};
 use crate::model::{ManifestError, ModelDir, Prompter, TextTokenizer};
 use crate::task::TaskContext;
 use crate::tensor::Encoded;
+use crate::timeline::{Timeline, TraceFile};
 
 /// What every subcommand and the explorer set up the same way, in this order:
 /// the model directory, how typed text reaches the model, what its task needs.
@@ -32,6 +33,26 @@ impl Setup {
     pub fn encode(&self, words: &[String]) -> anyhow::Result<Encoded> {
         self.prompter.encode(&words.join(" "))
     }
+}
+
+/// `--trace FILE` created now, before any work, so a path that cannot be
+/// written is an error (exit 2) before a model is loaded.
+pub fn open_trace(path: Option<&std::path::Path>) -> Result<Option<TraceFile>, crate::timeline::TraceFileError> {
+    path.map(TraceFile::create).transpose()
+}
+
+/// An empty timeline with what every trace says about its command.
+pub fn timeline_for(command: &str, common: &Common, setup: &Setup, input: &Encoded) -> Timeline {
+    let mut t = Timeline::new();
+    t.about("runlens", env!("CARGO_PKG_VERSION"));
+    t.about("command", command);
+    t.about("model", setup.dir.model_name().to_string());
+    t.about("task", setup.ctx.task.to_string());
+    t.about("text", input.text.clone());
+    t.about("tokens", input.len());
+    t.about("threads", common.thread_count());
+    t.about("time_unit", "ts and dur in microseconds, as measured (not rescaled); each process starts at 0");
+    t
 }
 
 impl Common {

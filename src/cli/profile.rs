@@ -6,6 +6,7 @@ use clap::Args;
 
 use super::Common;
 use crate::backend::{self, BackendSpec};
+use crate::layers;
 use crate::profile::{self, DEFAULT_RUNS};
 
 #[derive(Debug, Args)]
@@ -13,6 +14,9 @@ pub struct ProfileArgs {
     /// Print exactly one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Also write the traced runs as a timeline (Chrome trace-event JSON, for Perfetto): docs/trace.md.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
     /// Traced runs to average, after one warm-up run.
     #[arg(long, default_value_t = DEFAULT_RUNS, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=profile::trace::MAX_RUNS as i64))]
     pub runs: u32,
@@ -39,6 +43,7 @@ fn specs(common: &Common, dir: &crate::model::ModelDir) -> anyhow::Result<Vec<Ba
 }
 
 pub fn run(common: &Common, args: &ProfileArgs) -> anyhow::Result<()> {
+    let trace = super::open_trace(args.trace.as_deref())?;
     let setup = common.setup()?;
     let dir = &setup.dir;
     let specs = specs(common, dir)?;
@@ -47,7 +52,17 @@ pub fn run(common: &Common, args: &ProfileArgs) -> anyhow::Result<()> {
     }
     let input = setup.encode(&args.text)?;
     common.set_threads()?;
-    let report = profile::profile_backends(&specs, &input, args.runs, dir.task().output()).context("cannot profile")?;
+    let mut timeline = super::timeline_for("profile", common, &setup, &input);
+    let mut on_traced = |spec: &BackendSpec, traced: &profile::Traced| {
+        if trace.is_some() {
+            let sidecar = layers::timeline::sidecar_for(traced);
+            timeline.processes.push(layers::timeline::program_process(&spec.name, traced, sidecar.as_ref()));
+        }
+    };
+    let report = profile::profile_backends(&specs, &input, args.runs, dir.task().output(), &mut on_traced).context("cannot profile")?;
+    if let Some(file) = trace {
+        file.write(&timeline)?;
+    }
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {

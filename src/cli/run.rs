@@ -5,7 +5,7 @@
 
 use std::io::Write;
 use std::ops::ControlFlow;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde::Serialize;
@@ -14,6 +14,7 @@ use super::Common;
 use crate::backend::{self, BackendSpec};
 use crate::task::generation::{terminal_safe, Stop, DEFAULT_MAX_NEW_TOKENS};
 use crate::tensor::Encoded;
+use crate::timeline::{nest, Process, Span, Thread};
 use crate::task::{Classification, FillMask, LabelProb, MaskPrediction, Task, TaskContext, TaskOutput, TaskParity};
 
 #[derive(Debug, Args)]
@@ -27,6 +28,9 @@ pub struct RunArgs {
     /// text-generation: at most N new tokens per backend (it also stops at the end-of-text token and at the program's maximum length).
     #[arg(long, default_value_t = DEFAULT_MAX_NEW_TOKENS as u32, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_new_tokens: u32,
+    /// Also write each backend's load, runs and (text-generation) prefill and decode steps as a timeline (Chrome trace-event JSON, for Perfetto): docs/trace.md.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
     /// The text (several words are joined with spaces); for fill-mask, with [MASK] where a word should be predicted.
     #[arg(required = true, num_args = 1.., value_name = "TEXT")]
     pub text: Vec<String>,
@@ -95,6 +99,7 @@ pub struct BackendResult {
 
 /// Run the command; `Ok(false)` when a backend failed (exit code 1, output still printed).
 pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
+    let trace = super::open_trace(args.trace.as_deref())?;
     let setup = common.setup()?;
     let dir = &setup.dir;
     let ctx = setup.ctx.clone().with_max_new_tokens(args.max_new_tokens as usize);
@@ -130,23 +135,37 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
         println!("prompt: {}", input.text);
     }
 
+    let mut timeline = super::timeline_for("run", common, &setup, &input);
     let results: Vec<(BackendSpec, anyhow::Result<(TaskOutput, f64)>)> = specs
         .iter()
         .map(|spec| {
-            let outcome = crate::task::load_backend(spec, dir).and_then(|mut b| {
+            let zero = Instant::now();
+            let mut spans = Vec::new();
+            let loaded = crate::task::load_backend(spec, dir);
+            spans.push(Span::new("load", "load", 0, ns(zero.elapsed())));
+            let outcome = loaded.and_then(|mut b| {
                 if stream {
                     print!("{:<16} ", spec.name);
                     let _ = std::io::stdout().flush();
                 }
-                let outcome = timed_runs(b.as_mut(), &ctx, &input, args.repeat, stream);
+                let outcome = timed_runs(b.as_mut(), &ctx, &input, args.repeat, stream, (zero, &mut spans));
                 if stream {
                     println!();
                 }
                 outcome
             });
+            if trace.is_some() {
+                let source = "runlens' wall clock around the load, each run and each new token (no tracer); \
+                              a step is placed to end when the greedy loop handed its token over";
+                let thread = Thread { name: "run (timed)".into(), spans: nest(std::mem::take(&mut spans), |s| usize::from(s.cat == "step")) };
+                timeline.processes.push(Process { name: spec.name.clone(), traced: false, source: source.into(), threads: vec![thread] });
+            }
             (spec.clone(), outcome)
         })
         .collect();
+    if let Some(file) = trace {
+        file.write(&timeline)?;
+    }
     let ok: Vec<&BackendSpec> = results.iter().filter(|(_, r)| r.is_ok()).map(|(s, _)| s).collect();
     let reference = reference_of(&specs, &ok);
     report.reference = reference.name.clone();
@@ -169,23 +188,47 @@ pub fn reference_of(specs: &[BackendSpec], ok: &[&BackendSpec]) -> BackendSpec {
     pool.iter().copied().find(|s| s.is_eager()).unwrap_or(pool[0]).clone()
 }
 
+fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// Run `repeat` times through the task's driver; the last output and the
 /// median latency in ms (for text-generation: of the whole generation; the
-/// last run's tokens are printed as they come when `stream`).
-fn timed_runs(backend: &mut dyn backend::Backend, ctx: &TaskContext, input: &Encoded, repeat: u32, stream: bool) -> anyhow::Result<(TaskOutput, f64)> {
+/// last run's tokens are printed as they come when `stream`). Each run (and
+/// each new token of a generation: the prefill, then each decode step) is
+/// added to `spans`, timed from `zero`.
+fn timed_runs(
+    backend: &mut dyn backend::Backend,
+    ctx: &TaskContext,
+    input: &Encoded,
+    repeat: u32,
+    stream: bool,
+    (zero, spans): (Instant, &mut Vec<Span>),
+) -> anyhow::Result<(TaskOutput, f64)> {
     let mut times = Vec::with_capacity(repeat as usize);
     let mut last = None;
     for run in 0..repeat {
         let show = stream && run + 1 == repeat;
         let start = Instant::now();
+        let mut steps: Vec<(Instant, Duration, i64)> = Vec::new();
         let output = crate::task::run(backend, ctx, input, &mut |step| {
+            steps.push((Instant::now(), step.latency, step.id));
             if show {
                 print!("{}", terminal_safe(&step.text));
                 let _ = std::io::stdout().flush();
             }
             ControlFlow::Continue(())
         })?;
-        times.push(start.elapsed().as_secs_f64() * 1e3);
+        let wall = start.elapsed();
+        times.push(wall.as_secs_f64() * 1e3);
+        let what = if ctx.task == Task::TextGeneration { "generate" } else { "forward" };
+        let at = |t: Instant| ns(t.saturating_duration_since(zero));
+        spans.push(Span::new(what, "run", at(start), ns(wall)).arg("run", run).arg("new_tokens", steps.len()));
+        for (k, (handed, latency, id)) in steps.into_iter().enumerate() {
+            let name = if k == 0 { "prefill".to_owned() } else { format!("decode step {k}") };
+            let begin = at(handed).saturating_sub(ns(latency)).max(at(start));
+            spans.push(Span::new(name, "step", begin, ns(latency)).arg("token_index", k).arg("id", id));
+        }
         last = Some(output);
     }
     times.sort_by(f64::total_cmp);

@@ -28,7 +28,7 @@ impl BackgroundJob for LayersJob {
 
     fn run(&mut self) -> JobDone {
         let LayersRequest { id, input, kinds } = &self.request;
-        let outcome = crate::layers::layers(kinds, &self.models, input, crate::layers::DEFAULT_RUNS).map_err(|e| format!("{e:#}"));
+        let outcome = crate::layers::layers(kinds, &self.models, input, crate::layers::DEFAULT_RUNS, None).map_err(|e| format!("{e:#}"));
         JobDone::Layers(*id, outcome)
     }
 

@@ -68,6 +68,23 @@ pub fn xnode_fits(kind: &str, event: &str) -> bool {
     event.starts_with(&words) || synonyms.iter().any(|s| event.starts_with(s))
 }
 
+/// The XNode each of one delegate call's operator events (in the order it
+/// logged them) came from: the blob's XNodes are walked in order, each event
+/// taking the next XNode its name fits ([`xnode_fits`]); `None` when none fits.
+pub fn xnodes_of<'n>(calls: &[&ProfileEvent], nodes: &'n [XnnNode]) -> Vec<Option<&'n XnnNode>> {
+    let mut next = 0usize;
+    calls
+        .iter()
+        .map(|inner| {
+            let name = delegate_operator_name(inner);
+            let found = nodes[next.min(nodes.len())..].iter().position(|n| xnode_fits(&n.kind, &name))?;
+            let node = &nodes[next + found];
+            next += found + 1;
+            Some(node)
+        })
+        .collect()
+}
+
 struct Acc<'a> {
     order: Vec<String>,
     ticks: BTreeMap<String, u64>,
@@ -132,17 +149,11 @@ pub fn program_layers(
             let mut covered = 0u64;
             if let (Instruction::Delegate { delegate }, Naming::Modules(sidecar)) = (instruction, naming) {
                 let nodes = xnodes.get(delegate).map(Vec::as_slice).unwrap_or(&[]);
-                let mut next = 0usize;
-                for inner in inside.iter().filter(|e| e.instruction_ref() == Some((chain, index))) {
-                    let name = delegate_operator_name(inner);
+                let calls: Vec<&ProfileEvent> = inside.iter().copied().filter(|e| e.instruction_ref() == Some((chain, index))).collect();
+                for (inner, node) in calls.iter().zip(xnodes_of(&calls, nodes)) {
                     let t = inner.ticks().min(ticks - covered);
                     covered += t;
-                    let found = nodes[next.min(nodes.len())..].iter().position(|n| xnode_fits(&n.kind, &name));
-                    match found.and_then(|k| {
-                        let node = &nodes[next + k];
-                        next += k + 1;
-                        sidecar.node(node.debug_handle)
-                    }) {
+                    match node.and_then(|n| sidecar.node(n.debug_handle)) {
                         Some(module) => acc.add(row_of(module), t),
                         None => acc.unmapped(t),
                     }

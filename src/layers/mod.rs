@@ -13,6 +13,7 @@ pub mod model_explorer;
 pub mod report;
 pub mod rows;
 pub mod sidecar;
+pub mod timeline;
 
 use anyhow::Context;
 
@@ -21,6 +22,7 @@ pub use report::{BackendLayers, LayersReport};
 use crate::backend::{BackendSpec, OutputKind};
 use crate::model::ModelDir;
 use crate::tensor::Encoded;
+use crate::timeline::Timeline;
 use executorch::{program_layers, Naming};
 use sidecar::Sidecar;
 
@@ -32,16 +34,26 @@ pub type InstructionTimes = Vec<((usize, usize), f64)>;
 
 /// One ExecuTorch program per module: a traced run mapped through its sidecar
 /// (`<program>.modules.json` next to it), or per instruction without one.
-pub fn program(spec: &BackendSpec, input: &Encoded, runs: u32, output: OutputKind) -> anyhow::Result<BackendLayers> {
-    program_timed(spec, input, runs, output).map(|(layers, _)| layers)
+/// With `trace`, its traced runs are added to it as a process.
+pub fn program(spec: &BackendSpec, input: &Encoded, runs: u32, output: OutputKind, trace: Option<&mut Timeline>) -> anyhow::Result<BackendLayers> {
+    program_timed(spec, input, runs, output, trace).map(|(layers, _)| layers)
 }
 
 /// [`program`], and the same runs' time per instruction.
-fn program_timed(spec: &BackendSpec, input: &Encoded, runs: u32, output: OutputKind) -> anyhow::Result<(BackendLayers, InstructionTimes)> {
+fn program_timed(
+    spec: &BackendSpec,
+    input: &Encoded,
+    runs: u32,
+    output: OutputKind,
+    trace: Option<&mut Timeline>,
+) -> anyhow::Result<(BackendLayers, InstructionTimes)> {
     let path = spec.pte_file().with_context(|| format!("{spec} is not an ExecuTorch program"))?;
     let traced = crate::profile::trace_file(path, input, runs, output)?;
     let side_path = sidecar::path_for(path);
     let sidecar = if side_path.exists() { Some(Sidecar::read(&side_path, &traced.plan)?) } else { None };
+    if let Some(trace) = trace {
+        trace.processes.push(timeline::program_process(&spec.name, &traced, sidecar.as_ref()));
+    }
     let xnodes: Vec<Vec<crate::pte::XnnNode>> = traced
         .report
         .plan("forward")
@@ -73,19 +85,26 @@ fn program_timed(spec: &BackendSpec, input: &Encoded, runs: u32, output: OutputK
 pub type EagerOutputs = std::collections::BTreeMap<String, Vec<f32>>;
 
 /// Eager per module: one warm-up run, then `runs` timed runs averaged; then one
-/// run keeping each innermost module's output (for the gaps).
+/// run keeping each innermost module's output (for the gaps). With `trace`,
+/// the timed runs are added to it as a process.
 #[cfg(feature = "eager")]
-pub fn eager(spec: &BackendSpec, dir: &ModelDir, input: &Encoded, runs: u32) -> anyhow::Result<(BackendLayers, EagerOutputs)> {
+pub fn eager(spec: &BackendSpec, dir: &ModelDir, input: &Encoded, runs: u32, trace: Option<&mut Timeline>) -> anyhow::Result<(BackendLayers, EagerOutputs)> {
     use crate::backend::eager::timing;
     let mut backend = crate::task::load_backend(spec, dir)?;
     backend.run(input)?;
     let mut order: Vec<String> = Vec::new();
     let mut sums: std::collections::HashMap<String, f64> = std::collections::HashMap::new();
     let mut total = 0.0;
+    let mut timed = Vec::new();
+    let mut first: Option<std::time::Instant> = None;
     for _ in 0..runs.max(1) {
         let (out, times) = timing::record(|| backend.run(input));
         out?;
         total += times.total.as_secs_f64() * 1e3;
+        let zero = *first.get_or_insert(times.started);
+        let ns = |d: std::time::Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let scopes = times.scopes.iter().map(|(path, at, wall)| (path.clone(), ns(*at), ns(*wall))).collect();
+        timed.push(timeline::TimedForward { start_ns: ns(times.started.saturating_duration_since(zero)), dur_ns: ns(times.total), scopes });
         for (path, own) in times.spans {
             let row = if path == timing::ROOT { rows::MODEL_ROW.to_owned() } else { rows::row_of(&path) };
             if !sums.contains_key(&row) {
@@ -114,12 +133,16 @@ pub fn eager(spec: &BackendSpec, dir: &ModelDir, input: &Encoded, runs: u32) -> 
         runs: runs.max(1) as usize,
         note: None,
     };
+    if let Some(trace) = trace {
+        trace.processes.push(timeline::eager_process(&spec.name, &timed));
+    }
     Ok((layers, outputs))
 }
 
-/// Every backend of `specs` per module on `input`.
-pub fn layers(specs: &[BackendSpec], dir: &ModelDir, input: &Encoded, runs: u32) -> anyhow::Result<LayersReport> {
-    layers_timed(specs, dir, input, runs).map(|(report, _)| report)
+/// Every backend of `specs` per module on `input`; with `trace`, each
+/// backend's timed or traced runs are added to it as a process, in order.
+pub fn layers(specs: &[BackendSpec], dir: &ModelDir, input: &Encoded, runs: u32, trace: Option<&mut Timeline>) -> anyhow::Result<LayersReport> {
+    layers_timed(specs, dir, input, runs, trace).map(|(report, _)| report)
 }
 
 /// [`layers`], and each program's time per instruction from the same runs, by backend name.
@@ -128,6 +151,7 @@ pub fn layers_timed(
     dir: &ModelDir,
     input: &Encoded,
     runs: u32,
+    mut trace: Option<&mut Timeline>,
 ) -> anyhow::Result<(LayersReport, std::collections::BTreeMap<String, InstructionTimes>)> {
     let mut times = std::collections::BTreeMap::new();
     let output = dir.task().output();
@@ -139,12 +163,12 @@ pub fn layers_timed(
     let _ = dir;
     for spec in specs {
         let layers = match spec.pte_file() {
-            Some(_) => program_timed(spec, input, runs, output).map(|(layers, t)| {
+            Some(_) => program_timed(spec, input, runs, output, trace.as_deref_mut()).map(|(layers, t)| {
                 times.insert(spec.name.clone(), t);
                 layers
             }),
             #[cfg(feature = "eager")]
-            None => eager(spec, dir, input, runs).map(|(layers, outputs)| {
+            None => eager(spec, dir, input, runs, trace.as_deref_mut()).map(|(layers, outputs)| {
                 reference = Some(outputs);
                 layers
             }),

@@ -260,6 +260,7 @@ mod tests {
     fn plan() -> PlanInstructions {
         PlanInstructions {
             logged_output_bytes: 0,
+            gathered_table_bytes: 0,
             name: "forward".into(),
             operators: vec!["aten::embedding.out".into(), "executorch_prim::et_view.default".into()],
             delegates: vec!["XnnpackBackend".into()],

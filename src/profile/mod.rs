@@ -60,8 +60,15 @@ pub enum ProfileError {
 }
 
 /// Profiles each ExecuTorch backend of `specs` on `input`; an error for one
-/// without a `.pte` (eager).
-pub fn profile_backends(specs: &[BackendSpec], input: &Encoded, runs: u32, output: crate::backend::OutputKind) -> anyhow::Result<ProfileReport> {
+/// without a `.pte` (eager). `on_traced` is given each backend's traced runs
+/// as they are decoded (for `--trace`: the same runs as the report's).
+pub fn profile_backends(
+    specs: &[BackendSpec],
+    input: &Encoded,
+    runs: u32,
+    output: crate::backend::OutputKind,
+    on_traced: &mut dyn FnMut(&BackendSpec, &Traced),
+) -> anyhow::Result<ProfileReport> {
     let mut backends = Vec::new();
     for spec in specs {
         let Some(path) = spec.pte_file() else {
@@ -70,7 +77,9 @@ pub fn profile_backends(specs: &[BackendSpec], input: &Encoded, runs: u32, outpu
         if !path.is_file() {
             return Err(crate::model::ModelsMissing { path: path.to_path_buf() }.into());
         }
-        backends.push(profile_file(&spec.name, path, input, runs, output)?);
+        let traced = trace_file(path, input, runs, output)?;
+        backends.push(profile_of(&spec.name, &traced)?);
+        on_traced(spec, &traced);
     }
     Ok(ProfileReport { text: input.text.clone(), tokens: input.len(), backends })
 }

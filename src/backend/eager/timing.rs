@@ -41,6 +41,8 @@ struct Recorder {
     /// Keep the outputs of leaf scopes ([`record_outputs`]).
     keep_outputs: bool,
     outputs: Vec<(String, tch::Tensor)>,
+    /// Every scope as it ran: (path, start, wall), in the order they finished.
+    scopes: Vec<(String, Instant, Duration)>,
 }
 
 impl Recorder {
@@ -86,6 +88,7 @@ pub fn scope<T: ScopeOutput>(name: &str, f: impl FnOnce() -> T) -> T {
                             rec.outputs.push((frame.path.clone(), t));
                         }
                     }
+                    rec.scopes.push((frame.path.clone(), frame.start, wall));
                     rec.add(frame.path, wall.saturating_sub(frame.children));
                 }
             }
@@ -100,6 +103,11 @@ pub fn scope<T: ScopeOutput>(name: &str, f: impl FnOnce() -> T) -> T {
 pub struct ModuleTimes {
     pub spans: Vec<(String, Duration)>,
     pub total: Duration,
+    /// When the run started.
+    pub started: Instant,
+    /// Every scope entered, as it ran (for `--trace`): (path, start from
+    /// `started`, wall time), in the order they finished.
+    pub scopes: Vec<(String, Duration, Duration)>,
 }
 
 /// Runs `f` with per-module timing on this thread.
@@ -121,19 +129,21 @@ fn run<T>(keep_outputs: bool, f: impl FnOnce() -> T) -> (T, ModuleTimes, Vec<(St
             spans: Vec::new(),
             keep_outputs,
             outputs: Vec::new(),
+            scopes: Vec::new(),
         })
     });
     let out = f();
     let mut rec = RECORDER.with(|r| r.borrow_mut().take()).unwrap_or_default();
-    let (total, root_own) = match rec.stack.first() {
+    let (total, root_own, started) = match rec.stack.first() {
         Some(root) => {
             let wall = root.start.elapsed();
-            (wall, wall.saturating_sub(root.children))
+            (wall, wall.saturating_sub(root.children), root.start)
         }
-        None => (Duration::ZERO, Duration::ZERO),
+        None => (Duration::ZERO, Duration::ZERO, Instant::now()),
     };
     rec.spans.push((ROOT.to_owned(), root_own));
-    (out, ModuleTimes { spans: rec.spans, total }, rec.outputs)
+    let scopes = rec.scopes.into_iter().map(|(path, start, wall)| (path, start.saturating_duration_since(started), wall)).collect();
+    (out, ModuleTimes { spans: rec.spans, total, started, scopes }, rec.outputs)
 }
 
 #[cfg(test)]
@@ -164,6 +174,13 @@ mod tests {
         let diff = times.total.abs_diff(sum);
         assert!(diff < Duration::from_micros(50), "{sum:?} vs {:?}", times.total);
         assert!(times.spans[0].1 >= Duration::from_millis(4));
+        // Every scope as it ran (for --trace): each inside the run, the later `layer.0` after the first.
+        let scopes: Vec<&str> = times.scopes.iter().map(|(p, _, _)| p.as_str()).collect();
+        assert_eq!(scopes, ["encoder.layer.0", "encoder.layer.0", "encoder"]);
+        let (_, first_at, first_wall) = &times.scopes[0];
+        let (_, second_at, _) = &times.scopes[1];
+        assert!(*first_wall >= Duration::from_millis(3) && *second_at >= *first_at + *first_wall, "{:?}", times.scopes);
+        assert!(times.scopes.iter().all(|(_, at, wall)| *at + *wall <= times.total), "{:?}", times.scopes);
         // Outside `record` a scope only runs its closure.
         assert_eq!(scope("x", || ok(0)).unwrap().size(), [1]);
         // Only the innermost scopes keep their outputs.
