@@ -125,6 +125,8 @@ pub struct App {
     tokenize: Tokenize,
     /// text-generation: the prompt format now on, switched by F7 (the tokenizer reads it).
     prompter: Option<Arc<crate::model::Prompter>>,
+    /// text-generation: the weights a decode step of eager reads (its checkpoint's).
+    eager_weight_bytes: Option<u64>,
     variants: Vec<BackendSpec>,
     /// The latest temperature / clock / throttling reading (status bar).
     heat: Option<crate::heat::HeatSample>,
@@ -171,6 +173,7 @@ impl App {
             jobs: Vec::new(),
             tokenize,
             prompter: None,
+            eager_weight_bytes: None,
             variants: config.variants,
             heat: None,
         };
@@ -491,6 +494,22 @@ impl App {
     pub fn with_prompter(mut self, prompter: Arc<crate::model::Prompter>) -> App {
         self.prompter = Some(prompter);
         self
+    }
+
+    /// text-generation: the weights a decode step of eager reads (from the checkpoint).
+    pub fn with_eager_weight_bytes(mut self, bytes: Option<u64>) -> App {
+        self.eager_weight_bytes = bytes;
+        self
+    }
+
+    /// text-generation: the weights a decode step of column `index` reads, when known
+    /// (eager's checkpoint; a program's constants, once its coverage is read).
+    pub fn weight_bytes_per_token(&self, index: usize) -> Option<u64> {
+        let column = self.columns.get(index)?;
+        if column.kind.is_eager() {
+            return self.eager_weight_bytes;
+        }
+        column.coverage.as_ref()?.as_ref().ok()?.weight_bytes_per_token
     }
 
     /// text-generation: the prompt format now on (the status bar shows it).

@@ -26,6 +26,8 @@ pub struct CoverageView {
     pub boundaries: usize,
     /// Operators between two delegate calls, most calls first.
     pub breaks: Vec<(String, usize)>,
+    /// text-generation: the weights one decode step reads (the GB/s beside tokens/s).
+    pub weight_bytes_per_token: Option<u64>,
 }
 
 /// The columns whose coverage to read. The app asks for every `.pte` column
@@ -59,7 +61,8 @@ impl BackgroundJob for CoverageRequest {
 /// The coverage of `kind`'s `.pte`.
 fn read_coverage(kind: &BackendSpec) -> anyhow::Result<CoverageView> {
     let path = kind.pte_file().context("not an ExecuTorch path")?;
-    let report = crate::pte::inspect_file(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let (report, table) = crate::pte::read_program_file(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let weight_bytes_per_token = table.plan("forward").map(|p| report.weight_bytes_per_token(p));
     let plan = report
         .plan("forward")
         .or_else(|| report.plans.first())
@@ -73,5 +76,6 @@ fn read_coverage(kind: &BackendSpec) -> anyhow::Result<CoverageView> {
         strip: plan.partition.cells(usize::MAX),
         boundaries: plan.partition.boundaries as usize,
         breaks: plan.partition.breaks_by_count().into_iter().map(|(name, n)| (name.to_string(), n as usize)).collect(),
+        weight_bytes_per_token,
     })
 }

@@ -257,7 +257,8 @@ impl BackendColumn<'_> {
         let divergence = app.divergence(self.index);
         GenerationPanel { live, divergence, hint }.render(s.task_area(), buf);
         let reference = app.reference().map(|r| app.columns()[r].kind.name()).unwrap_or("-");
-        GenerationParity { live, divergence, reference }.render(s.parity, buf);
+        let weight_bytes = app.weight_bytes_per_token(self.index);
+        GenerationParity { live, divergence, reference, weight_bytes }.render(s.parity, buf);
     }
 
     /// An embedding: its dimension and norm, the strip, the nearest corpus sentence.

@@ -172,6 +172,7 @@ mod tests {
             strip: vec![false, true, false, false, true],
             boundaries: 3,
             breaks: vec![("executorch_prim::et_view.default".into(), 2)],
+            weight_bytes_per_token: None,
         });
         let tall = render(&view, 8);
         assert!(tall.contains("░█░░█"), "{tall}");

@@ -136,6 +136,8 @@ pub struct GenerationParity<'a> {
     pub divergence: Divergence,
     /// The reference column's name.
     pub reference: &'a str,
+    /// The weights a decode step reads, when known: GB/s beside tokens/s.
+    pub weight_bytes: Option<u64>,
 }
 
 /// Why a generation stopped, for its state line.
@@ -175,15 +177,23 @@ impl Widget for GenerationParity<'_> {
         line_at(buf, area, 0, &first);
         if let Some(live) = self.live.filter(|l| !l.tokens.is_empty()) {
             let n = live.tokens.len();
-            let rate = live.decode_tokens_per_s().map_or_else(|| "– tok/s".to_string(), |r| format!("{} tok/s", rate(r)));
-            // The count drops before anything is cut mid-word, then the unit.
+            let per_s = live.decode_tokens_per_s();
+            let rate = per_s.map_or_else(|| "– tok/s".to_string(), |r| format!("{} tok/s", rate(r)));
+            // Weights a step reads x steps a second: how near the memory wall it runs.
+            let gbps = self.weight_bytes.zip(per_s).map(|(b, r)| format!(" · {:.1} GB/s", b as f64 * r / 1e9));
+            // The count drops before anything is cut mid-word, then the GB/s, then the unit.
             let width = area.width as usize;
-            let count = [format!(" · {n} tok"), format!(" · {n}"), String::new()]
+            let fits = |parts: &[&str]| parts.iter().map(|p| p.chars().count()).sum::<usize>() <= width;
+            let counts = [format!(" · {n} tok"), format!(" · {n}"), String::new()];
+            let (gbps, count) = gbps
                 .into_iter()
-                .find(|c| rate.chars().count() + c.chars().count() <= width)
+                .chain([String::new()])
+                .flat_map(|g| counts.iter().map(move |c| (g.clone(), c.clone())))
+                .find(|(g, c)| fits(&[&rate, g, c]))
                 .unwrap_or_default();
             let rate = if rate.chars().count() <= width { rate } else { rate.trim_end_matches(" tok/s").to_string() };
-            line_at(buf, area, 1, &Line::from(vec![Span::styled(rate, Style::new().fg(Color::Cyan)), Span::styled(count, DIM)]));
+            let cyan = Style::new().fg(Color::Cyan);
+            line_at(buf, area, 1, &Line::from(vec![Span::styled(rate, cyan), Span::styled(gbps, cyan), Span::styled(count, DIM)]));
         }
     }
 }
@@ -205,13 +215,33 @@ mod tests {
         let row = |width: u16| {
             let area = Rect::new(0, 0, width, 2);
             let mut buf = Buffer::empty(area);
-            GenerationParity { reference: "eager", divergence: Divergence::Reference, live: Some(&live) }.render(area, &mut buf);
+            GenerationParity { reference: "eager", divergence: Divergence::Reference, live: Some(&live), weight_bytes: None }.render(area, &mut buf);
             (0..width).map(|x| buf[(x, 1)].symbol().to_string()).collect::<String>().trim_end().to_string()
         };
         assert_eq!(row(30), "3575 tok/s · 32 tok");
         assert_eq!(row(18), "3575 tok/s · 32");
         assert_eq!(row(12), "3575 tok/s");
         assert_eq!(row(6), "3575");
+    }
+
+    #[test]
+    fn the_speed_line_shows_the_gb_per_s_the_weights_stream_at_and_drops_it_after_the_count() {
+        use ratatui::layout::Rect;
+        let mut live = crate::app::LiveGeneration::new(0);
+        // 20 tokens a second of 500 MB each: 10 GB/s.
+        let step = |index| crate::task::generation::TokenStep { index, id: 1, text: "a".into(), latency: std::time::Duration::from_millis(50) };
+        live.tokens = (0..32).map(step).collect();
+        let row = |width: u16| {
+            let area = Rect::new(0, 0, width, 2);
+            let mut buf = Buffer::empty(area);
+            GenerationParity { reference: "eager", divergence: Divergence::Reference, live: Some(&live), weight_bytes: Some(500_000_000) }
+                .render(area, &mut buf);
+            (0..width).map(|x| buf[(x, 1)].symbol().to_string()).collect::<String>().trim_end().to_string()
+        };
+        assert_eq!(row(40), "20 tok/s · 10.0 GB/s · 32 tok");
+        assert_eq!(row(25), "20 tok/s · 10.0 GB/s · 32");
+        assert_eq!(row(21), "20 tok/s · 10.0 GB/s");
+        assert_eq!(row(16), "20 tok/s · 32");
     }
 
     #[test]
