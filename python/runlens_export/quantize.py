@@ -13,9 +13,10 @@ the static-cache module:
 XnnpackPartitioner takes the quantize / dequantize pattern torchao leaves in
 the graph and runs each linear as one XNNPACK dynamically quantized
 fully-connected node. The embeddings stay in float: ExecuTorch's recipe
-quantizes them too (`--embedding-quantize 4,32`), but that lowers to
-`quantized_decomposed::embedding_*` kernels which runlens' runtime does not
-link (XNNPACK has no embedding node), so a program with them would not load.
+quantizes them too (`--embedding-quantize 4,32`, `quantized_decomposed::embedding_*`
+outside the delegate, kernels runlens links), but torchao's weight-only config on
+an embedding leaves `torchao::dequantize_affine`, which has no ExecuTorch kernel
+(docs/quantization.md: what it would take).
 
 transformers' GPT-2 uses `Conv1D` (weight stored [in, out]) for its
 projections, not nn.Linear: they are converted first, or `quantize_` leaves
