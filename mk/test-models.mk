@@ -11,7 +11,9 @@
 # and of issue 14 (text generation):
 #   models/tiny-gpt2   a tiny GPT-2 (checkpoint and byte-level BPE tokenizer from
 #     python/tiny_checkpoint.py --arch gpt2), text-generation, L = 64: portable,
-#     portable-nocache, xnnpack, xnnpack-nocache
+#     portable-nocache, xnnpack, xnnpack-nocache, and (issue 26) the quantized
+#     xnnpack-int8 and xnnpack-8da4w (group 32: the model is 64 wide), each checked
+#     against its quantized PyTorch model (about 2 minutes more of export)
 #   models/course-gpt2/   window.pte ([1, V], XNNPACK) and window-per-position.pte
 #     ([1, 32, V]): the course's left-padded window of 32, programs.json
 # and of issue 25 (Llama-family decoders):
@@ -114,6 +116,7 @@ $(GPT2_CKPT)/.stamp: python/tiny_checkpoint.py $(GPT2_TOKENIZER_TEXT) | $(VENV_S
 
 models/tiny-gpt2/manifest.json: $(GPT2_CKPT)/.stamp $(EXPORT_PY) assets/prompts.txt $(TEST_REQS_STAMP)
 	$(VPY) python/export.py --model $(GPT2_CKPT) --task text-generation --max-seq-len 64 \
+	  --programs portable,portable-nocache,xnnpack,xnnpack-nocache,xnnpack-int8,xnnpack-8da4w --group-size 32 \
 	  --out models/tiny-gpt2 --threads 1
 
 models/course-gpt2/programs.json: $(GPT2_CKPT)/.stamp python/export_course.py $(EXPORT_PY) assets/prompts.txt

@@ -25,6 +25,11 @@ Writes to OUT (default models/minilm, or models/<DIR's name>):
                                               cache_position [S]) -> [1, V], S 1..L
   portable-nocache.pte, xnnpack-nocache.pte   a left-padded window of L: (input_ids, attention_mask)
                                               [1, L] -> [1, V], recomputed per token
+  xnnpack-int8.pte, xnnpack-8da4w.pte         opt-in (--programs): the KV-cache XNNPACK program with
+                                              8-bit per-channel / 4-bit grouped (--group-size, default
+                                              128) linear weights and 8-bit dynamic activations
+                                              (runlens_export/quantize.py); each checked against its
+                                              quantized model in PyTorch (<name>.reference.json)
   tokenizer.json, config.json, model.safetensors   what the eager path reads
   text-generation also: generation_config.json (its eos ids), tokenizer_config.json
                       (the special tokens' text) and chat_template.jinja (when the
@@ -33,7 +38,8 @@ Writes to OUT (default models/minilm, or models/<DIR's name>):
                       (text-generation: greedy `generate` on assets/prompts.txt)
   manifest.json       task, architecture, programs, versions, sha256s, the command
 
-`--programs` picks which of the four programs to write (default all). Every
+`--programs` picks which programs to write (default all; text-generation: all
+but the two quantized ones). Every
 program written is then run by ExecuTorch's Python runtime on the reference
 sentences and must agree with transformers (text-generation: the same greedy
 ids from a Python loop; `--no-check` skips that). Files are
@@ -77,7 +83,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--max-seq-len", type=int,
                     help="the longest sequence the programs take (default 128; text-generation: 64, prompt + new tokens)")
     ap.add_argument("--programs", help=f"comma list of {', '.join(PROGRAMS)}; text-generation: "
-                    f"{', '.join(GENERATION_PROGRAMS)} (default all)")
+                    f"{', '.join(GENERATION_PROGRAMS)} (default all but the quantized xnnpack-int8 and "
+                    "xnnpack-8da4w)")
+    ap.add_argument("--group-size", type=int,
+                    help="text-generation, xnnpack-8da4w: input channels per 4-bit weight scale (default 128, "
+                    "ExecuTorch's recipe; must divide every linear layer's input width)")
     ap.add_argument("--sentences", type=Path, help="one sentence a line (default assets/sentences.txt, fill-mask: "
                     "assets/fill-mask.txt, text-generation: the prompts in assets/prompts.txt)")
     ap.add_argument("--max-new-tokens", type=int, default=TASKS["text-generation"].max_new_tokens,
@@ -90,7 +100,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def program_names(text: str | None, task: Task) -> list[str]:
     specs = task.program_specs()
     if text is None:
-        return list(specs)
+        return task.default_programs()
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in specs]
     if unknown or not names:
@@ -138,6 +148,7 @@ def main(argv: list[str]) -> int:
         if isinstance(task, TextGeneration):
             task.max_new_tokens = args.max_new_tokens
             task.check_window = not args.no_check
+            task.group_size = args.group_size
         names = program_names(args.programs, task)
         if args.model is None:
             if task.name != "feature-extraction":

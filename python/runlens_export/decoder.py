@@ -92,6 +92,7 @@ class DecoderProgramSpec:
     column: str
     delegate: str | None
     cache: bool  # True: KV cache, dynamic S; False: a fixed window of max_seq_len
+    quantization: str | None = None  # a scheme of quantize.py (None: float32 weights)
 
     @property
     def file(self) -> str:
@@ -101,7 +102,7 @@ class DecoderProgramSpec:
     def modules_file(self) -> str:
         return f"{self.name}.modules.json"
 
-    def about(self, max_seq_len: int) -> str:
+    def about(self, max_seq_len: int, group_size: int | None = None) -> str:
         on = ("XnnpackPartitioner: supported subgraphs on XNNPACK, the rest on the default kernels"
               if self.delegate else "no delegate: every operator on ExecuTorch's default CPU kernels")
         if self.cache:
@@ -110,21 +111,48 @@ class DecoderProgramSpec:
         else:
             how = (f"no cache: a left-padded window of {max_seq_len} tokens, the whole window recomputed for "
                    f"every new token (the course's way)")
+        if self.quantization:
+            from .quantize import SCHEMES
+
+            return f"{SCHEMES[self.quantization].describe(group_size)}, embeddings in float; {how}; {on}"
         return f"{how}; {on}"
 
-    def manifest_entry(self, max_seq_len: int) -> dict:
-        return {
+    def manifest_entry(self, max_seq_len: int, group_size: int | None = None) -> dict:
+        entry = {
             "name": self.name,
             "file": self.file,
             "title": self.title,
             "column": self.column,
-            "about": self.about(max_seq_len),
+            "about": self.about(max_seq_len, group_size if self.quantized_in_groups else None),
             "delegate": self.delegate,
-            "quantization": None,
+            "quantization": self.quantization,
             "fixed_len": None if self.cache else max_seq_len,
             "cache": "static" if self.cache else None,
             "modules": self.modules_file,
         }
+        if self.quantization:
+            from .quantize import SCHEMES, float_parts
+
+            entry.update({
+                "bits": SCHEMES[self.quantization].bits,
+                "activation_bits": 8,
+                "group_size": group_size if self.quantized_in_groups else None,
+                "float": float_parts(),
+                # Written by the check at export (verify.py): this program's greedy ids on the
+                # prompts from the same quantized model run by PyTorch, in reference.json's format.
+                "reference": self.reference_file,
+            })
+        return entry
+
+    @property
+    def quantized_in_groups(self) -> bool:
+        from .quantize import SCHEMES
+
+        return self.quantization is not None and SCHEMES[self.quantization].grouped
+
+    @property
+    def reference_file(self) -> str:
+        return f"{self.name}.reference.json"
 
 
 GENERATION_PROGRAMS: dict[str, DecoderProgramSpec] = {
@@ -134,8 +162,15 @@ GENERATION_PROGRAMS: dict[str, DecoderProgramSpec] = {
         DecoderProgramSpec("portable-nocache", "ExecuTorch portable, no cache", "portable", None, False),
         DecoderProgramSpec("xnnpack", "ExecuTorch XNNPACK", "xnnpack", XNNPACK, True),
         DecoderProgramSpec("xnnpack-nocache", "ExecuTorch XNNPACK, no cache", "xnnpack-nocache", XNNPACK, False),
+        DecoderProgramSpec("xnnpack-int8", "ExecuTorch XNNPACK, 8-bit weights", "xnnpack", XNNPACK, True, "int8-dynamic"),
+        DecoderProgramSpec("xnnpack-8da4w", "ExecuTorch XNNPACK, 4-bit weights", "xnnpack", XNNPACK, True, "8da4w"),
     )
 }
+# What an export writes when --programs is not given: the float programs. The
+# quantized ones are opt-in (--programs ...,xnnpack-int8,xnnpack-8da4w): each is
+# a quantized copy of the model exported and lowered again, about a minute even
+# for the tiny test models on the 2-core machine.
+DEFAULT_GENERATION_PROGRAMS = tuple(n for n, p in GENERATION_PROGRAMS.items() if p.quantization is None)
 
 
 def export_with_cache(model: torch.nn.Module, max_len: int):
@@ -162,13 +197,33 @@ def to_program(ep, delegate: bool, pte=None):
     return lower(ep, delegate, mutable_buffers=CACHE_BUFFERS, standard_ops_only=True, pte=pte)
 
 
-def lower_decoder(model: torch.nn.Module, names: list[str], max_seq_len: int, out: Path) -> list[dict]:
+def lower_decoder(model: torch.nn.Module, names: list[str], max_seq_len: int, out: Path,
+                  group_size: int | None = None, quantized: dict | None = None) -> list[dict]:
     """Writes the named programs into `out`; returns their manifest entries in
-    the order of GENERATION_PROGRAMS."""
+    the order of GENERATION_PROGRAMS. A quantized program is lowered from a
+    quantized copy of `model` (quantize.py, `group_size` for grouped schemes);
+    the copies are left in `quantized` (program name -> model) for the check."""
+    from .quantize import DEFAULT_GROUP_SIZE, SCHEMES, quantized_copy
+
     model.requires_grad_(False)
+    group_size = group_size or DEFAULT_GROUP_SIZE
     wanted = [GENERATION_PROGRAMS[n] for n in GENERATION_PROGRAMS if n in names]
     exported = {}
     for spec in wanted:
+        if spec.quantization:
+            say(f"{spec.name}: quantizing a copy of the model ({spec.quantization})")
+            qmodel = quantized_copy(model, SCHEMES[spec.quantization], group_size)
+            if quantized is not None:
+                quantized[spec.name] = qmodel
+            say(f"torch.export of the quantized model with a static KV cache of {max_seq_len}")
+            ep = export_with_cache(qmodel, max_seq_len)
+            say(f"lowering {spec.file} (XnnpackPartitioner)")
+            from .modules import sidecar
+
+            program, nodes = to_program(ep, True)
+            write_atomic(out / spec.file, program.buffer)
+            write_atomic(out / spec.modules_file, sidecar(spec.file, nodes, program))
+            continue
         if spec.cache not in exported:
             if spec.cache:
                 say(f"torch.export with a static KV cache of {max_seq_len}, input length dynamic 1..{max_seq_len}")
@@ -183,7 +238,7 @@ def lower_decoder(model: torch.nn.Module, names: list[str], max_seq_len: int, ou
         write_atomic(out / spec.file, program.buffer)
         # The sidecar of `runlens layers`: each instruction's module (modules.py).
         write_atomic(out / spec.modules_file, sidecar(spec.file, nodes, program))
-    return [spec.manifest_entry(max_seq_len) for spec in wanted]
+    return [spec.manifest_entry(max_seq_len, group_size) for spec in wanted]
 
 
 # --- driving a program: the greedy loop as a Python user writes it ---------------------------

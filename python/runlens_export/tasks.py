@@ -87,6 +87,10 @@ class Task:
 
         return PROGRAMS
 
+    def default_programs(self) -> list[str]:
+        """What an export writes without --programs."""
+        return list(self.program_specs())
+
     def reference(self, model, tokenizer, texts: list[str], max_seq_len: int) -> list[dict]:
         """reference.json's sentences: the wrapper's output on each text, one forward pass."""
         from .files import say
@@ -268,6 +272,7 @@ class TextGeneration(Task):
     default_max_seq_len = 64  # the tiny test model's L; GPT-2-sized figures use 192
     max_new_tokens = 24  # what reference.json is generated with (export.py --max-new-tokens)
     check_window = True  # run the padded-window wrapper in eager against generate (off with --no-check)
+    group_size = None  # 8da4w's weight group (export.py --group-size; None: quantize.py's default)
 
     def program_specs(self) -> dict:
         from .decoder import GENERATION_PROGRAMS
@@ -397,10 +402,17 @@ class TextGeneration(Task):
         stopped = sum(1 for r in rows if len(r["generated_ids"]) < self.max_new_tokens)
         return f"{n} new tokens over {len(rows)} prompts, {distinct} distinct ids, {stopped} stopped at the end-of-text id"
 
+    def default_programs(self) -> list[str]:
+        from .decoder import DEFAULT_GENERATION_PROGRAMS
+
+        return list(DEFAULT_GENERATION_PROGRAMS)
+
     def lower(self, model, names, max_seq_len, out):
         from .decoder import lower_decoder
 
-        return lower_decoder(model, names, max_seq_len, out)
+        # The float model and each quantized program's quantized copy, for verify.
+        self.models = {"float": model}
+        return lower_decoder(model, names, max_seq_len, out, self.group_size, self.models)
 
     def verify(self, out, programs, rows, pad_id, max_seq_len):
         import json
@@ -410,7 +422,7 @@ class TextGeneration(Task):
         config = json.loads((out / "config.json").read_text())
         generation = json.loads((out / "generation_config.json").read_text())
         stop = set(as_ids(config.get("eos_token_id")) + as_ids(generation.get("eos_token_id")))
-        return verify_generation(out, programs, rows, pad_id, max_seq_len, self.max_new_tokens, stop)
+        return verify_generation(out, programs, rows, pad_id, max_seq_len, self.max_new_tokens, stop, self.models)
 
 
 def as_ids(value) -> list[int]:

@@ -66,7 +66,7 @@ def worst_line(summaries: list[str]) -> str:
 
 
 def verify_generation(out: Path, programs: list[dict], rows: list[dict], pad_id: int, max_seq_len: int,
-                      max_new_tokens: int, stop) -> list[str]:
+                      max_new_tokens: int, stop, models: dict | None = None) -> list[str]:
     """Each text-generation program's greedy ids (a Python loop over ExecuTorch's
     runtime) against transformers' `generated_ids`. The prompts run longest first
     on one loaded program, so a KV-cache program shows it keeps its cache between
@@ -82,6 +82,9 @@ def verify_generation(out: Path, programs: list[dict], rows: list[dict], pad_id:
     for entry in programs:
         method = runtime.load_program(out / entry["file"]).load_method("forward")
         decoder = decoder_for(entry, method.execute, max_seq_len, pad_id)
+        if entry.get("quantization"):
+            failures += verify_quantized(out, entry, decoder, models, rows, order, max_seq_len, max_new_tokens, stop)
+            continue
         bad = []
         for i in order:
             row = rows[i]
@@ -96,3 +99,83 @@ def verify_generation(out: Path, programs: list[dict], rows: list[dict], pad_id:
             f"program, {n} new tokens: {verdict}")
         failures += [f"{entry['file']} {b}" for b in bad]
     return failures
+
+
+# A quantized program against the same quantized model run by PyTorch (torchao's
+# reference kernels): the program must compute what that model computes. The
+# greedy ids must be equal, and the first step's logits close: XNNPACK's int8
+# GEMM sums in another order and its per-token activation quantization may round
+# an activation one step the other way than torchao's does. Measured on the tiny
+# GPT-2 (logits of random weights, std 0.2, spread over about +-10): int8-dynamic
+# 1.4e-6, 8da4w 3.2e-2 (cosine 0.99998; 1e-1 before its group scales were
+# rounded to bfloat16 as XNNPACK holds them, quantize.py).
+QUANTIZED_MAX_DIFF = {"int8-dynamic": 1e-3, "8da4w": 1e-1}
+QUANTIZED_MIN_COSINE = 0.9999
+
+
+def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.reshape(-1).double(), b.reshape(-1).double()
+    return float(torch.dot(a, b) / (a.norm() * b.norm()).clamp(min=1e-300))
+
+
+def verify_quantized(out: Path, entry: dict, decoder, models: dict, rows: list[dict], order: list[int],
+                     max_seq_len: int, max_new_tokens: int, stop) -> list[str]:
+    """Checks one quantized program (tight: against its quantized PyTorch model)
+    and measures it against float32 (loose, reported: the first step's logits
+    cosine and the top-1 agreement teacher-forced on float32's greedy ids).
+    Writes the quantized model's greedy ids and first logits to the entry's
+    reference file and the float32 figures into the entry ("vs_float")."""
+    import json
+
+    from .decoder import first_divergence, greedy
+    from .files import write_atomic
+    from .tasks import generate
+
+    qmodel, fmodel = models[entry["name"]], models["float"]
+    bad, sentences, cosines, diffs, agree, total = [], [], [], [], 0, 0
+    for i in order:
+        row = rows[i]
+        ids = torch.tensor([row["ids"]], dtype=torch.long)
+        with torch.no_grad():
+            q_first = qmodel(input_ids=ids).logits[0, -1]
+            f_first = fmodel(input_ids=ids).logits[0, -1]
+        expected = generate(qmodel, row["ids"], max_new_tokens, stop)
+        got = greedy(decoder, row["ids"], max_new_tokens, stop)
+        p_first = decoder.prefill(row["ids"]).reshape(-1)
+        diff = float((p_first - q_first).abs().max())
+        cos_q = cosine(p_first, q_first)
+        diffs.append(diff)
+        if got != expected:
+            bad.append(f"{row['text']!r}: greedy ids differ from the quantized PyTorch model's at new token "
+                       f"{first_divergence(got, expected)} ({got} vs {expected})")
+        if diff > QUANTIZED_MAX_DIFF[entry['quantization']] or cos_q < QUANTIZED_MIN_COSINE:
+            bad.append(f"{row['text']!r}: first logits max|diff| {diff:.2e}, cosine {cos_q:.6f} against the quantized "
+                       f"PyTorch model (allowed {QUANTIZED_MAX_DIFF[entry['quantization']]:.0e}, {QUANTIZED_MIN_COSINE})")
+        # Against float32: teacher-forced on float32's ids, so one early divergence does not hide the rest.
+        cosines.append(cosine(p_first, f_first))
+        reference_ids = row["generated_ids"]
+        logits = p_first
+        for k, token in enumerate(reference_ids):
+            agree += int(int(torch.argmax(logits)) == token)
+            total += 1
+            if k + 1 < len(reference_ids):
+                logits = decoder.step(token).reshape(-1)
+        sentences.append({"text": row["text"], "ids": row["ids"], "generated_ids": expected,
+                          "logits": [float(x) for x in q_first]})
+    vs_float = {"first_logits_cosine_min": round(min(cosines), 6),
+                "first_logits_cosine_mean": round(sum(cosines) / len(cosines), 6),
+                "top1_agreement": round(agree / total, 4), "tokens": total}
+    entry["vs_float"] = vs_float
+    reference = {"model": out.name, "task": "text-generation", "program": entry["name"],
+                 "quantization": entry["quantization"], "max_seq_len": max_seq_len, "max_new_tokens": max_new_tokens,
+                 "made_by": "the quantized model (torchao) run by PyTorch, transformers generate, greedy; "
+                            "logits: the first step's",
+                 "sentences": [sentences[order.index(i)] for i in range(len(rows))]}
+    write_atomic(out / entry["reference"], json.dumps(reference).encode())
+    verdict = f"{len(bad)} DISAGREE" if bad else "ok, same ids"
+    say(f"  {entry['name']:16} vs the quantized model in PyTorch, {len(rows)} prompts: {verdict} "
+        f"(worst first-logits max|diff| {max(diffs):.2e})")
+    say(f"  {entry['name']:16} vs float32 (reported, not checked): first-logits cosine min "
+        f"{vs_float['first_logits_cosine_min']}, mean {vs_float['first_logits_cosine_mean']}; top-1 agreement "
+        f"{agree}/{total} teacher-forced on float32's greedy ids")
+    return [f"{entry['file']} {b}" for b in bad]

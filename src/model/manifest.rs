@@ -138,13 +138,66 @@ pub struct ProgramEntry {
     pub column: Option<String>,
     #[serde(default)]
     pub delegate: Option<String>,
+    /// The quantization scheme: `"int8"` (the encoders' pt2e int8), `"int8-dynamic"`
+    /// (8-bit per-channel weights) or `"8da4w"` (4-bit grouped weights) for a decoder; null: float32.
     #[serde(default)]
     pub quantization: Option<String>,
+    /// A quantized decoder program: weight bits (8 or 4), activation bits (8, quantized per token at run time),
+    /// the weights' group size (8da4w), what stayed in float, its reference and how far it is from float32.
+    #[serde(default)]
+    pub bits: Option<u32>,
+    #[serde(default)]
+    pub activation_bits: Option<u32>,
+    #[serde(default)]
+    pub group_size: Option<usize>,
+    #[serde(default)]
+    pub float: Vec<String>,
+    /// `<name>.reference.json`: the quantized model's greedy ids as PyTorch computes them.
+    #[serde(default)]
+    pub reference: Option<String>,
+    #[serde(default)]
+    pub vs_float: Option<VsFloat>,
     #[serde(default)]
     pub fixed_len: Option<usize>,
     /// text-generation: `"static"` for a program with a KV cache inside, null for a window.
     #[serde(default)]
     pub cache: Option<String>,
+}
+
+/// How far a quantized program's output is from the float32 model's, measured at export
+/// on the reference prompts (reported, not a pass mark).
+#[derive(Clone, Debug, Deserialize)]
+pub struct VsFloat {
+    pub first_logits_cosine_min: f64,
+    pub first_logits_cosine_mean: f64,
+    /// The fraction of float32's greedy tokens the program also picks, teacher-forced on float32's sequence.
+    pub top1_agreement: f64,
+    pub tokens: usize,
+}
+
+impl ProgramEntry {
+    /// One line on a quantized program's weights, e.g. `8da4w: 4-bit weights in groups of 32, 8-bit dynamic
+    /// activations; float: embedding, norms`; None for a float program.
+    pub fn quantization_summary(&self) -> Option<String> {
+        let scheme = self.quantization.as_deref()?;
+        let mut line = scheme.to_string();
+        if let Some(bits) = self.bits {
+            line += &match self.group_size {
+                Some(g) => format!(": {bits}-bit weights in groups of {g}"),
+                None => format!(": {bits}-bit weights per output channel"),
+            };
+        }
+        if let Some(a) = self.activation_bits {
+            line += &format!(", {a}-bit dynamic activations");
+        }
+        if !self.float.is_empty() {
+            line += &format!("; float: {}", self.float.join(", "));
+        }
+        if let Some(v) = &self.vs_float {
+            line += &format!("; vs float32: first-logits cosine {:.4}, top-1 {:.0}%", v.first_logits_cosine_min, 100.0 * v.top1_agreement);
+        }
+        Some(line)
+    }
 }
 
 /// Why a model directory cannot be used. Exit code 2 at the CLI, like a missing file.
@@ -280,6 +333,26 @@ mod tests {
 
     fn parse(json: &str) -> Result<Manifest, ManifestError> {
         Manifest::parse(Path::new("m/manifest.json"), json.as_bytes())
+    }
+
+    #[test]
+    fn reads_a_quantized_programs_fields_and_older_entries_without_them() {
+        let m = parse(
+            r#"{"runlens_manifest": 2, "model": "g", "task": "text-generation", "max_seq_len": 64,
+                "programs": [{"name": "xnnpack", "file": "xnnpack.pte", "title": "X", "quantization": null},
+                  {"name": "xnnpack-8da4w", "file": "q.pte", "title": "Q", "quantization": "8da4w", "bits": 4,
+                   "activation_bits": 8, "group_size": 32, "float": ["embedding", "norms"],
+                   "reference": "q.reference.json",
+                   "vs_float": {"first_logits_cosine_min": 0.95, "first_logits_cosine_mean": 0.96, "top1_agreement": 0.5, "tokens": 96}}]}"#,
+        )
+        .unwrap();
+        let (float, q) = (&m.programs[0], &m.programs[1]);
+        assert!(float.bits.is_none() && float.float.is_empty() && float.quantization_summary().is_none());
+        assert_eq!((q.bits, q.group_size, q.reference.as_deref()), (Some(4), Some(32), Some("q.reference.json")));
+        assert_eq!(
+            q.quantization_summary().unwrap(),
+            "8da4w: 4-bit weights in groups of 32, 8-bit dynamic activations; float: embedding, norms; vs float32: first-logits cosine 0.9500, top-1 50%"
+        );
     }
 
     #[test]
