@@ -220,7 +220,7 @@ def lower_decoder(model: torch.nn.Module, names: list[str], max_seq_len: int, ou
             say(f"lowering {spec.file} (XnnpackPartitioner)")
             from .modules import sidecar
 
-            program, nodes = to_program(ep, True)
+            program, nodes = to_program(ep, True, out / spec.file)
             write_atomic(out / spec.file, program.buffer)
             write_atomic(out / spec.modules_file, sidecar(spec.file, nodes, program))
             continue
