@@ -224,14 +224,7 @@ mod tests {
 
     #[test]
     fn delegate_calls_split_by_node_and_rows_add_up() {
-        let plan = PlanInstructions {
-            logged_output_bytes: 0,
-            gathered_table_bytes: 0,
-            name: "forward".into(),
-            operators: vec!["aten::native_layer_norm.out".into()],
-            delegates: vec!["XnnpackBackend".into()],
-            chains: vec![vec![Instruction::Delegate { delegate: 0 }, Instruction::Kernel { op: 0 }]],
-        };
+        let plan = PlanInstructions::forward(&["aten::native_layer_norm.out"], vec![Instruction::Delegate { delegate: 0 }, Instruction::Kernel { op: 0 }]);
         let sidecar_text = br#"{"runlens_modules": 1, "instructions": [
             {"chain": 0, "index": 0, "op": "delegate XnnpackBackend", "module": "bert.encoder.layer.0.attention.self"},
             {"chain": 0, "index": 1, "op": "aten::native_layer_norm.out", "module": "bert.encoder.layer.0.attention.output.LayerNorm"}],

@@ -258,14 +258,7 @@ mod tests {
     use super::*;
 
     fn plan() -> PlanInstructions {
-        PlanInstructions {
-            logged_output_bytes: 0,
-            gathered_table_bytes: 0,
-            name: "forward".into(),
-            operators: vec!["aten::embedding.out".into(), "executorch_prim::et_view.default".into()],
-            delegates: vec!["XnnpackBackend".into()],
-            chains: vec![vec![Instruction::Kernel { op: 0 }, Instruction::Delegate { delegate: 0 }, Instruction::Kernel { op: 1 }]],
-        }
+        PlanInstructions::forward(&["aten::embedding.out", "executorch_prim::et_view.default"], vec![Instruction::Kernel { op: 0 }, Instruction::Delegate { delegate: 0 }, Instruction::Kernel { op: 1 }])
     }
 
     fn sidecar(third_node: &str) -> Sidecar {

@@ -135,14 +135,7 @@ mod tests {
     use super::*;
 
     fn plan() -> PlanInstructions {
-        PlanInstructions {
-            logged_output_bytes: 0,
-            gathered_table_bytes: 0,
-            name: "forward".into(),
-            operators: vec!["aten::embedding.out".into()],
-            delegates: vec!["XnnpackBackend".into()],
-            chains: vec![vec![Instruction::Kernel { op: 0 }, Instruction::Delegate { delegate: 0 }]],
-        }
+        PlanInstructions::forward(&["aten::embedding.out"], vec![Instruction::Kernel { op: 0 }, Instruction::Delegate { delegate: 0 }])
     }
 
     #[test]

@@ -268,20 +268,14 @@ mod tests {
     use crate::profile::etdump::{DelegateEventId, RunBlock};
 
     fn plan() -> PlanInstructions {
-        PlanInstructions {
-            logged_output_bytes: 0,
-            gathered_table_bytes: 0,
-            name: "forward".into(),
-            operators: vec!["aten::addmm.out".into(), "aten::native_layer_norm.out".into()],
-            delegates: vec!["XnnpackBackend".into()],
-            chains: vec![vec![
-                Instruction::Kernel { op: 0 },
-                Instruction::Delegate { delegate: 0 },
-                Instruction::Kernel { op: 1 },
-                Instruction::Kernel { op: 0 },
-                Instruction::Free,
-            ]],
-        }
+                let chain = vec![
+            Instruction::Kernel { op: 0 },
+            Instruction::Delegate { delegate: 0 },
+            Instruction::Kernel { op: 1 },
+            Instruction::Kernel { op: 0 },
+            Instruction::Free,
+        ];
+        PlanInstructions::forward(&["aten::addmm.out", "aten::native_layer_norm.out"], chain)
     }
 
     fn event(name: &str, instruction: i32, start: u64, end: u64) -> ProfileEvent {

@@ -62,6 +62,19 @@ impl InstructionTable {
 }
 
 impl PlanInstructions {
+    /// A `forward` plan of one chain over `operators` and one XNNPACK delegate, for unit tests.
+    #[cfg(test)]
+    pub fn forward(operators: &[&str], chain: Vec<Instruction>) -> PlanInstructions {
+        PlanInstructions {
+            name: "forward".into(),
+            operators: operators.iter().map(|o| o.to_string()).collect(),
+            delegates: vec!["XnnpackBackend".into()],
+            chains: vec![chain],
+            logged_output_bytes: 0,
+            gathered_table_bytes: 0,
+        }
+    }
+
     /// The instruction at `chain`, `index`, if the plan has it.
     pub fn get(&self, chain: usize, index: usize) -> Option<Instruction> {
         self.chains.get(chain)?.get(index).copied()

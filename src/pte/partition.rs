@@ -203,14 +203,7 @@ mod tests {
     use super::*;
 
     fn plan(chain: Vec<Instruction>) -> PlanInstructions {
-        PlanInstructions {
-            logged_output_bytes: 0,
-            gathered_table_bytes: 0,
-            name: "forward".into(),
-            operators: vec!["aten::view".into(), "aten::native_layer_norm.out".into()],
-            delegates: vec!["XnnpackBackend".into()],
-            chains: vec![chain],
-        }
+        PlanInstructions::forward(&["aten::view", "aten::native_layer_norm.out"], chain)
     }
 
     #[test]
