@@ -268,7 +268,7 @@ mod tests {
     use crate::profile::etdump::{DelegateEventId, RunBlock};
 
     fn plan() -> PlanInstructions {
-                let chain = vec![
+        let chain = vec![
             Instruction::Kernel { op: 0 },
             Instruction::Delegate { delegate: 0 },
             Instruction::Kernel { op: 1 },
