@@ -238,6 +238,20 @@ fn programs_of_every_convention_are_driven_or_refused_with_a_reason() {
     }
 }
 
+/// `--program` with a `--backends` list that leaves it out: it does not run, and runlens says so.
+#[test]
+fn a_program_left_out_of_backends_is_said() {
+    let (root, _) = course();
+    let model = model_path("tiny-distilbert-mlm");
+    let at_mask = format!("course={}", root.join("at-mask.pte").display());
+    let out = runlens(&["--model", &model, "--threads", "1", "--backends", "xnnpack", "--program", &at_mask, "run", "--json", "The capital of France is [MASK]."]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--program course is not in --backends xnnpack"), "{stderr}");
+    let names: Vec<String> = json(&out)["backends"].as_array().unwrap().iter().map(|b| b["name"].as_str().unwrap().to_string()).collect();
+    assert_eq!(names, ["xnnpack"]);
+}
+
 #[test]
 fn run_with_program_adds_a_column_and_a_program_it_cannot_drive_leaves_the_others_running() {
     let (root, _) = course();

@@ -113,7 +113,12 @@ impl Common {
             if !backend::HAS_EAGER && list.split(',').any(|n| n.trim() == backend::EAGER) {
                 return Err(UnknownBackend(backend::NotBuilt(backend::EAGER.to_string()).to_string()).into());
             }
-            return parse_list(list, &catalog).map_err(|e| UnknownBackend(e).into());
+            let chosen = parse_list(list, &catalog).map_err(UnknownBackend)?;
+            // A program given with --program but left out of --backends would silently not run.
+            for given in catalog.iter().filter(|s| s.given && !chosen.iter().any(|c| c.name == s.name)) {
+                eprintln!("note: --program {} is not in --backends {list}: add it there to run it", given.name);
+            }
+            return Ok(chosen);
         }
         let chosen = backend::defaults(&catalog);
         if chosen.is_empty() {
