@@ -90,7 +90,7 @@ fn panel(
         chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, s.filled()))).map_err(|e| err(&e))?;
     }
     for (backend, ceiling) in ceilings.iter().filter(|c| c.1.is_finite() && c.1 > 0.0) {
-        let (s, _) = style(backend);
+        let (s, _) = style(backend.split(", ").next().unwrap_or(backend));
         let line = ShapeStyle { stroke_width: 1, ..s };
         chart.draw_series(DashedLineSeries::new([(xmin, *ceiling), (xmax, *ceiling)], 2, 4, line)).map_err(|e| err(&e))?;
         chart
@@ -109,17 +109,23 @@ fn panel(
 }
 
 /// Each runlens backend's decode ceiling: read bandwidth / weight bytes per token.
+/// Backends whose ceilings are within 2% of each other (the same weights, stored
+/// alike) share one line, labelled with all their names.
 fn ceilings(report: &GenerationReport) -> Vec<(String, f64)> {
     let Some(gbps) = report.machine.memory_read_gbps else { return Vec::new() };
-    let mut out: Vec<(String, f64)> = Vec::new();
+    let mut out: Vec<(Vec<String>, f64)> = Vec::new();
     for r in report.results.iter().filter(|r| !r.backend.starts_with("python-")) {
-        if let Some(bytes) = r.weight_bytes_per_token.filter(|b| *b > 0) {
-            if !out.iter().any(|(b, _)| *b == r.backend) {
-                out.push((r.backend.clone(), gbps * 1e9 / bytes as f64));
-            }
+        let Some(bytes) = r.weight_bytes_per_token.filter(|b| *b > 0) else { continue };
+        if out.iter().any(|(names, _)| names.contains(&r.backend)) {
+            continue;
+        }
+        let ceiling = gbps * 1e9 / bytes as f64;
+        match out.iter_mut().find(|(_, c)| (ceiling / *c - 1.0).abs() < 0.02) {
+            Some((names, _)) => names.push(r.backend.clone()),
+            None => out.push((vec![r.backend.clone()], ceiling)),
         }
     }
-    out
+    out.into_iter().map(|(names, c)| (names.join(", "), c)).collect()
 }
 
 /// Write the plot as SVG to `path`.
@@ -204,6 +210,12 @@ mod tests {
             skipped: vec![],
         };
         assert_eq!(ceilings(&report), vec![("eager".to_string(), 40.0), ("xnnpack".to_string(), 80.0)]);
+        // The same bytes a token: one line for both.
+        let mut same = report.clone();
+        for r in same.results.iter_mut() {
+            r.weight_bytes_per_token = Some(500_000_000);
+        }
+        assert_eq!(ceilings(&same), vec![("eager, xnnpack".to_string(), 40.0)]);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("gen.svg");
         write_svg(&report, &path).unwrap();
