@@ -15,19 +15,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use runlens::pte::Instruction;
 use serde_json::Value;
+
+mod common;
+use common::runlens;
 
 const TEXT: &str = "the cat sat on the mat";
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn runlens(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runlens")).args(args).output().expect("runlens starts")
 }
 
 fn python() -> PathBuf {

@@ -11,16 +11,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
 
 use serde_json::Value;
 
+mod common;
+use common::runlens;
+
 fn model(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(name)
-}
-
-fn runlens(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runlens")).args(args).output().expect("runlens starts")
 }
 
 /// Runs `args` with `--json` output on stdout and `--trace` into a temporary
