@@ -12,7 +12,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-
 use serde_json::Value;
 
 mod common;
