@@ -91,7 +91,7 @@ impl Scene {
     }
 
     fn load(&mut self, kind: BackendSpec, ms: u64) -> &mut Self {
-        self.send(WorkerEvent::Loaded { description: format!("fake {kind}"), kind, load_time: Duration::from_millis(ms) })
+        self.send(WorkerEvent::Loaded { description: format!("fake {kind}"), kind, load_time: Duration::from_millis(ms), weight_bytes: None })
     }
 
     fn embed_corpus(&mut self) -> &mut Self {

@@ -50,6 +50,8 @@ pub struct Column {
     pub phase: Phase,
     pub description: Option<String>,
     pub load_time: Option<Duration>,
+    /// The weights a decode step reads, as the loaded backend reports them (eager).
+    pub weight_bytes: Option<u64>,
     /// Generation of the input handed to the worker and not started yet.
     pub pending: Option<u64>,
     /// Generation and start of the run in progress.
@@ -74,6 +76,7 @@ impl Column {
             phase: Phase::Loading,
             description: None,
             load_time: None,
+            weight_bytes: None,
             pending: None,
             running: None,
             output: None,

@@ -46,7 +46,8 @@ impl Corpus {
 pub(super) fn corpus_preference(spec: &BackendSpec) -> u8 {
     let name = spec.name.as_str();
     match () {
-        _ if spec.is_eager() => 1,
+        _ if spec.is_float_eager() => 1,
+        _ if spec.is_eager() => 3,
         _ if name.contains("portable") => 4,
         _ if name.contains("int8") => 3,
         _ if name.contains("static") => 2,

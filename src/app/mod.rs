@@ -126,7 +126,6 @@ pub struct App {
     /// text-generation: the prompt format now on, switched by F7 (the tokenizer reads it).
     prompter: Option<Arc<crate::model::Prompter>>,
     /// text-generation: the weights a decode step of eager reads (its checkpoint's).
-    eager_weight_bytes: Option<u64>,
     variants: Vec<BackendSpec>,
     /// The latest temperature / clock / throttling reading (status bar).
     heat: Option<crate::heat::HeatSample>,
@@ -173,7 +172,6 @@ impl App {
             jobs: Vec::new(),
             tokenize,
             prompter: None,
-            eager_weight_bytes: None,
             variants: config.variants,
             heat: None,
         };
@@ -265,7 +263,7 @@ impl App {
 
     /// The column parity is measured against: eager when shown, else the first.
     pub fn reference(&self) -> Option<usize> {
-        self.columns.iter().position(|c| c.kind.is_eager()).or((!self.columns.is_empty()).then_some(0))
+        self.columns.iter().position(|c| c.kind.is_float_eager()).or((!self.columns.is_empty()).then_some(0))
     }
 
     /// Is the output of `column` for the text now in the input line?
@@ -497,17 +495,12 @@ impl App {
     }
 
     /// text-generation: the weights a decode step of eager reads (from the checkpoint).
-    pub fn with_eager_weight_bytes(mut self, bytes: Option<u64>) -> App {
-        self.eager_weight_bytes = bytes;
-        self
-    }
-
     /// text-generation: the weights a decode step of column `index` reads, when known
     /// (eager's checkpoint; a program's constants, once its coverage is read).
     pub fn weight_bytes_per_token(&self, index: usize) -> Option<u64> {
         let column = self.columns.get(index)?;
-        if column.kind.is_eager() {
-            return self.eager_weight_bytes;
+        if column.weight_bytes.is_some() {
+            return column.weight_bytes;
         }
         column.coverage.as_ref()?.as_ref().ok()?.weight_bytes_per_token
     }
@@ -601,11 +594,12 @@ impl App {
         let Some(index) = self.index_of(event.kind()) else { return };
         let current = self.generation;
         match event {
-            WorkerEvent::Loaded { description, load_time, .. } => {
+            WorkerEvent::Loaded { description, load_time, weight_bytes, .. } => {
                 let c = &mut self.columns[index];
                 c.phase = Phase::Ready;
                 c.description = Some(description);
                 c.load_time = Some(load_time);
+                c.weight_bytes = weight_bytes;
             }
             WorkerEvent::LoadFailed { kind, error } => {
                 let c = &mut self.columns[index];

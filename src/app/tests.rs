@@ -134,7 +134,7 @@ fn f5_switches_the_xnnpack_column_and_runs_the_text_on_the_new_program() {
     app.apply(Action::RunNow);
     app.drain_requests();
     let input = app.encoded().map(|e| Arc::new(e.clone())).unwrap();
-    app.on_worker(WorkerEvent::Loaded { kind: spec("xnnpack"), description: "x".into(), load_time: Duration::ZERO });
+    app.on_worker(WorkerEvent::Loaded { kind: spec("xnnpack"), description: "x".into(), load_time: Duration::ZERO, weight_bytes: None });
     app.on_worker(WorkerEvent::Finished {
         kind: spec("xnnpack"),
         generation: 1,

@@ -12,11 +12,13 @@ pub mod eager;
 pub mod executorch;
 pub mod decoder;
 pub mod probe;
+pub mod weight_format;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use decoder::Decoder;
+pub use weight_format::WeightFormat;
 
 use crate::model::ModelDir;
 use crate::tensor::{Encoded, OutputTensor};
@@ -34,6 +36,12 @@ pub trait Backend: Send {
     /// The backend as a [`Decoder`] (text-generation: eager GPT-2, an ExecuTorch
     /// KV-cache or window program); `None` for encoders.
     fn as_decoder(&mut self) -> Option<&mut dyn Decoder> {
+        None
+    }
+    /// The bytes of weights a decode step reads, when the loaded model knows
+    /// them (eager, float or quantized); `None` leaves it to the program file
+    /// (`bench::weights`).
+    fn weight_bytes_per_token(&self) -> Option<u64> {
         None
     }
 }
@@ -77,8 +85,9 @@ impl OutputKind {
 /// Where a backend's model comes from.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Source {
-    /// runlens' own model on libtorch (tch), one operator at a time.
-    Eager,
+    /// runlens' own model on libtorch (tch), one operator at a time, its
+    /// linear layers' weights in float32 or quantized at load.
+    Eager(WeightFormat),
     /// An ExecuTorch program.
     Program(PathBuf),
 }
@@ -98,6 +107,10 @@ pub struct BackendSpec {
     /// Named on the command line (`--program`): shown even when its file is
     /// missing, so that the column says so.
     pub given: bool,
+    /// Weights quantized on purpose (the manifest's `quantization` of a
+    /// program; `int8-weight` / `int4-weight` for eager's): it computes other
+    /// numbers than float32, so parity with float32 is a measurement, not a pass mark.
+    pub quantization: Option<String>,
 }
 
 /// The name of the built-in eager path.
@@ -105,13 +118,36 @@ pub const EAGER: &str = "eager";
 
 impl BackendSpec {
     pub fn eager() -> BackendSpec {
+        BackendSpec::eager_with(WeightFormat::Float)
+    }
+
+    /// Eager with its linear layers' weights in `format`: `eager`, `eager-int8`,
+    /// `eager-int4`, one column (F5 cycles them).
+    pub fn eager_with(format: WeightFormat) -> BackendSpec {
+        let dispatch = "libtorch through tch: every operator dispatched one by one, as a PyTorch user runs the model";
+        let (title, about) = match format {
+            WeightFormat::Float => ("PyTorch eager".to_string(), dispatch.to_string()),
+            WeightFormat::Int8 => (
+                "PyTorch eager int8".to_string(),
+                format!("{dispatch}; linear layers with 8-bit weights (a scale per output channel) on {}, bfloat16 activations", format.kernel()),
+            ),
+            WeightFormat::Int4 { group_size } => (
+                "PyTorch eager int4".to_string(),
+                format!("{dispatch}; linear layers with 4-bit weights (groups of {group_size}) on {}, bfloat16 activations", format.kernel()),
+            ),
+        };
         BackendSpec {
-            name: EAGER.to_string(),
-            title: "PyTorch eager".to_string(),
-            about: "libtorch through tch: every operator dispatched one by one, as a PyTorch user runs the model".to_string(),
+            name: format.backend_name().to_string(),
+            title,
+            about,
             column: EAGER.to_string(),
-            source: Source::Eager,
+            source: Source::Eager(format),
             given: false,
+            quantization: match format {
+                WeightFormat::Float => None,
+                WeightFormat::Int8 => Some("int8-weight".to_string()),
+                WeightFormat::Int4 { .. } => Some("int4-weight".to_string()),
+            },
         }
     }
 
@@ -124,6 +160,7 @@ impl BackendSpec {
             column: name.to_string(),
             source: Source::Program(file.to_path_buf()),
             given: true,
+            quantization: None,
         }
     }
 
@@ -131,15 +168,26 @@ impl BackendSpec {
         &self.name
     }
 
+    /// The eager path, in any weight format.
     pub fn is_eager(&self) -> bool {
-        self.source == Source::Eager
+        matches!(self.source, Source::Eager(_))
+    }
+
+    /// Whether its weights are quantized (see [`quantization`](Self::quantization)).
+    pub fn is_quantized(&self) -> bool {
+        self.quantization.is_some()
+    }
+
+    /// Eager in float32: the path the others are compared with.
+    pub fn is_float_eager(&self) -> bool {
+        self.source == Source::Eager(WeightFormat::Float)
     }
 
     /// The `.pte` of an ExecuTorch path.
     pub fn pte_file(&self) -> Option<&Path> {
         match &self.source {
             Source::Program(p) => Some(p),
-            Source::Eager => None,
+            Source::Eager(_) => None,
         }
     }
 }
@@ -173,6 +221,7 @@ pub(crate) fn named(name: &str) -> BackendSpec {
         column: column.to_string(),
         source: Source::Program(PathBuf::from(format!("{name}.pte"))),
         given: false,
+        quantization: None,
     }
 }
 
@@ -183,6 +232,14 @@ pub fn catalog(dir: &ModelDir, extra: &[(String, PathBuf)]) -> anyhow::Result<Ve
     let mut specs = Vec::new();
     if HAS_EAGER && dir.manifest().eager.is_some() {
         specs.push(BackendSpec::eager());
+        if dir.task().takes_a_prompt() {
+            // A decoder's quantized eager columns, with the 4-bit program's group size.
+            let programs = &dir.manifest().programs;
+            let group = programs.iter().find(|p| p.bits == Some(4)).and_then(|p| p.group_size);
+            let group = group.map_or(weight_format::DEFAULT_GROUP_SIZE, |g| g as i64);
+            specs.push(BackendSpec::eager_with(WeightFormat::Int8));
+            specs.push(BackendSpec::eager_with(WeightFormat::Int4 { group_size: group }));
+        }
     }
     for p in &dir.manifest().programs {
         specs.push(BackendSpec {
@@ -192,6 +249,7 @@ pub fn catalog(dir: &ModelDir, extra: &[(String, PathBuf)]) -> anyhow::Result<Ve
             column: p.column.clone().unwrap_or_else(|| p.name.clone()),
             source: Source::Program(dir.root().join(&p.file)),
             given: false,
+            quantization: p.quantization.clone(),
         });
     }
     for (name, file) in extra {
@@ -246,9 +304,9 @@ pub struct NotBuilt(pub String);
 pub fn load(spec: &BackendSpec, dir: &ModelDir, output: OutputKind) -> anyhow::Result<Box<dyn Backend>> {
     Ok(match &spec.source {
         #[cfg(feature = "eager")]
-        Source::Eager => Box::new(eager::EagerBackend::load(dir, output)?),
+        Source::Eager(format) => Box::new(eager::EagerBackend::load_as(dir, output, *format)?),
         #[cfg(not(feature = "eager"))]
-        Source::Eager => return Err(NotBuilt(spec.name.clone()).into()),
+        Source::Eager(_) => return Err(NotBuilt(spec.name.clone()).into()),
         Source::Program(path) => {
             let manifest = dir.manifest();
             let pad_id = manifest.pad_token_id.or(manifest.eos_token_id).unwrap_or(0);
@@ -262,7 +320,7 @@ pub fn files_present(spec: &BackendSpec, dir: &ModelDir) -> Result<(), crate::mo
     match &spec.source {
         Source::Program(file) if file.is_file() => Ok(()),
         Source::Program(file) => Err(crate::model::ModelsMissing { path: file.clone() }),
-        Source::Eager => dir.config().and_then(|_| dir.weights()).map(drop),
+        Source::Eager(_) => dir.config().and_then(|_| dir.weights()).map(drop),
     }
 }
 
@@ -298,6 +356,7 @@ mod tests {
             column: column.into(),
             source: Source::Program(PathBuf::from(format!("/nonexistent/{name}.pte"))),
             given: false,
+            quantization: None,
         };
         vec![BackendSpec::eager(), prog("portable", "portable"), prog("xnnpack", "xnnpack"), prog("xnnpack-int8", "xnnpack")]
     }

@@ -180,6 +180,8 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
     let bar = ProgressBar::new((kinds.len() * lens.len()) as u64);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} cells  {elapsed_precise}  {msg}").expect("static template"));
     let (mut rows, mut loads, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
+    // The weights a decode step reads, as each loaded backend knows them (eager, float or quantized).
+    let mut weight_bytes = std::collections::BTreeMap::new();
     let caches: Vec<(String, Option<String>)> = kinds.iter().map(|k| (k.name.clone(), generation::cache_of(dir, k))).collect();
     for (kind, (_, cache)) in kinds.iter().zip(&caches) {
         if stop.load(Ordering::Relaxed) {
@@ -189,6 +191,9 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
         let start = Instant::now();
         let mut b = crate::task::load_backend(kind, dir)?;
         loads.push(LoadRow { backend: kind.name().to_string(), load_ms: start.elapsed().as_secs_f64() * 1e3, rss_mb: bench::rss_mb() });
+        if let Some(bytes) = b.weight_bytes_per_token() {
+            weight_bytes.insert(kind.name().to_string(), bytes);
+        }
         let (r, s) = generation::bench_backend(kind, cache.clone(), b.as_mut(), &prompts, gen_tokens, budget, &stop, |m| {
             bar.set_message(m.to_string());
             bar.inc(1);
@@ -214,7 +219,13 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
         eprintln!("measuring the memory read bandwidth ({threads} threads) ...");
         machine.measure_read_bandwidth(threads);
     }
-    let weight_bytes = kinds.iter().filter_map(|s| Some((s.name().to_string(), bench::weights::of_backend(dir, s)?))).collect();
+    for spec in &kinds {
+        if !weight_bytes.contains_key(spec.name()) {
+            if let Some(bytes) = bench::weights::of_backend(dir, spec) {
+                weight_bytes.insert(spec.name().to_string(), bytes);
+            }
+        }
+    }
     generation::fill_bandwidth(&mut rows, &weight_bytes, machine.memory_read_gbps);
     let report = GenerationReport {
         machine,

@@ -110,7 +110,7 @@ impl Common {
         let catalog = self.catalog(dir)?;
         if let Some(list) = &self.backends {
             // The lite build's catalog has no eager: say why, not "unknown backend".
-            if !backend::HAS_EAGER && list.split(',').any(|n| n.trim() == backend::EAGER) {
+            if !backend::HAS_EAGER && list.split(',').any(|n| n.trim().starts_with(backend::EAGER)) {
                 return Err(UnknownBackend(backend::NotBuilt(backend::EAGER.to_string()).to_string()).into());
             }
             let chosen = parse_list(list, &catalog).map_err(UnknownBackend)?;

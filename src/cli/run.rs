@@ -185,7 +185,7 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
 /// first; among those that ran (`ok`), when any did.
 pub fn reference_of(specs: &[BackendSpec], ok: &[&BackendSpec]) -> BackendSpec {
     let pool: Vec<&BackendSpec> = if ok.is_empty() { specs.iter().collect() } else { ok.to_vec() };
-    pool.iter().copied().find(|s| s.is_eager()).unwrap_or(pool[0]).clone()
+    pool.iter().copied().find(|s| s.is_float_eager()).unwrap_or(pool[0]).clone()
 }
 
 fn ns(d: Duration) -> u64 {

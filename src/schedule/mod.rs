@@ -42,7 +42,8 @@ pub struct Job {
 /// What a worker reports.
 #[derive(Debug)]
 pub enum WorkerEvent {
-    Loaded { kind: BackendSpec, description: String, load_time: Duration },
+    /// `weight_bytes`: what a decode step reads, when the loaded backend knows (eager).
+    Loaded { kind: BackendSpec, description: String, load_time: Duration, weight_bytes: Option<u64> },
     LoadFailed { kind: BackendSpec, error: String },
     /// A run began (it may have waited in serial mode).
     Started { kind: BackendSpec, generation: u64, at: Instant },

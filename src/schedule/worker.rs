@@ -44,7 +44,12 @@ impl Worker {
         let load_time = start.elapsed();
         let mut backend = match loaded {
             Ok(Ok(backend)) => {
-                (self.sink)(WorkerEvent::Loaded { kind: kind.clone(), description: backend.describe(), load_time });
+                (self.sink)(WorkerEvent::Loaded {
+                    kind: kind.clone(),
+                    description: backend.describe(),
+                    load_time,
+                    weight_bytes: backend.weight_bytes_per_token(),
+                });
                 backend
             }
             Ok(Err(e)) => return (self.sink)(WorkerEvent::LoadFailed { kind, error: format!("{e:#}") }),

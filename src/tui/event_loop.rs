@@ -47,11 +47,7 @@ pub(super) async fn session(
         corpus: app::corpus_sentences(),
         variants: opts.catalog.iter().filter(|k| k.given || backend::files_present(k, &opts.models).is_ok()).cloned().collect(),
     };
-    // A decode step reads every weight once: eager's GB/s is its checkpoint's bytes x tokens/s.
-    let eager_weight_bytes = (opts.ctx.task == crate::model::Task::TextGeneration)
-        .then(|| opts.models.weights().ok().and_then(|w| crate::bench::weights::checkpoint(&w).ok()))
-        .flatten();
-    let app = App::new(config, tokenize, Instant::now()).with_prompter(opts.prompter.clone()).with_eager_weight_bytes(eager_weight_bytes);
+    let app = App::new(config, tokenize, Instant::now()).with_prompter(opts.prompter.clone());
 
     let dir = opts.models.clone();
     let loader: Loader = Arc::new(move |kind| crate::task::load_backend(kind, &dir));

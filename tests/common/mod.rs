@@ -68,6 +68,7 @@ pub fn named(name: &str) -> runlens::backend::BackendSpec {
         column: column.to_string(),
         source: Source::Program(PathBuf::from(format!("{name}.pte"))),
         given: false,
+        quantization: None,
     }
 }
 

@@ -117,7 +117,7 @@ impl Gpt2Config {
 /// kept as an `nn.Linear` (`[out, in]`) so it runs as one addmm.
 fn conv1d(p: &WeightPath, in_features: i64, out_features: i64) -> LoadResult<Linear> {
     let weight = p.get_map("weight", &[in_features, out_features], |w| w.f_transpose(0, 1)?.f_contiguous())?;
-    Ok(Linear::from_parts(weight, p.get("bias", &[out_features])?))
+    Ok(Linear::from_parts(weight, Some(p.get("bias", &[out_features])?)))
 }
 
 /// `h.{i}.attn`: causal multi-head attention over the cached positions and the new ones.
@@ -234,7 +234,7 @@ impl Gpt2Block {
 /// `GPT2LMHeadModel` with a KV cache of the sequence so far.
 pub struct Gpt2LmHeadModel {
     wte: Tensor,     // [V, E]
-    lm_head: Tensor, // [V, E]: wte itself (tied), unless the file has lm_head.weight
+    lm_head: Linear, // [V, E]: wte itself (tied), unless the file has lm_head.weight
     wpe: Tensor,     // [n_positions, E]
     blocks: Vec<Gpt2Block>,
     ln_f: LayerNorm,
@@ -259,7 +259,7 @@ impl Gpt2LmHeadModel {
         let blocks = (0..cfg.n_layer).map(|i| Gpt2Block::load(&root.pp(&format!("h.{i}")), cfg, i)).collect::<LoadResult<Vec<_>>>()?;
         Ok(Gpt2LmHeadModel {
             wte,
-            lm_head,
+            lm_head: Linear::from_parts(lm_head, None),
             wpe: root.get("wpe.weight", &[cfg.n_positions, e])?,
             blocks,
             ln_f: LayerNorm::load(&root.pp("ln_f"), e, cfg.layer_norm_epsilon)?,
@@ -333,7 +333,7 @@ impl Gpt2LmHeadModel {
         // `ln_f` and the LM head: the row `head`.
         let logits = scope("head", || -> Result<Tensor> {
             let last = self.ln_f.forward(&x.f_select(0, s - 1)?)?; // [E]
-            self.lm_head.f_mv(&last) // lm_logits = self.lm_head(hidden_states): [V]
+            self.lm_head.forward(&last) // lm_logits = self.lm_head(hidden_states): [V]
         })?;
         Ok(Vec::<f32>::try_from(&logits)?)
     }
@@ -368,6 +368,21 @@ impl DecoderModel for Gpt2LmHeadModel {
     }
     fn limit_len(&mut self, max_len: usize) {
         Gpt2LmHeadModel::limit_len(self, max_len)
+    }
+    fn linears(&mut self) -> Vec<&mut Linear> {
+        let blocks = self.blocks.iter_mut();
+        let mut all: Vec<&mut Linear> =
+            blocks.flat_map(|b| [&mut b.attn.c_attn, &mut b.attn.c_proj, &mut b.mlp.c_fc, &mut b.mlp.c_proj]).collect();
+        all.push(&mut self.lm_head);
+        all
+    }
+    /// The blocks, `ln_f` and the head; `wpe` and (when the head is its own
+    /// matrix or quantized) `wte` give one row a token.
+    fn weight_bytes_per_token(&self) -> u64 {
+        let block = |b: &Gpt2Block| {
+            b.ln_1.bytes() + b.attn.c_attn.bytes() + b.attn.c_proj.bytes() + b.ln_2.bytes() + b.mlp.c_fc.bytes() + b.mlp.c_proj.bytes()
+        };
+        self.blocks.iter().map(block).sum::<u64>() + self.ln_f.bytes() + self.lm_head.bytes()
     }
 }
 

@@ -55,7 +55,7 @@ fn decoder(p: &WeightPath, weight_name: &str, bias_names: &[&str], word_embeddin
     } else {
         word_embeddings.shallow_clone() // tied: [V, H], shape checked with the embeddings
     };
-    Ok(Linear::from_parts(weight, p.get_either(bias_names, &[vocab])?))
+    Ok(Linear::from_parts(weight, Some(p.get_either(bias_names, &[vocab])?)))
 }
 
 /// `BertForMaskedLM`'s `cls` (`BertOnlyMLMHead`): hidden [S, H] -> logits [S, V].

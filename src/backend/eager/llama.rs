@@ -32,7 +32,8 @@ use serde_json::{Map, Value};
 use tch::{Kind, Tensor};
 
 use super::config::{self, Check, ConfigError};
-use super::nn::{LoadResult, Result};
+use super::nn::{Linear, LoadResult, Result};
+use super::quant::tensor_bytes;
 use super::rope::{self, RopeConfig, RopeFields, Rotary};
 use super::timing::scope;
 use super::weights::{WeightError, WeightPath, Weights};
@@ -243,26 +244,6 @@ impl LlamaConfig {
     }
 }
 
-/// `nn.Linear` with or without a bias: `x @ weight.T (+ bias)`.
-struct Proj {
-    weight: Tensor,       // [out, in]
-    bias: Option<Tensor>, // [out]
-}
-
-impl Proj {
-    fn load(p: &WeightPath, in_features: i64, out_features: i64, bias: bool) -> LoadResult<Proj> {
-        Ok(Proj {
-            weight: p.get("weight", &[out_features, in_features])?,
-            bias: if bias { Some(p.get("bias", &[out_features])?) } else { None },
-        })
-    }
-
-    /// [S, in] -> [S, out]
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        x.f_linear(&self.weight, self.bias.as_ref())
-    }
-}
-
 /// `LlamaRMSNorm` over the last dimension: `weight * x * rsqrt(mean(x²) + eps)`.
 struct RmsNorm {
     weight: Tensor, // [H]
@@ -272,6 +253,10 @@ struct RmsNorm {
 impl RmsNorm {
     fn load(p: &WeightPath, size: i64, eps: f64) -> LoadResult<RmsNorm> {
         Ok(RmsNorm { weight: p.get("weight", &[size])?, eps })
+    }
+
+    fn bytes(&self) -> u64 {
+        tensor_bytes(&self.weight)
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
@@ -300,10 +285,10 @@ fn repeat_kv(x: &Tensor, n_rep: i64) -> Result<Tensor> {
 
 /// `layers.{i}.self_attn`: causal grouped-query attention over the cached positions and the new ones.
 struct LlamaAttention {
-    q_proj: Proj, // E -> nh * d
-    k_proj: Proj, // E -> nkv * d
-    v_proj: Proj, // E -> nkv * d
-    o_proj: Proj, // nh * d -> E
+    q_proj: Linear, // E -> nh * d
+    k_proj: Linear, // E -> nkv * d
+    v_proj: Linear, // E -> nkv * d
+    o_proj: Linear, // nh * d -> E
     /// Qwen3's per-head RMSNorm of the queries and keys (over d).
     qk_norm: Option<(RmsNorm, RmsNorm)>,
     n_head: i64,
@@ -323,10 +308,10 @@ impl LlamaAttention {
             Family::Llama | Family::Qwen2 => None,
         };
         Ok(LlamaAttention {
-            q_proj: Proj::load(&p.pp("q_proj"), e, nh * d, cfg.qkv_bias)?,
-            k_proj: Proj::load(&p.pp("k_proj"), e, nkv * d, cfg.qkv_bias)?,
-            v_proj: Proj::load(&p.pp("v_proj"), e, nkv * d, cfg.qkv_bias)?,
-            o_proj: Proj::load(&p.pp("o_proj"), nh * d, e, cfg.o_bias)?,
+            q_proj: Linear::load_with_bias(&p.pp("q_proj"), e, nh * d, cfg.qkv_bias)?,
+            k_proj: Linear::load_with_bias(&p.pp("k_proj"), e, nkv * d, cfg.qkv_bias)?,
+            v_proj: Linear::load_with_bias(&p.pp("v_proj"), e, nkv * d, cfg.qkv_bias)?,
+            o_proj: Linear::load_with_bias(&p.pp("o_proj"), nh * d, e, cfg.o_bias)?,
             qk_norm,
             n_head: nh,
             n_kv_head: nkv,
@@ -340,7 +325,7 @@ impl LlamaAttention {
     fn forward(&self, x: &Tensor, cos: &Tensor, sin: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
         let s = x.size2()?.0;
         // [S, h * d] -> [S, h, d] (Qwen3: q_norm / k_norm here) -> [h, S, d]
-        let heads = |proj: &Proj, h: i64, norm: Option<&RmsNorm>| -> Result<Tensor> {
+        let heads = |proj: &Linear, h: i64, norm: Option<&RmsNorm>| -> Result<Tensor> {
             let mut t = proj.forward(x)?.f_view([s, h, self.head_dim])?;
             if let Some(norm) = norm {
                 t = norm.forward(&t)?;
@@ -380,18 +365,18 @@ impl LlamaAttention {
 
 /// `layers.{i}.mlp`: `down_proj(silu(gate_proj(x)) * up_proj(x))`.
 struct LlamaMlp {
-    gate_proj: Proj, // E -> I
-    up_proj: Proj,   // E -> I
-    down_proj: Proj, // I -> E
+    gate_proj: Linear, // E -> I
+    up_proj: Linear,   // E -> I
+    down_proj: Linear, // I -> E
 }
 
 impl LlamaMlp {
     fn load(p: &WeightPath, cfg: &LlamaConfig) -> LoadResult<LlamaMlp> {
         let (e, i, bias) = (cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias);
         Ok(LlamaMlp {
-            gate_proj: Proj::load(&p.pp("gate_proj"), e, i, bias)?,
-            up_proj: Proj::load(&p.pp("up_proj"), e, i, bias)?,
-            down_proj: Proj::load(&p.pp("down_proj"), i, e, bias)?,
+            gate_proj: Linear::load_with_bias(&p.pp("gate_proj"), e, i, bias)?,
+            up_proj: Linear::load_with_bias(&p.pp("up_proj"), e, i, bias)?,
+            down_proj: Linear::load_with_bias(&p.pp("down_proj"), i, e, bias)?,
         })
     }
 
@@ -434,7 +419,7 @@ impl LlamaDecoderLayer {
 /// `LlamaForCausalLM` / `Qwen2ForCausalLM` / `Qwen3ForCausalLM` with a KV cache of the sequence so far.
 pub struct LlamaForCausalLM {
     embed_tokens: Tensor, // [V, E]
-    lm_head: Tensor,      // [V, E]: embed_tokens itself when tied
+    lm_head: Linear,      // [V, E]: embed_tokens itself when tied
     layers: Vec<LlamaDecoderLayer>,
     norm: RmsNorm,
     rotary: Rotary,
@@ -465,7 +450,7 @@ impl LlamaForCausalLM {
         })?;
         Ok(LlamaForCausalLM {
             embed_tokens,
-            lm_head,
+            lm_head: Linear::from_parts(lm_head, None),
             layers,
             norm: RmsNorm::load(&root.pp("norm"), e, cfg.rms_norm_eps)?,
             rotary,
@@ -555,7 +540,7 @@ impl LlamaForCausalLM {
         self.seen += s;
         let x = scope("model.norm", || self.norm.forward(&x))?; // [S, E]
         // logits = self.lm_head(hidden_states[:, -1:, :]): [V]
-        let logits = scope("lm_head", || self.lm_head.f_mv(&x.f_select(0, s - 1)?))?;
+        let logits = scope("lm_head", || self.lm_head.forward(&x.f_select(0, s - 1)?))?;
         Ok(Vec::<f32>::try_from(&logits)?)
     }
 }
@@ -589,6 +574,30 @@ impl DecoderModel for LlamaForCausalLM {
     }
     fn limit_len(&mut self, max_len: usize) {
         LlamaForCausalLM::limit_len(self, max_len)
+    }
+    fn linears(&mut self) -> Vec<&mut Linear> {
+        let layers = self.layers.iter_mut();
+        let mut all: Vec<&mut Linear> = layers
+            .flat_map(|l| {
+                let (a, m) = (&mut l.self_attn, &mut l.mlp);
+                [&mut a.q_proj, &mut a.k_proj, &mut a.v_proj, &mut a.o_proj, &mut m.gate_proj, &mut m.up_proj, &mut m.down_proj]
+            })
+            .collect();
+        all.push(&mut self.lm_head);
+        all
+    }
+    /// The layers, `norm` and the head; `embed_tokens` gives one row a token
+    /// unless it is the (float) head.
+    fn weight_bytes_per_token(&self) -> u64 {
+        let layer = |l: &LlamaDecoderLayer| {
+            let (a, m) = (&l.self_attn, &l.mlp);
+            let norms = a.qk_norm.as_ref().map_or(0, |(q, k)| q.bytes() + k.bytes());
+            l.input_layernorm.bytes()
+                + l.post_attention_layernorm.bytes()
+                + norms
+                + [&a.q_proj, &a.k_proj, &a.v_proj, &a.o_proj, &m.gate_proj, &m.up_proj, &m.down_proj].iter().map(|p| p.bytes()).sum::<u64>()
+        };
+        self.layers.iter().map(layer).sum::<u64>() + self.norm.bytes() + self.lm_head.bytes()
     }
 }
 

@@ -4,6 +4,7 @@
 //! - [`checkpoint`]: `config.json` -> which architecture ([`SUPPORTED`]) and its sizes;
 //! - [`config`]: what the architectures' configs share (activations, defaults, [`ConfigError`]);
 //! - [`weights`]: `model.safetensors`, read once, every tensor checked by name and shape;
+//! - [`quant`]: `eager-int8` / `eager-int4`: linear weights quantized at load for ATen's packed kernels;
 //! - [`nn`]: `nn.Linear`, `nn.LayerNorm`, the activations and the attention both encoders share;
 //! - [`bert`], [`distilbert`], [`gpt2`]: one file per architecture, its config fields and its
 //!   modules (GPT-2: a decoder with its KV cache and tied LM head);
@@ -22,6 +23,7 @@ pub mod heads;
 pub mod llama;
 pub mod model;
 pub mod nn;
+pub mod quant;
 pub mod rope;
 pub mod timing;
 pub mod weights;
@@ -40,7 +42,8 @@ pub use checkpoint::{Unsupported, SUPPORTED};
 pub use config::{ConfigError, HiddenAct};
 pub use distilbert::DistilBertConfig;
 pub use gpt2::{Gpt2Config, Gpt2LmHeadModel};
-pub use model::{load_eager, load_model, ArchConfig, DecoderModel, EagerModel, EncoderModel};
+pub use model::{load_eager, load_model, quantize_decoder, ArchConfig, DecoderModel, EagerModel, EncoderModel, Quantized};
+pub use quant::WeightFormat;
 pub use weights::WeightError;
 
 /// config.json's fields parsed and checked, for one architecture.
@@ -73,6 +76,8 @@ pub struct EagerBackend {
     weights_file: PathBuf,
     max_positions: i64,
     model: EagerModel,
+    /// `eager-int8` / `eager-int4`: what quantizing did.
+    quantized: Option<Quantized>,
 }
 
 impl EagerBackend {
@@ -81,11 +86,32 @@ impl EagerBackend {
     /// [`Unsupported`]; a config the encoder cannot run is a [`ConfigError`]; a missing
     /// or mis-shaped tensor is a [`WeightError`] naming it.
     pub fn load(dir: &ModelDir, output: OutputKind) -> anyhow::Result<EagerBackend> {
+        EagerBackend::load_as(dir, output, WeightFormat::Float)
+    }
+
+    /// [`load`](Self::load) with the linear layers' weights in `format`: a
+    /// decoder's quantized at load (`eager-int8`, `eager-int4`); an encoder
+    /// takes float only.
+    pub fn load_as(dir: &ModelDir, output: OutputKind, format: WeightFormat) -> anyhow::Result<EagerBackend> {
         let config_file = dir.config()?;
         let weights_file = dir.weights()?;
         let mut model = load_eager(&config_file, &weights_file, output)?;
-        if let EagerModel::Decoder(gpt2) = &mut model {
-            gpt2.limit_len(dir.max_seq_len());
+        let mut quantized = None;
+        match &mut model {
+            EagerModel::Decoder(decoder) => {
+                decoder.limit_len(dir.max_seq_len());
+                if format != WeightFormat::Float {
+                    let done = quantize_decoder(decoder.as_mut(), format)
+                        .with_context(|| format!("{}: quantizing the linear layers for {}", weights_file.display(), format.kernel()))?;
+                    quantized = Some(done);
+                }
+            }
+            EagerModel::Encoder(_) => anyhow::ensure!(
+                format == WeightFormat::Float,
+                "{}: an encoder; {} is for text-generation models (it quantizes a decoder's linear layers)",
+                dir.root().display(),
+                format.backend_name()
+            ),
         }
         // load_model has read it without error.
         let max_positions = checkpoint::CheckpointConfig::load(&config_file)?.model.max_positions();
@@ -93,6 +119,7 @@ impl EagerBackend {
             weights_file,
             max_positions,
             model,
+            quantized,
         })
     }
 
@@ -105,11 +132,12 @@ impl EagerBackend {
 impl Backend for EagerBackend {
     fn describe(&self) -> String {
         format!(
-            "PyTorch eager (libtorch via tch): {}, from {}, {} intra-op threads",
+            "PyTorch eager (libtorch via tch): {}{}, from {}, {} intra-op threads",
             match &self.model {
                 EagerModel::Encoder(m) => m.describe(),
                 EagerModel::Decoder(m) => m.describe(),
             },
+            self.quantized.map(|q| format!("; {}", q.describe())).unwrap_or_default(),
             self.weights_file.display(),
             tch::get_num_threads()
         )
@@ -135,6 +163,13 @@ impl Backend for EagerBackend {
     fn as_decoder(&mut self) -> Option<&mut dyn crate::backend::Decoder> {
         match &mut self.model {
             EagerModel::Decoder(model) => Some(model.as_mut()),
+            EagerModel::Encoder(_) => None,
+        }
+    }
+
+    fn weight_bytes_per_token(&self) -> Option<u64> {
+        match &self.model {
+            EagerModel::Decoder(model) => Some(model.weight_bytes_per_token()),
             EagerModel::Encoder(_) => None,
         }
     }

@@ -9,6 +9,8 @@ use anyhow::Context;
 use tch::{Kind, Tensor};
 
 use super::checkpoint::{CheckpointConfig, LoadConfigError, Unsupported};
+use super::nn::Linear;
+use super::quant::WeightFormat;
 use super::weights::Weights;
 use crate::backend::{Decoder, OutputKind};
 
@@ -31,6 +33,53 @@ pub trait DecoderModel: Decoder + Send {
     fn describe(&self) -> String;
     /// Hold at most `max_len` positions (the model directory's `max_seq_len`).
     fn limit_len(&mut self, max_len: usize);
+    /// Every linear layer, the LM head included (what `eager-int8` / `eager-int4` quantize).
+    fn linears(&mut self) -> Vec<&mut Linear>;
+    /// The bytes of weights a decode step reads, as the model holds them now:
+    /// every matrix and norm once; a table it gathers one row from (position
+    /// embeddings, a token embedding that is not the head) not counted.
+    fn weight_bytes_per_token(&self) -> u64;
+}
+
+/// What quantizing a decoder's linear layers did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Quantized {
+    pub format: WeightFormat,
+    /// Layers now on the packed kernel.
+    pub layers: usize,
+    /// Layers left in float (a 4-bit layer whose input width no group size divides).
+    pub float_layers: usize,
+    /// The smallest group size used (int4), which may be under the one asked for.
+    pub min_group: Option<i64>,
+}
+
+impl Quantized {
+    /// "int4 (aten::_weight_int4pack_mm_for_cpu, groups of 32, bfloat16 activations): 9 linear layers"
+    pub fn describe(&self) -> String {
+        let groups = match (self.format, self.min_group) {
+            (WeightFormat::Int4 { group_size }, Some(min)) if min < group_size => format!(", groups of {group_size} ({min} where narrower)"),
+            (WeightFormat::Int4 { group_size }, _) => format!(", groups of {group_size}"),
+            _ => String::new(),
+        };
+        let float = if self.float_layers > 0 { format!(", {} left in float (no group divides their width)", self.float_layers) } else { String::new() };
+        format!("{} weights on {}{groups}, bfloat16 activations: {} linear layers{float}", self.format.backend_name().trim_start_matches("eager-"), self.format.kernel(), self.layers)
+    }
+}
+
+/// Quantize every linear layer of `model` (the head included) to `format`.
+pub fn quantize_decoder(model: &mut dyn DecoderModel, format: WeightFormat) -> tch::Result<Quantized> {
+    let mut done = Quantized { format, layers: 0, float_layers: 0, min_group: None };
+    for linear in model.linears() {
+        if linear.quantize(format)? {
+            done.layers += 1;
+            if let Some(g) = linear.group_size() {
+                done.min_group = Some(done.min_group.map_or(g, |m: i64| m.min(g)));
+            }
+        } else {
+            done.float_layers += 1;
+        }
+    }
+    Ok(done)
 }
 
 /// An architecture's config.json fields, parsed and checked: its row of the

@@ -7,6 +7,7 @@
 use tch::{TchError, Tensor};
 
 use super::config::HiddenAct;
+use super::quant::{tensor_bytes, PackedWeight, WeightFormat};
 use super::weights::{WeightError, WeightPath};
 
 /// A forward pass: libtorch errors (bad input shapes, ids out of range).
@@ -14,28 +15,71 @@ pub(crate) type Result<T> = std::result::Result<T, TchError>;
 /// Loading a module: a tensor missing or of the wrong shape.
 pub(crate) type LoadResult<T> = std::result::Result<T, WeightError>;
 
-/// `nn.Linear`: `x @ weight.T + bias`.
-pub(crate) struct Linear {
-    weight: Tensor, // [out, in]
-    bias: Tensor,   // [out]
+/// `nn.Linear`: `x @ weight.T (+ bias)`, its weight in float32 or quantized
+/// for one of ATen's packed kernels ([`super::quant`]).
+pub struct Linear {
+    weight: Tensor, // [out, in]; undefined once packed
+    packed: Option<PackedWeight>,
+    bias: Option<Tensor>, // [out]
 }
 
 impl Linear {
     pub fn load(p: &WeightPath, in_features: i64, out_features: i64) -> LoadResult<Linear> {
+        Linear::load_with_bias(p, in_features, out_features, true)
+    }
+
+    /// With a bias or without (Llama's projections have none).
+    pub fn load_with_bias(p: &WeightPath, in_features: i64, out_features: i64, bias: bool) -> LoadResult<Linear> {
         Ok(Linear {
             weight: p.get("weight", &[out_features, in_features])?,
-            bias: p.get("bias", &[out_features])?,
+            packed: None,
+            bias: if bias { Some(p.get("bias", &[out_features])?) } else { None },
         })
     }
 
-    /// A layer from tensors found elsewhere (a decoder tied to the word embeddings).
-    pub fn from_parts(weight: Tensor, bias: Tensor) -> Linear {
-        Linear { weight, bias }
+    /// A layer from tensors found elsewhere (a Conv1D's transposed weight, a head tied to the embeddings).
+    pub fn from_parts(weight: Tensor, bias: Option<Tensor>) -> Linear {
+        Linear { weight, packed: None, bias }
     }
 
     /// [S, in] -> [S, out] (or [in] -> [out])
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        x.f_linear(&self.weight, Some(&self.bias))
+        let Some(packed) = &self.packed else {
+            return x.f_linear(&self.weight, self.bias.as_ref());
+        };
+        let y = if x.dim() == 1 { packed.matmul(&x.f_unsqueeze(0)?)?.f_squeeze_dim(0)? } else { packed.matmul(x)? };
+        match &self.bias {
+            Some(bias) => y.f_add(bias),
+            None => Ok(y),
+        }
+    }
+
+    /// Quantize the weight to `format` (float: nothing); whether it was (a
+    /// 4-bit layer no group size divides stays float).
+    pub fn quantize(&mut self, format: WeightFormat) -> Result<bool> {
+        if self.packed.is_some() {
+            return Ok(true);
+        }
+        self.packed = PackedWeight::quantize(&self.weight, format)?;
+        if self.packed.is_some() {
+            // The float weight is no longer read (a tied embedding keeps its own handle).
+            self.weight = Tensor::new();
+        }
+        Ok(self.packed.is_some())
+    }
+
+    /// The group size of a 4-bit layer.
+    pub fn group_size(&self) -> Option<i64> {
+        self.packed.as_ref().and_then(|p| matches!(p.format(), WeightFormat::Int4 { .. }).then(|| p.group_size()))
+    }
+
+    /// The bytes a forward reads: the weight (float or packed with its scales) and the bias.
+    pub fn bytes(&self) -> u64 {
+        let weight = match &self.packed {
+            Some(p) => p.bytes(),
+            None => tensor_bytes(&self.weight),
+        };
+        weight + self.bias.as_ref().map_or(0, tensor_bytes)
     }
 }
 
@@ -57,6 +101,11 @@ impl LayerNorm {
             size,
             eps,
         })
+    }
+
+    /// The bytes a forward reads.
+    pub fn bytes(&self) -> u64 {
+        tensor_bytes(&self.weight) + tensor_bytes(&self.bias)
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
