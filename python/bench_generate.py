@@ -10,6 +10,11 @@ Backends:
               model.safetensors; attn_implementation="eager"), greedy: do_sample=False,
               use_cache=True (its own DynamicCache), min_new_tokens = max_new_tokens =
               --gen-tokens so it never stops early; a streamer stamps each new token.
+  eager-int8  the same with every linear layer (the head included) on ATen's packed kernels,
+  eager-int4  `_weight_int8pack_mm` / `_weight_int4pack_mm_for_cpu`, called from Python as
+              runlens' columns call them (python/eager_quant_reference.py `quantize_linears`):
+              torchao 0.18's weight-only configs have no packed CPU path (int8 dequantizes
+              to bfloat16 and runs aten::mm; int4 asks for CUDA or mslk).
   a program   any program name of the manifest (portable, portable-nocache, xnnpack,
               xnnpack-nocache, ...): ExecuTorch's `_load_for_executorch` on its file and a
               Python greedy loop (argmax in torch). KV-cache programs (`cache: "static"`):
@@ -167,10 +172,11 @@ def main(argv: list[str]) -> int:
         return 2
     programs = {p["name"]: p for p in manifest["programs"]}
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    unknown = [b for b in backends if b != "eager" and b not in programs]
+    eager_formats = {"eager": None, "eager-int8": "int8", "eager-int4": "int4"}
+    unknown = [b for b in backends if b not in eager_formats and b not in programs]
     if unknown or not backends:
         print(f"error: --backends {args.backends!r}: unknown {', '.join(unknown) or '(empty)'}; "
-              f"choose from eager, {', '.join(programs)}", file=sys.stderr)
+              f"choose from eager, eager-int8, eager-int4, {', '.join(programs)}", file=sys.stderr)
         return 2
     try:
         lens = [int(n) for n in args.prompt_lens.split(",") if n.strip()]
@@ -190,11 +196,16 @@ def main(argv: list[str]) -> int:
     try:
         for backend in backends:
             t0 = time.perf_counter()
-            if backend == "eager":
+            if backend in eager_formats:
                 import transformers
 
                 model = getattr(transformers, manifest["architecture"]).from_pretrained(
                     str(args.model), attn_implementation="eager").eval()
+                if eager_formats[backend]:
+                    from eager_quant_reference import quantize_linears
+
+                    group = next((p.get("group_size") for p in programs.values() if p.get("bits") == 4 and p.get("group_size")), 128)
+                    quantize_linears(model, eager_formats[backend], group, packed=True)
 
                 def run(prompt, model=model):
                     return eager_run(model, prompt, args.gen_tokens)
