@@ -87,7 +87,9 @@ fn whole_cache_kernels(pte: &Path, cache_elements: u64) -> Vec<Touch> {
                 let Some(KernelTypesRef::Tensor(t)) = values[v as usize].val().unwrap() else { continue };
                 let sizes: Vec<i32> = t.sizes().unwrap().map(|s| s.iter().collect()).unwrap_or_default();
                 let elements: u64 = sizes.iter().map(|&d| d as u64).product();
-                let constant = t.data_buffer_idx().unwrap() > 0;
+                // A weight has data and no place in the planned memory; a cache buffer has both
+                // (its zeros are stored: InitializedMutableBufferPass).
+                let constant = t.data_buffer_idx().unwrap() > 0 && t.allocation_info().unwrap().is_none();
                 let fixed = t.shape_dynamism().unwrap() == TensorShapeDynamism::Static;
                 if constant || !fixed || elements < cache_elements {
                     continue;
