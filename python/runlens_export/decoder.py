@@ -32,7 +32,6 @@ from .lowering import XNNPACK, lower
 from .static_cache import CACHE_BUFFERS, StaticKV, attention_for_export
 
 
-
 def arch_and_geometry(model: torch.nn.Module):
     """The architecture (archs/) of a loaded transformers decoder and its sizes."""
     from .archs import arch_of, config_dict
