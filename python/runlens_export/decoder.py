@@ -6,10 +6,11 @@ Two kinds of program (docs/model-directory.md, "text-generation"):
   KV cache (`cache: "static"`)   forward(input_ids int64 [1, S] (S 1..L), cache_position int64 [S])
                                  -> float32 [1, V]: the logits of the last input position.
       The keys and values of every layer live in the program as mutable buffers
-      of length L (a transformers StaticCache, as transformers.integrations.executorch
-      does it), written at `cache_position` by standard ops (index_copy); the causal
-      mask hides every entry after the query's position, so a new prompt simply
-      starts again at position 0. The buffers start as zeros (InitializedMutableBufferPass).
+      of length L (static_cache.py: keys stored transposed, written in place at
+      `cache_position` by standard ops, attention as bmm on the buffers, no copy
+      of a whole cache per call); the causal mask hides every entry after the
+      query's position, so a new prompt simply starts again at position 0. The
+      buffers start as zeros (InitializedMutableBufferPass).
   window (`cache: null`)         forward(input_ids int64 [1, L], attention_mask int64 [1, L])
                                  -> float32 [1, V]: the logits of position L-1.
       The course's way: the sequence left-padded with the pad id into a window of
@@ -28,8 +29,7 @@ import torch
 
 from .files import ExportError, say, write_atomic
 from .lowering import XNNPACK, lower
-
-CACHE_BUFFERS = ("key_cache", "value_cache", "cumulative_length")
+from .static_cache import CACHE_BUFFERS, StaticKV, attention_for_export
 
 
 def arch_and_geometry(model: torch.nn.Module):
@@ -44,28 +44,23 @@ def arch_and_geometry(model: torch.nn.Module):
 
 
 class DecoderWithStaticCache(torch.nn.Module):
-    """A causal LM with a static KV cache of `max_len` positions held as buffers."""
+    """A causal LM with a static KV cache of `max_len` positions held as buffers
+    (static_cache.py: its layout, its writes, its attention). Traced only inside
+    `attention_for_export` (export_with_cache), which makes the model's attention
+    modules call static_cache.attend."""
 
     def __init__(self, model: torch.nn.Module, max_len: int):
         super().__init__()
-        from transformers.cache_utils import StaticCache
-
         arch, geometry = arch_and_geometry(model)
         self.model = arch.prepare(model)
-        self.cache = StaticCache(max_cache_len=max_len, config=model.config)
         # One sequence; num_key_value_heads x head_dim per layer, as the architecture's config says.
-        self.cache.early_initialization(1, geometry.kv_heads, geometry.head_dim, model.dtype, torch.device("cpu"))
-        for i, layer in enumerate(self.cache.layers):
-            self.register_buffer(f"key_cache_{i}", layer.keys, persistent=False)
-            self.register_buffer(f"value_cache_{i}", layer.values, persistent=False)
-            self.register_buffer(f"cumulative_length_{i}", layer.cumulative_length, persistent=False)
+        self.cache = StaticKV(geometry.layers, geometry.kv_heads, geometry.head_dim, max_len, model.dtype)
 
     def forward(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
-        # The cache writes its S new entries at cumulative_length..+S-1: start them at cache_position[0].
-        for layer in self.cache.layers:
-            layer.cumulative_length.copy_(cache_position[0])
-        out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True,
-                         position_ids=cache_position.unsqueeze(0), logits_to_keep=1)
+        # transformers keeps no cache of its own (use_cache=False): the attention writes
+        # and reads self.cache, handed down with the positions and the mask.
+        out = self.model(input_ids=input_ids, use_cache=False, position_ids=cache_position.unsqueeze(0),
+                         logits_to_keep=1, **self.cache.call_kwargs(cache_position, self.cache.key_cache_0.dtype))
         return out.logits[:, -1, :]  # [1, V]
 
 
@@ -180,7 +175,8 @@ def export_with_cache(model: torch.nn.Module, max_len: int):
     wrapper = DecoderWithStaticCache(model, max_len).eval()
     seq = torch.export.Dim("seq", min=1, max=max_len)
     example = (torch.zeros(1, 4, dtype=torch.long), torch.arange(4, dtype=torch.long))
-    return torch.export.export(wrapper, example, dynamic_shapes=({1: seq}, {0: seq}), strict=True)
+    with attention_for_export(model):
+        return torch.export.export(wrapper, example, dynamic_shapes=({1: seq}, {0: seq}), strict=True)
 
 
 def export_window(model: torch.nn.Module, length: int, per_position: bool = False):

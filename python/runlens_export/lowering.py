@@ -24,8 +24,9 @@ STANDARD_OP_NAMESPACES = ("aten", "dim_order_ops", "executorch_prim")
 def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_ops_only: bool = False, pte=None):
     """(program manager, edge nodes). `mutable_buffers`: names (prefixes) of
     mutable buffers that start as zeros in the program (InitializedMutableBufferPass;
-    a KV cache). `standard_ops_only`: an ExportError when the program calls an
-    operator outside the standard namespaces, which runlens' runtime has no kernel for.
+    a KV cache) and are written in place (`write_buffers_in_place`).
+    `standard_ops_only`: an ExportError when the program calls an operator
+    outside the standard namespaces, which runlens' runtime has no kernel for.
     `pte`: the program's path; its `<name>.graph.json` is written next to it."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_and_lower
@@ -33,6 +34,8 @@ def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_op
     from .modules import edge_nodes
 
     edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]) if delegate else to_edge(ep)
+    if mutable_buffers:
+        write_buffers_in_place(edge)
     nodes = edge_nodes(edge)
     graph = None
     if pte is not None:
@@ -56,3 +59,28 @@ def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_op
 
         write_graph(pte, graph)
     return program, nodes
+
+
+def write_buffers_in_place(edge) -> None:
+    """ExecuTorch's reinplace pass on the edge program: a mutable buffer's
+    `index_put` (a KV cache write, static_cache.py) becomes `index_put_` on the
+    buffer itself, so no call makes a fresh copy of the buffer and emission adds
+    no `copy_` back into it. Run here rather than in `to_executorch` (its
+    `run_reinplace_pass`) so that the edge nodes keep their modules for the
+    sidecar (modules.py) and Model Explorer: the pass makes new nodes without
+    them, in the order of those it replaces."""
+    from executorch.exir.passes.reinplace import reinplace_pass
+
+    ep = edge.exported_program()
+
+    def puts():
+        return [n for n in ep.graph.nodes if n.op == "call_function" and "index_put" in str(n.target)]
+
+    before = [dict(n.meta) for n in puts()]
+    reinplace_pass(ep)
+    after = puts()
+    if len(after) == len(before):
+        for node, meta in zip(after, before):
+            for key, value in meta.items():
+                node.meta.setdefault(key, value)
+    ep.graph_module.recompile()

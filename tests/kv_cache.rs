@@ -1,0 +1,176 @@
+//! The static KV cache of the decoders' XNNPACK programs costs the default
+//! kernels only its new entries per call (issue 26, docs/kv-cache.md): no
+//! instruction outside the delegate takes or makes a whole layer's cache (no
+//! `expand_copy` for a matmul or a GQA repeat, no `index_put` into a fresh copy,
+//! no `copy_` back into the buffer); the only kernels that touch a cache are
+//! the in-place writes (`index_put_` on the buffer itself), two per layer.
+//!
+//! Read two ways: from the program with runlens' own `.pte` reader (every
+//! kernel call's tensors at their stored sizes), and from `runlens profile
+//! --json` on a one-token prompt, a decode step's shape.
+//!
+//! Needs the tiny decoders of `make test-models`. No test asserts a speed.
+
+mod common;
+
+use std::path::Path;
+
+use planus::ReadAsRoot;
+use runlens::pte::generated::program::executorch_flatbuffer::{
+    InstructionArgumentsRef, KernelTypesRef, ProgramRef, TensorShapeDynamism,
+};
+use serde_json::Value;
+
+/// The decoders whose XNNPACK programs are checked: GPT-2 (one KV head per query
+/// head) and the Llama family (grouped-query attention: Llama 4 query heads on 2
+/// KV heads, Qwen2 on 1; Qwen3's own head_dim).
+const DECODERS: [&str; 4] = ["tiny-gpt2", "tiny-llama", "tiny-qwen2", "tiny-qwen3"];
+
+fn json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e} (make test-models)", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Layers and the elements of one layer's key (or value) cache, computed here
+/// from config.json and the manifest's max_seq_len: heads of keys x head_dim x L.
+fn cache_geometry(model: &str) -> (u64, u64) {
+    let dir = Path::new(&common::model_path(model)).to_path_buf();
+    let config = json(&dir.join("config.json"));
+    let manifest = json(&dir.join("manifest.json"));
+    let field = |names: &[&str]| names.iter().find_map(|n| config[*n].as_u64());
+    let hidden = field(&["n_embd", "hidden_size"]).expect("hidden size");
+    let heads = field(&["n_head", "num_attention_heads"]).expect("heads");
+    let layers = field(&["n_layer", "num_hidden_layers"]).expect("layers");
+    let kv_heads = field(&["num_key_value_heads"]).unwrap_or(heads);
+    let head_dim = field(&["head_dim"]).unwrap_or(hidden / heads);
+    let length = manifest["max_seq_len"].as_u64().expect("max_seq_len");
+    (layers, kv_heads * head_dim * length)
+}
+
+/// A kernel call of `forward` with a tensor as large as a whole cache.
+struct Touch {
+    op: String,
+    sizes: Vec<i32>,
+    /// The tensor is the call's first argument and also what it returns: written in place.
+    in_place: bool,
+}
+
+/// "aten::expand_copy.out [1, 4, 16, 64]" for each, in a failure message.
+fn show(touches: &[&Touch]) -> String {
+    let items: Vec<String> =
+        touches.iter().map(|t| format!("{} {:?}{}", t.op, t.sizes, if t.in_place { " in place" } else { "" })).collect();
+    items.join(", ")
+}
+
+/// Every kernel call of the program's `forward` with a tensor argument that is
+/// not a constant (weights are read where they are), has a fixed shape (the same
+/// every call, whatever the number of new tokens) and has at least
+/// `cache_elements` elements: a whole cache.
+fn whole_cache_kernels(pte: &Path, cache_elements: u64) -> Vec<Touch> {
+    let bytes = std::fs::read(pte).unwrap_or_else(|e| panic!("{}: {e} (make test-models)", pte.display()));
+    let program = ProgramRef::read_as_root(&bytes[..]).expect("a program flatbuffer");
+    let plan = program.execution_plan().unwrap().unwrap().iter().map(Result::unwrap).find(|p| p.name().unwrap() == Some("forward")).expect("forward");
+    let operators: Vec<String> = plan
+        .operators()
+        .unwrap()
+        .unwrap()
+        .iter()
+        .map(|op| {
+            let op = op.unwrap();
+            let overload = op.overload().unwrap().unwrap_or("");
+            let name = op.name().unwrap().unwrap_or("").to_string();
+            if overload.is_empty() { name } else { format!("{name}.{overload}") }
+        })
+        .collect();
+    let values: Vec<_> = plan.values().unwrap().unwrap().iter().map(Result::unwrap).collect();
+    let mut touches = Vec::new();
+    for chain in plan.chains().unwrap().unwrap().iter() {
+        for instruction in chain.unwrap().instructions().unwrap().unwrap().iter() {
+            let Some(InstructionArgumentsRef::KernelCall(call)) = instruction.unwrap().instr_args().unwrap() else { continue };
+            let op = &operators[call.op_index().unwrap() as usize];
+            let args: Vec<i32> = call.args().unwrap().map(|a| a.iter().collect()).unwrap_or_default();
+            for (position, &v) in args.iter().enumerate() {
+                let Some(KernelTypesRef::Tensor(t)) = values[v as usize].val().unwrap() else { continue };
+                let sizes: Vec<i32> = t.sizes().unwrap().map(|s| s.iter().collect()).unwrap_or_default();
+                let elements: u64 = sizes.iter().map(|&d| d as u64).product();
+                // A weight has data and no place in the planned memory; a cache buffer has both
+                // (its zeros are stored: InitializedMutableBufferPass).
+                let constant = t.data_buffer_idx().unwrap() > 0 && t.allocation_info().unwrap().is_none();
+                let fixed = t.shape_dynamism().unwrap() == TensorShapeDynamism::Static;
+                if constant || !fixed || elements < cache_elements {
+                    continue;
+                }
+                let in_place = args.first() == Some(&v) && args.last() == Some(&v) && args.len() > 1;
+                if position == 0 || !in_place {
+                    touches.push(Touch { op: op.clone(), sizes: sizes.clone(), in_place });
+                }
+            }
+        }
+    }
+    touches
+}
+
+#[test]
+fn no_default_kernel_takes_or_makes_a_whole_cache() {
+    for model in DECODERS {
+        let (layers, cache_elements) = cache_geometry(model);
+        let pte = Path::new(&common::model_path(model)).join("xnnpack.pte");
+        let touches = whole_cache_kernels(&pte, cache_elements);
+        let copies: Vec<&Touch> = touches.iter().filter(|t| !(t.op == "aten::index_put_" && t.in_place)).collect();
+        assert!(
+            copies.is_empty(),
+            "{model}/xnnpack.pte: kernels outside the delegate take or make a whole cache ({cache_elements} elements) on every \
+             call: {}; re-export with python/export.py (static_cache.py)",
+            show(&copies)
+        );
+        let writes = touches.iter().filter(|t| t.op == "aten::index_put_").count() as u64;
+        assert_eq!(writes, 2 * layers, "{model}/xnnpack.pte: one in-place write of the keys and one of the values per layer: {}", show(&touches.iter().collect::<Vec<_>>()));
+    }
+}
+
+#[test]
+fn the_quantized_programs_write_their_cache_in_place_too() {
+    let (layers, cache_elements) = cache_geometry("tiny-gpt2");
+    for program in ["xnnpack-int8.pte", "xnnpack-8da4w.pte"] {
+        let pte = Path::new(&common::model_path("tiny-gpt2")).join(program);
+        let touches = whole_cache_kernels(&pte, cache_elements);
+        let all: Vec<&Touch> = touches.iter().collect();
+        assert!(touches.iter().all(|t| t.op == "aten::index_put_" && t.in_place), "tiny-gpt2/{program}: {}", show(&all));
+        assert_eq!(touches.len() as u64, 2 * layers, "tiny-gpt2/{program}: {}", show(&all));
+    }
+}
+
+/// Calls per run of each kernel in `runlens profile --json` of `model`'s XNNPACK
+/// program on `text` (raw, without a chat template), and the number of tokens it fed.
+fn profiled_kernels(model: &str, text: &str) -> (u64, Vec<(String, u64)>) {
+    let path = common::model_path(model);
+    let args = ["--model", &path, "--prompt-format", "raw", "--threads", "1", "--backends", "xnnpack", "profile", "--json", "--runs", "2", text];
+    let out = common::runlens(&args);
+    assert!(out.status.success(), "runlens {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let kernels = v["backends"][0]["operators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["kind"] == "kernel")
+        .map(|o| (o["name"].as_str().unwrap().to_string(), o["count"].as_u64().unwrap()))
+        .collect();
+    (v["tokens"].as_u64().unwrap(), kernels)
+}
+
+#[test]
+fn a_decode_step_runs_no_cache_copy_on_the_default_kernels() {
+    for model in ["tiny-gpt2", "tiny-llama"] {
+        let (layers, _) = cache_geometry(model);
+        let (tokens, kernels) = profiled_kernels(model, "a");
+        // Llama's tokenizer adds its BOS: two tokens, still a step's shape but for S.
+        assert!(tokens <= 2, "{model}: \"a\" is {tokens} tokens; a decode step feeds one");
+        let copies: Vec<&(String, u64)> = kernels
+            .iter()
+            .filter(|(name, _)| ["aten::expand_copy.out", "aten::copy_", "aten::index_put.out", "aten::repeat.out"].contains(&name.as_str()))
+            .collect();
+        assert!(copies.is_empty(), "{model}: the step runs cache copies on the default kernels: {copies:?}");
+        let writes = kernels.iter().find(|(name, _)| name == "aten::index_put_").map_or(0, |(_, n)| *n);
+        assert_eq!(writes, 2 * layers, "{model}: keys and values written in place once per layer: {kernels:?}");
+    }
+}
