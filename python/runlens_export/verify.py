@@ -75,7 +75,10 @@ def verify_generation(out: Path, programs: list[dict], rows: list[dict], pad_id:
     from executorch.runtime import Runtime
 
     from .decoder import decoder_for, first_divergence, greedy
+    from .quantize import load_quantized_kernels
 
+    if any(entry.get("quantization") for entry in programs):
+        load_quantized_kernels()  # the quantized embeddings' operators
     runtime = Runtime.get()
     order = sorted(range(len(rows)), key=lambda i: -len(rows[i]["ids"]))
     failures = []
