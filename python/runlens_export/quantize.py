@@ -132,15 +132,23 @@ def load_quantized_kernels() -> None:
 class QuantizedEmbedding(torch.nn.Module):
     """An nn.Embedding with weight-only quantized rows, computed by ExecuTorch's
     `quantized_decomposed` embedding operator (the float32 rows it returns are
-    the quantized values times their scale):
+    (q - zero point) x scale):
 
-      bits 8: int8 [V, D], one float32 scale per row       -> embedding_byte
+      bits 8: int8 [V, D], one float32 scale and zero point per row   -> embedding_byte
       bits 4: uint8 [V, D/2], two values a byte (the even column in the high
-              nibble, stored +8), one float32 scale per group of `group_size`
-              columns, [V, D/group_size]                    -> embedding_4bit
+              nibble, stored +8), one float32 scale and zero point per group
+              of `group_size` columns, [V, D/group_size]               -> embedding_4bit
 
-    Symmetric, no zero points: scale = max|w| / qmax over the row or group
-    (qmax 127 or 7), q = round(w / scale)."""
+    Asymmetric over each row's or group's range (0 included), using every level:
+    scale = (max - min) / (2^bits - 1), zero point = qmin - round(min / scale).
+    A symmetric grid (max|w| / qmax, ExecuTorch's default) would do on a trained
+    model, but on the test checkpoints, whose RMSNorm weights are all ones, layer
+    0's input is then a row of integers times one number per token, which the
+    linear layers' per-token 8-bit activation quantization meets at exact
+    rounding ties that XNNPACK and PyTorch break differently (logits apart by up
+    to 0.26). Over the full range a row's values are integers minus the zero
+    point times range/255 (or /15), which that quantization maps to integers
+    again: no ties (docs/quantization.md)."""
 
     def __init__(self, weight: torch.Tensor, bits: int, group_size: int | None):
         super().__init__()
@@ -151,28 +159,34 @@ class QuantizedEmbedding(torch.nn.Module):
         if dim % group or (bits == 4 and group % 2):
             raise ExportError(f"an embedding {dim} wide cannot be split into groups of {group}; "
                               f"{bits}-bit embeddings need a width that is a multiple of {group}")
-        qmax = (1 << (bits - 1)) - 1
+        qmin, qmax = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
         w = weight.detach().float().reshape(rows, dim // group, group)
-        scales = (w.abs().amax(dim=-1) / qmax).clamp(min=torch.finfo(torch.float32).tiny)
-        q = torch.round(w / scales.unsqueeze(-1)).clamp(-qmax - 1, qmax).to(torch.int8).reshape(rows, dim)
+        lo = w.amin(dim=-1).clamp(max=0.0)
+        hi = w.amax(dim=-1).clamp(min=0.0)
+        scales = ((hi - lo) / (qmax - qmin)).clamp(min=torch.finfo(torch.float32).tiny)
+        zero_points = (qmin - torch.round(lo / scales)).clamp(qmin, qmax)
+        q = (torch.round(w / scales.unsqueeze(-1)) + zero_points.unsqueeze(-1)).clamp(qmin, qmax)
+        q = q.to(torch.int8).reshape(rows, dim)
         if bits == 4:
             shifted = (q + 8).to(torch.uint8).reshape(rows, dim // 2, 2)
             q = shifted[..., 0] * 16 + shifted[..., 1]
         self.bits, self.group_size, self.num_embeddings, self.embedding_dim = bits, group_size, rows, dim
         self.register_buffer("weight", q.contiguous())
-        self.register_buffer("scales", scales.reshape(rows) if group == dim else scales.contiguous())
+        shape = (rows,) if group == dim else (rows, dim // group)
+        self.register_buffer("scales", scales.reshape(shape).contiguous())
+        self.register_buffer("zero_points", zero_points.reshape(shape).contiguous())
 
     def forward(self, indices: torch.Tensor) -> torch.Tensor:
         if self.bits == 8:
-            return torch.ops.quantized_decomposed.embedding_byte(self.weight, self.scales, None, -128, 127, indices)
-        return torch.ops.quantized_decomposed.embedding_4bit(self.weight, self.scales, None, -8, 7, indices)
+            return torch.ops.quantized_decomposed.embedding_byte(self.weight, self.scales, self.zero_points, -128, 127, indices)
+        return torch.ops.quantized_decomposed.embedding_4bit(self.weight, self.scales, self.zero_points, -8, 7, indices)
 
     def dequantized(self) -> torch.Tensor:
         """The float32 [V, D] table the operator reads rows from."""
         return self(torch.arange(self.num_embeddings))
 
     def stored_bytes(self) -> int:
-        return self.weight.numel() * self.weight.element_size() + self.scales.numel() * self.scales.element_size()
+        return sum(t.numel() * t.element_size() for t in (self.weight, self.scales, self.zero_points))
 
     def extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.embedding_dim}, bits={self.bits}, group_size={self.group_size}"
