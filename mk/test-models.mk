@@ -24,7 +24,9 @@
 #     tokenizers and chat templates from python/tiny_decoders.py), exported as
 #     tiny-gpt2 is, but with L = 128 so that their chat-formatted prompts (65-78 tokens
 #     with the templates' system text) fit with 24 new tokens: the four programs;
-#     reference.json holds transformers' ids for the raw prompts and the chat ones
+#     reference.json holds transformers' ids for the raw prompts and the chat ones;
+#     tiny-qwen2 also the quantized xnnpack-int8 and xnnpack-8da4w (group 32), as
+#     tiny-gpt2 (QUANTIZED_DECODERS; about 45 s of CPU a program)
 # and of issue 25's programs runlens cannot run:
 #   models/llm-flow/update-cache.pte   a decoder-shaped program whose cache is written by
 #     ExecuTorch's LLM custom operator llama::update_cache (python/llm_flow_program.py)
@@ -60,6 +62,12 @@ GPT2_TOKENIZER_TEXT := assets/corpus.txt assets/sentences.txt assets/fill-mask.t
 DECODER_ARCHS := llama qwen2 qwen3 llama2-sp
 DECODER_CKPT_STAMP := $(CHECKPOINTS)/.decoders-stamp
 DECODER_MODELS := $(DECODER_ARCHS:%=models/tiny-%/manifest.json)
+# The Llama-family decoders that also get the quantized programs (issue 26;
+# tests/quantized_generation.rs): Qwen2 (RMSNorm, a tied head, biases). One, for CI's
+# time: each adds about 90 s of CPU (docs/quantization.md: tiny-llama's).
+QUANTIZED_DECODERS := tiny-qwen2
+QUANTIZED_PROGRAMS := --programs portable,portable-nocache,xnnpack,xnnpack-nocache,xnnpack-int8,xnnpack-8da4w --group-size 32
+decoder_programs_of = $(if $(filter $(1),$(QUANTIZED_DECODERS)),$(QUANTIZED_PROGRAMS))
 GPT2_FIGURES_CKPT := $(CHECKPOINTS)/gpt2-random
 GPT2_FIGURES_MODEL := models/gpt2-random
 
@@ -95,7 +103,7 @@ $(DECODER_CKPT_STAMP): python/tiny_checkpoint.py python/tiny_decoders.py $(GPT2_
 # A static pattern: the encoders' models/tiny-%/manifest.json rule would match these too.
 $(DECODER_MODELS): models/tiny-%/manifest.json: $(DECODER_CKPT_STAMP) $(EXPORT_PY) assets/prompts.txt
 	$(VPY) python/export.py --model $(CHECKPOINTS)/tiny-$* --task text-generation --max-seq-len 128 \
-	  --out models/tiny-$* --threads 1
+	  $(call decoder_programs_of,tiny-$*) --out models/tiny-$* --threads 1
 
 # One process builds the four checkpoints (its imports cost more than the models).
 $(TINY_CKPT_STAMP): python/tiny_checkpoint.py | $(VENV_STAMP)

@@ -27,7 +27,8 @@ Writes to OUT (default models/minilm, or models/<DIR's name>):
                                               [1, L] -> [1, V], recomputed per token
   xnnpack-int8.pte, xnnpack-8da4w.pte         opt-in (--programs): the KV-cache XNNPACK program with
                                               8-bit per-channel / 4-bit grouped (--group-size, default
-                                              128) linear weights and 8-bit dynamic activations
+                                              128) linear weights and 8-bit dynamic activations,
+                                              8-bit / 4-bit (groups of 32) embeddings
                                               (runlens_export/quantize.py); each checked against its
                                               quantized model in PyTorch (<name>.reference.json)
   tokenizer.json, config.json, model.safetensors   what the eager path reads

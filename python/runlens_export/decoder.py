@@ -109,7 +109,7 @@ class DecoderProgramSpec:
         if self.quantization:
             from .quantize import SCHEMES
 
-            return f"{SCHEMES[self.quantization].describe(group_size)}, embeddings in float; {how}; {on}"
+            return f"{SCHEMES[self.quantization].describe(group_size)}; {how}; {on}"
         return f"{how}; {on}"
 
     def manifest_entry(self, max_seq_len: int, group_size: int | None = None) -> dict:
@@ -126,13 +126,14 @@ class DecoderProgramSpec:
             "modules": self.modules_file,
         }
         if self.quantization:
-            from .quantize import SCHEMES, float_parts
+            from .quantize import SCHEMES, embedding_fields, float_parts
 
             entry.update({
                 "bits": SCHEMES[self.quantization].bits,
                 "activation_bits": 8,
                 "group_size": group_size if self.quantized_in_groups else None,
                 "float": float_parts(),
+                **embedding_fields(SCHEMES[self.quantization]),
                 # Written by the check at export (verify.py): this program's greedy ids on the
                 # prompts from the same quantized model run by PyTorch, in reference.json's format.
                 "reference": self.reference_file,

@@ -19,6 +19,15 @@ XNNPACK = "XnnpackBackend"
 # Operator namespaces the wheel's C++ runtime has kernels for (no custom ops):
 # ATen's, ExecuTorch's dim-order copies and its own primitives (et_view, sym arithmetic).
 STANDARD_OP_NAMESPACES = ("aten", "dim_order_ops", "executorch_prim")
+# And of the wheel's quantized kernels library (libexecutorch_kernels_quantized, which
+# runlens links), the operators the quantized decoders call for their embeddings
+# (quantize.py): these, not the whole namespace.
+LINKED_QUANTIZED_OPS = ("quantized_decomposed::embedding_byte", "quantized_decomposed::embedding_4bit")
+
+
+def unlinked_operators(ops) -> list[str]:
+    """The operators (`namespace::name`) of `ops` the runtime has no kernel for."""
+    return [op for op in ops if op.split("::")[0] not in STANDARD_OP_NAMESPACES and op not in LINKED_QUANTIZED_OPS]
 
 
 def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_ops_only: bool = False, pte=None):
@@ -26,7 +35,8 @@ def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_op
     mutable buffers that start as zeros in the program (InitializedMutableBufferPass;
     a KV cache) and are written in place (`write_buffers_in_place`).
     `standard_ops_only`: an ExportError when the program calls an operator
-    outside the standard namespaces, which runlens' runtime has no kernel for.
+    outside the standard namespaces and LINKED_QUANTIZED_OPS, which runlens'
+    runtime has no kernel for.
     `pte`: the program's path; its `<name>.graph.json` is written next to it."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_and_lower
@@ -50,10 +60,11 @@ def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_op
         program = edge.to_executorch()
     if standard_ops_only:
         ops = sorted({op.name for plan in program.executorch_program.execution_plan for op in plan.operators})
-        custom = [op for op in ops if op.split("::")[0] not in STANDARD_OP_NAMESPACES]
+        custom = unlinked_operators(ops)
         if custom:
-            raise ExportError(f"the program calls operators the ExecuTorch runtime has no standard kernels for: {', '.join(custom)}")
-        say(f"  {len(ops)} operators, all standard: {', '.join(op.split('::')[1] for op in ops)}")
+            raise ExportError(f"the program calls operators the ExecuTorch runtime runlens links has no kernels for: "
+                              f"{', '.join(custom)}")
+        say(f"  {len(ops)} operators, all with kernels in runlens' runtime: {', '.join(op.split('::')[1] for op in ops)}")
     if pte is not None:
         from .model_explorer import write_graph
 

@@ -75,7 +75,10 @@ def verify_generation(out: Path, programs: list[dict], rows: list[dict], pad_id:
     from executorch.runtime import Runtime
 
     from .decoder import decoder_for, first_divergence, greedy
+    from .quantize import load_quantized_kernels
 
+    if any(entry.get("quantization") for entry in programs):
+        load_quantized_kernels()  # the quantized embeddings' operators
     runtime = Runtime.get()
     order = sorted(range(len(rows)), key=lambda i: -len(rows[i]["ids"]))
     failures = []
@@ -105,11 +108,13 @@ def verify_generation(out: Path, programs: list[dict], rows: list[dict], pad_id:
 # reference kernels): the program must compute what that model computes. The
 # greedy ids must be equal, and the first step's logits close: XNNPACK's int8
 # GEMM sums in another order and its per-token activation quantization may round
-# an activation one step the other way than torchao's does. Measured on the tiny
-# GPT-2 (logits of random weights, std 0.2, spread over about +-10): int8-dynamic
-# 1.4e-6, 8da4w 3.2e-2 (cosine 0.99998; 1e-1 before its group scales were
-# rounded to bfloat16 as XNNPACK holds them, quantize.py).
-QUANTIZED_MAX_DIFF = {"int8-dynamic": 1e-3, "8da4w": 1e-1}
+# an activation one step the other way than torchao's does when it lies within
+# float rounding of a .5; one such step moves these logits (random weights, std
+# 0.2, spread over about +-10) by up to about 6e-2, in PyTorch alone too: scaling
+# the tiny GPT-2's embedding output by 1 + 1e-6 moves its int8 model's logits by
+# 6.2e-2. Measured: tiny GPT-2 int8-dynamic 6.2e-2 on one prompt of 4 (cosine
+# 0.99993; 1.7e-6 on the others), 8da4w 7e-6 (docs/quantization.md).
+QUANTIZED_MAX_DIFF = {"int8-dynamic": 1e-1, "8da4w": 1e-1}
 QUANTIZED_MIN_COSINE = 0.9999
 
 

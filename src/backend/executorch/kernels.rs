@@ -54,7 +54,8 @@ impl MissingKernels {
              which uses standard operators only: .venv/bin/python python/export.py --model CHECKPOINT_DIR --task text-generation --out DIR"
         } else {
             "export the program with operators and delegates this runtime has (runlens links the executorch wheel's \
-             libexecutorch, its default CPU kernels and XNNPACK), or run it with a runtime built with those kernels"
+             libexecutorch, its default CPU kernels, its quantized kernels (libexecutorch_kernels_quantized: \
+             quantized_decomposed::) and XNNPACK), or run it with a runtime built with those kernels"
         }
     }
 }
