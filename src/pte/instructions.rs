@@ -201,7 +201,10 @@ fn read_plan(plan: ExecutionPlanRef<'_>, limits: &mut Limits) -> Result<PlanInst
                             }
                             match usize::try_from(op) {
                                 Ok(k) if k < operators.len() => {
-                                    if operators[k].contains("embedding") {
+                                    if operators[k].starts_with("quantized_decomposed::embedding") {
+                                        // (weight, scales, zero points, ...): a row of each a token.
+                                        gathers.extend(args.iter().take(3).copied());
+                                    } else if operators[k].contains("embedding") {
                                         gathers.extend(args.first().copied());
                                     }
                                     Instruction::Kernel { op: k }
