@@ -414,7 +414,7 @@ fn generation_scene(columns: [(usize, f64, f64, bool, Option<usize>); 4]) -> Sce
             s.send(WorkerEvent::Token { kind: kind.clone(), generation, step: TokenStep { index, id, text, latency } });
         }
         if done {
-            let g = Generation { prompt_len: input.len(), text: String::new(), ttft: latencies[0], token_latencies: latencies.clone(), ids, stop: Stop::MaxNewTokens };
+            let g = Generation { prompt_len: input.len(), text: String::new(), ttft: latencies[0], token_latencies: latencies.clone(), ids, stop: Stop::MaxNewTokens, first_logits: Vec::new() };
             let elapsed = latencies.iter().sum();
             s.send(WorkerEvent::Finished { kind, generation, input: input.clone(), outcome: Ok(TaskOutput::Generation(g)), elapsed });
         }
