@@ -66,6 +66,14 @@ impl Worker {
                     drop(turn);
                     (self.sink)(WorkerEvent::CorpusEmbedded { kind: kind.clone(), outcome, elapsed: start.elapsed() });
                 }
+                Some(Work::TeacherForce(work)) => {
+                    let outcome = caught(|| {
+                        let decoder = backend.as_decoder().ok_or_else(|| crate::task::NotADecoder(kind.name.clone()))?;
+                        crate::task::generation::parity::teacher_forced(decoder, &work.job.input.ids, &work.reference)
+                    });
+                    drop(turn);
+                    (self.sink)(WorkerEvent::TeacherForced { kind: kind.clone(), generation: work.job.generation, outcome });
+                }
                 Some(Work::Run(job)) => {
                     let at = Instant::now();
                     (self.sink)(WorkerEvent::Started { kind: kind.clone(), generation: job.generation, at });
@@ -111,7 +119,7 @@ impl Worker {
 }
 
 /// `f`'s outcome, its error or panic as a message.
-fn caught(f: impl FnOnce() -> anyhow::Result<TaskOutput>) -> Result<TaskOutput, String> {
+fn caught<T>(f: impl FnOnce() -> anyhow::Result<T>) -> Result<T, String> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(output)) => Ok(output),
         Ok(Err(e)) => Err(format!("{e:#}")),
