@@ -190,6 +190,8 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
             (spec.clone(), outcome)
         })
         .collect();
+    // The reference ran first; the timeline lists the backends in the order asked for, as the report does.
+    timeline.processes.sort_by_key(|p| specs.iter().position(|s| s.name == p.name));
     if let Some(file) = trace {
         file.write(&timeline)?;
     }
