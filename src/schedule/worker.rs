@@ -67,12 +67,16 @@ impl Worker {
                     (self.sink)(WorkerEvent::CorpusEmbedded { kind: kind.clone(), outcome, elapsed: start.elapsed() });
                 }
                 Some(Work::TeacherForce(work)) => {
+                    // A newer input (or a cancel) stops the pass between two steps; nothing is reported then.
                     let outcome = caught(|| {
                         let decoder = backend.as_decoder().ok_or_else(|| crate::task::NotADecoder(kind.name.clone()))?;
-                        crate::task::generation::parity::teacher_forced(decoder, &work.job.input.ids, &work.reference)
+                        let mut stop = || self.inbox.is_superseded();
+                        crate::task::generation::parity::teacher_forced_until(decoder, &work.job.input.ids, &work.reference, &mut stop)
                     });
                     drop(turn);
-                    (self.sink)(WorkerEvent::TeacherForced { kind: kind.clone(), generation: work.job.generation, outcome });
+                    if let Some(outcome) = outcome.transpose() {
+                        (self.sink)(WorkerEvent::TeacherForced { kind: kind.clone(), generation: work.job.generation, outcome });
+                    }
                 }
                 Some(Work::Run(job)) => {
                     let at = Instant::now();

@@ -68,21 +68,36 @@ fn top1(logits: &[f32]) -> Option<i64> {
 /// `reference.len() - 1` steps; positions past the decoder's maximum length are
 /// left out (and not counted).
 pub fn teacher_forced(decoder: &mut dyn Decoder, prompt: &[i64], reference: &[i64]) -> anyhow::Result<Top1Agreement> {
+    let agreement = teacher_forced_until(decoder, prompt, reference, &mut || false)?;
+    Ok(agreement.expect("never stopped"))
+}
+
+/// [`teacher_forced`], asking `stop` before each step: `None` once it says
+/// yes (the explorer's worker stops a pass for a text no longer shown).
+pub fn teacher_forced_until(
+    decoder: &mut dyn Decoder,
+    prompt: &[i64],
+    reference: &[i64],
+    stop: &mut dyn FnMut() -> bool,
+) -> anyhow::Result<Option<Top1Agreement>> {
     anyhow::ensure!(!prompt.is_empty(), "the prompt is empty: there is nothing to continue");
     let room = decoder.max_len().saturating_sub(prompt.len());
     let positions = reference.len().min(room);
     let mut agreement = Top1Agreement { agreed: 0, positions };
     if positions == 0 {
-        return Ok(agreement);
+        return Ok(Some(agreement));
     }
     let mut logits = decoder.prefill(prompt)?;
     for (k, &token) in reference[..positions].iter().enumerate() {
         agreement.agreed += usize::from(top1(&logits) == Some(token));
         if k + 1 < positions {
+            if stop() {
+                return Ok(None);
+            }
             logits = decoder.step(token)?;
         }
     }
-    Ok(agreement)
+    Ok(Some(agreement))
 }
 
 /// The top-1 agreement of a decoder whose own greedy continuation of `prompt`
@@ -182,5 +197,17 @@ mod tests {
         assert_eq!(top1(&[0.0, f32::NAN, 1.0]), None);
         assert_eq!(top1(&[1.0, 3.0, 3.0]), Some(1), "the first on ties");
         assert!(teacher_forced(&mut d, &[], &[1]).is_err());
+    }
+
+    #[test]
+    fn a_pass_stops_between_steps_when_asked() {
+        let mut d = Chain { next: (0..10).map(|i| (i + 1) % 10).collect(), max_len: 64, calls: Vec::new() };
+        let mut asked = 0;
+        let stopped = teacher_forced_until(&mut d, &[0], &[1, 2, 3, 4], &mut || {
+            asked += 1;
+            asked == 2
+        });
+        assert_eq!(stopped.unwrap(), None);
+        assert_eq!(d.calls, ["prefill [0]", "step 1"], "no step after the stop");
     }
 }
