@@ -341,7 +341,7 @@ fn classification_panels_show_every_label() {
 
 // ---- text generation: four columns writing as they go ----
 
-use runlens::task::generation::{Generation, Stop, TokenStep};
+use runlens::task::generation::{Generation, Stop, TokenStep, Top1Agreement};
 
 /// The continuation every column writes (a reference run), one token a piece.
 const CONTINUATION: [&str; 24] = [
@@ -414,9 +414,16 @@ fn generation_scene(columns: [(usize, f64, f64, bool, Option<usize>); 4]) -> Sce
             s.send(WorkerEvent::Token { kind: kind.clone(), generation, step: TokenStep { index, id, text, latency } });
         }
         if done {
-            let g = Generation { prompt_len: input.len(), text: String::new(), ttft: latencies[0], token_latencies: latencies.clone(), ids, stop: Stop::MaxNewTokens };
+            // The first step's logits: a column that diverges has them a little off eager's.
+            let first_logits = if diverge.is_some() { vec![1.0, 2.1, 2.9, 0.2] } else { vec![1.0, 2.0, 3.0, 0.0] };
+            let g = Generation { prompt_len: input.len(), text: String::new(), ttft: latencies[0], token_latencies: latencies.clone(), ids, stop: Stop::MaxNewTokens, first_logits };
             let elapsed = latencies.iter().sum();
-            s.send(WorkerEvent::Finished { kind, generation, input: input.clone(), outcome: Ok(TaskOutput::Generation(g)), elapsed });
+            s.send(WorkerEvent::Finished { kind: kind.clone(), generation, input: input.clone(), outcome: Ok(TaskOutput::Generation(g)), elapsed });
+            if diverge.is_some() {
+                // Its teacher-forced pass on eager's ids (the app asked for it when it finished).
+                let outcome = Ok(Top1Agreement { agreed: 20, positions: n });
+                s.send(WorkerEvent::TeacherForced { kind, generation, outcome });
+            }
         }
     }
     s.at(4_600);

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use crate::backend::BackendSpec;
 use crate::model::Encoded;
 use crate::stats::LatencyStats;
+use crate::task::generation::Top1Agreement;
 use crate::task::{Embedding, TaskOutput, TaskParity};
 
 pub use crate::jobs::CoverageView;
@@ -66,6 +67,18 @@ pub struct Column {
     pub coverage: Option<Result<CoverageView, String>>,
     /// text-generation: the tokens of the latest run, as they come.
     pub live: Option<super::LiveGeneration>,
+    /// text-generation: the top-1 agreement teacher-forced on the reference
+    /// column's new ids, for the text of this generation (asked for: `Pending`).
+    pub top1: Option<(u64, Top1State)>,
+}
+
+/// Where a column's teacher-forced top-1 agreement stands.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Top1State {
+    /// The pass is queued or running.
+    Pending,
+    Done(Top1Agreement),
+    Failed(String),
 }
 
 impl Column {
@@ -85,6 +98,7 @@ impl Column {
             stale_dropped: 0,
             coverage: None,
             live: None,
+            top1: None,
         }
     }
 }

@@ -20,7 +20,7 @@ mod profile;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use column::{Column, ColumnState, CoverageView, Nearest, Output, ParityView, Phase};
+pub use column::{Column, ColumnState, CoverageView, Nearest, Output, ParityView, Phase, Top1State};
 pub use corpus::{Corpus, CorpusState};
 pub use generation::{compare, Divergence, LiveGeneration};
 pub use input::InputLine;
@@ -33,7 +33,8 @@ use crate::model::Encoded;
 use crate::layers::LayersReport;
 use crate::profile::ProfileReport;
 use crate::schedule::{Job, Request, WorkerEvent};
-use crate::task::{Task, TaskOutput};
+use crate::schedule::inbox::TeacherJob;
+use crate::task::{Task, TaskOutput, TaskParity};
 
 /// How long typing must pause before the text runs (Enter runs at once).
 pub const DEBOUNCE: Duration = Duration::from_millis(120);
@@ -293,9 +294,16 @@ impl App {
             return ParityView::Reference;
         }
         match (&self.columns[index].output, &self.columns[reference].output) {
-            (Some(mine), Some(theirs)) if mine.generation == theirs.generation => {
-                mine.output.parity(&theirs.output).map_or(ParityView::Unavailable, ParityView::Value)
-            }
+            (Some(mine), Some(theirs)) if mine.generation == theirs.generation => match mine.output.parity(&theirs.output) {
+                Some(TaskParity::Generation(mut p)) => {
+                    p.top1 = match &self.columns[index].top1 {
+                        Some((g, Top1State::Done(agreement))) if *g == mine.generation => Some(*agreement),
+                        _ => None,
+                    };
+                    ParityView::Value(TaskParity::Generation(p))
+                }
+                parity => parity.map_or(ParityView::Unavailable, ParityView::Value),
+            },
             (Some(_), Some(_)) => ParityView::Waiting,
             _ => ParityView::Unavailable,
         }
@@ -661,6 +669,7 @@ impl App {
                         }
                         c.run_error = None;
                         c.output = Some(Output { generation, input, output: TaskOutput::Generation(generated), elapsed, nearest });
+                        self.ask_top1();
                     }
                     Ok(output) => {
                         c.stats.record(elapsed);
@@ -668,6 +677,12 @@ impl App {
                         c.output = Some(Output { generation, input, output, elapsed, nearest });
                     }
                     Err(message) => c.run_error = Some((generation, message)),
+                }
+            }
+            WorkerEvent::TeacherForced { generation, outcome, .. } => {
+                let c = &mut self.columns[index];
+                if generation == current && c.top1.as_ref().is_some_and(|(g, _)| *g == generation) {
+                    c.top1 = Some((generation, outcome.map_or_else(Top1State::Failed, Top1State::Done)));
                 }
             }
             WorkerEvent::CorpusEmbedded { kind, outcome, elapsed } => match outcome {
@@ -685,6 +700,40 @@ impl App {
                 }
                 Ok(_) | Err(_) => self.assign_corpus(),
             },
+        }
+    }
+
+    /// text-generation: once the reference column and another have finished the
+    /// current text, the other's top-1 agreement teacher-forced on the
+    /// reference's new ids: known at once when its ids are the same (the greedy
+    /// loop fed it exactly those), else one pass queued on its worker. Asked
+    /// once per column and text.
+    fn ask_top1(&mut self) {
+        let Some(r) = self.reference() else { return };
+        let current = self.generation;
+        let finished = |c: &Column| match &c.output {
+            Some(Output { generation, output: TaskOutput::Generation(g), input, .. })
+                if *generation == current && g.stop != crate::task::generation::Stop::Cancelled =>
+            {
+                Some((g.ids.clone(), input.clone()))
+            }
+            _ => None,
+        };
+        let Some((reference, _)) = finished(&self.columns[r]) else { return };
+        let reference = Arc::new(reference);
+        for i in (0..self.columns.len()).filter(|&i| i != r) {
+            if self.columns[i].top1.as_ref().is_some_and(|(g, _)| *g == current) {
+                continue;
+            }
+            let Some((ids, input)) = finished(&self.columns[i]) else { continue };
+            let state = if ids == *reference {
+                Top1State::Done(crate::task::generation::Top1Agreement { agreed: ids.len(), positions: ids.len() })
+            } else {
+                let work = TeacherJob { job: Job { generation: current, input }, reference: reference.clone() };
+                self.requests.push(Request::TeacherForce(self.columns[i].kind.clone(), work));
+                Top1State::Pending
+            };
+            self.columns[i].top1 = Some((current, state));
         }
     }
 

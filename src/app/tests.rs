@@ -296,3 +296,84 @@ fn coverage_is_asked_for_every_unread_program_at_start_and_after_f5() {
     assert_eq!(coverage(app.drain_jobs()), vec![vec!["xnnpack-int8".to_string()]], "only the program F5 brought in");
     assert!(app.drain_jobs().is_empty(), "asked for once");
 }
+
+fn generation_app(names: &[&str]) -> App {
+    let config = AppConfig {
+        kinds: specs(names),
+        threads: 2,
+        model: "m".into(),
+        task: Task::TextGeneration,
+        corpus: Vec::new(),
+        variants: specs(names),
+    };
+    App::new(config, Box::new(fake_encode), Instant::now())
+}
+
+/// `(backend, generation, reference ids)` of every teacher-forced pass asked for.
+fn teacher_passes(requests: &[Request]) -> Vec<(String, u64, Vec<i64>)> {
+    requests
+        .iter()
+        .filter_map(|r| match r {
+            Request::TeacherForce(kind, work) => Some((kind.name.clone(), work.job.generation, work.reference.to_vec())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_generation_column_gets_its_top1_teacher_forced_on_the_reference_columns_ids() {
+    use crate::task::generation::{Generation, Stop, Top1Agreement};
+    let mut app = generation_app(&["eager", "xnnpack", "portable"]);
+    app.apply(Action::Paste("x y".into()));
+    app.apply(Action::RunNow);
+    app.drain_requests();
+    let input = app.encoded().map(|e| Arc::new(e.clone())).unwrap();
+    let finish = |kind: &str, generation: u64, ids: &[i64], first_logits: Vec<f32>| WorkerEvent::Finished {
+        kind: spec(kind),
+        generation,
+        input: input.clone(),
+        outcome: Ok(TaskOutput::Generation(Generation {
+            prompt_len: input.len(),
+            ids: ids.to_vec(),
+            text: String::new(),
+            ttft: Duration::from_millis(1),
+            token_latencies: vec![Duration::from_millis(1); ids.len()],
+            stop: Stop::MaxNewTokens,
+            first_logits,
+        })),
+        elapsed: Duration::from_millis(3),
+    };
+    let logits = |app: &App, index| match app.parity(index) {
+        ParityView::Value(TaskParity::Generation(p)) => (p.first_logits_cosine, p.top1),
+        other => panic!("{other:?}"),
+    };
+
+    // A column done before the reference waits for it.
+    app.on_worker(finish("xnnpack", 1, &[5, 6, 9], vec![1.0, 0.0]));
+    assert!(teacher_passes(&app.drain_requests()).is_empty());
+    app.on_worker(finish("portable", 1, &[5, 6, 7], vec![3.0, 4.0]));
+    app.on_worker(finish("eager", 1, &[5, 6, 7], vec![3.0, 4.0]));
+    // Other ids: one pass on eager's ids. The same ids: every position, with no pass.
+    assert_eq!(teacher_passes(&app.drain_requests()), vec![("xnnpack".to_string(), 1, vec![5, 6, 7])]);
+    let (cos, top1) = logits(&app, 1);
+    assert!((cos.unwrap() - 0.6).abs() < 1e-12 && top1.is_none(), "{cos:?} {top1:?}");
+    assert_eq!(app.column("xnnpack").unwrap().top1, Some((1, Top1State::Pending)));
+    assert_eq!(logits(&app, 2), (Some(1.0), Some(Top1Agreement { agreed: 3, positions: 3 })));
+
+    app.on_worker(WorkerEvent::TeacherForced { kind: spec("xnnpack"), generation: 1, outcome: Ok(Top1Agreement { agreed: 2, positions: 3 }) });
+    assert_eq!(logits(&app, 1).1, Some(Top1Agreement { agreed: 2, positions: 3 }));
+    // Repeat mode brings the same text again: asked once.
+    app.on_worker(finish("xnnpack", 1, &[5, 6, 9], vec![3.0, 4.0]));
+    assert!(teacher_passes(&app.drain_requests()).is_empty());
+
+    // A new text: the old pass's late report is not shown for it.
+    app.apply(Action::Paste(" z".into()));
+    app.apply(Action::RunNow);
+    app.on_worker(WorkerEvent::TeacherForced { kind: spec("portable"), generation: 1, outcome: Ok(Top1Agreement { agreed: 0, positions: 3 }) });
+    app.on_worker(finish("eager", 2, &[5], vec![1.0, 1.0]));
+    app.on_worker(finish("portable", 2, &[4], vec![1.0, 1.0]));
+    assert_eq!(teacher_passes(&app.drain_requests()), vec![("portable".to_string(), 2, vec![5])]);
+    app.on_worker(WorkerEvent::TeacherForced { kind: spec("portable"), generation: 2, outcome: Err("boom".into()) });
+    assert_eq!(app.column("portable").unwrap().top1, Some((2, Top1State::Failed("boom".into()))));
+    assert_eq!(logits(&app, 2).1, None, "a failed pass gives no figure");
+}

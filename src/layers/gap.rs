@@ -75,7 +75,9 @@ pub fn program_outputs(path: &Path, input: &Encoded, sidecar: &Sidecar, output: 
     Ok(rows)
 }
 
-/// Cosine similarity and largest absolute difference; None when the lengths differ.
+/// Cosine similarity and largest absolute difference; None when the lengths
+/// differ. A NaN on either side makes both NaN, and an infinity the cosine NaN
+/// (`f64::max` would drop a NaN from the fold): never a gap that passes.
 pub fn gap(reference: &[f32], other: &[f32]) -> Option<Gap> {
     if reference.len() != other.len() || reference.is_empty() {
         return None;
@@ -86,7 +88,8 @@ pub fn gap(reference: &[f32], other: &[f32]) -> Option<Gap> {
         dot += a * b;
         na += a * a;
         nb += b * b;
-        max = max.max((a - b).abs());
+        let d = (a - b).abs();
+        max = if max.is_nan() || d.is_nan() { f64::NAN } else { max.max(d) };
     }
     let cosine = if na == 0.0 || nb == 0.0 { if na == nb { 1.0 } else { 0.0 } } else { dot / (na.sqrt() * nb.sqrt()) };
     Some(Gap { cosine, max_abs_diff: max, at: "" })
@@ -126,5 +129,16 @@ mod tests {
         let gaps = row_gaps(&eager, &program);
         assert_eq!(gaps["head"].at, "delegate call");
         assert_eq!(gaps["head"].max_abs_diff, 0.5);
+    }
+
+    #[test]
+    fn a_nan_anywhere_is_a_nan_gap() {
+        // Wherever the NaN sits in the fold, on either side.
+        for (a, b) in [([f32::NAN, 1.0, 2.0], [1.0, 1.0, 2.0]), ([1.0, 1.0, 2.0], [1.0, 1.0, f32::NAN]), ([1.0, f32::NAN, 2.0], [1.0, 5.0, 2.0])] {
+            let g = gap(&a, &b).unwrap();
+            assert!(g.cosine.is_nan() && g.max_abs_diff.is_nan(), "{a:?} vs {b:?}: {g:?}");
+        }
+        let g = gap(&[f32::INFINITY, 1.0], &[1.0, 1.0]).unwrap();
+        assert!(g.cosine.is_nan() && g.max_abs_diff == f64::INFINITY, "{g:?}");
     }
 }

@@ -50,6 +50,20 @@ pub struct Gap {
 /// float programs stay within 1e-5 (tests/layers.rs), int8 ones do not.
 pub const DRIFT: f64 = 1e-4;
 
+/// `1 - cosine` past [`DRIFT`] (a NaN distance too).
+fn drifts(distance: f64) -> bool {
+    !(distance <= DRIFT)
+}
+
+/// Where a drift begins ([`LayersReport::drift_begins`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DriftStart<'a> {
+    /// The last row measured within the threshold before the first drifting one.
+    pub clean_until: Option<&'a str>,
+    /// The rows in between (in table order), not measured on their own.
+    pub between: Vec<&'a str>,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct LayersReport {
     pub text: String,
@@ -80,17 +94,38 @@ impl LayersReport {
     /// calls count: a delegate call's output is its subgraph's, which need not
     /// be the output of the module its last node belongs to (DistilBERT's
     /// attention subgraphs end in a projection, not the attention's output).
+    /// A NaN gap is a drift, the largest.
     pub fn drift(&self, backend: &str) -> (Option<&str>, Option<&str>) {
-        let gaps: Vec<(&str, f64)> = self
-            .rows
+        let gaps = self.kernel_distances(backend);
+        let first = gaps.iter().find(|(_, d)| drifts(*d)).map(|(r, _)| *r);
+        let largest = gaps.iter().filter(|(_, d)| drifts(*d)).max_by(|a, b| a.1.total_cmp(&b.1)).map(|(r, _)| *r);
+        (first, largest)
+    }
+
+    /// Where the drift of `backend` begins: the last row before the first
+    /// drifting one whose (kernel) output is still within [`DRIFT`], and the
+    /// rows between the two, whose own outputs were not measured (a quantized
+    /// XNNPACK program's linear layers are inside delegate calls): the drift
+    /// comes from one of those. `None` when nothing drifts.
+    pub fn drift_begins(&self, backend: &str) -> Option<DriftStart<'_>> {
+        let gaps = self.kernel_distances(backend);
+        let first = gaps.iter().position(|(_, d)| drifts(*d))?;
+        let clean_until = first.checked_sub(1).map(|i| gaps[i].0);
+        let rows: Vec<&str> = self.rows.iter().map(String::as_str).collect();
+        let to = rows.iter().position(|r| *r == gaps[first].0).unwrap_or(0);
+        let from = clean_until.and_then(|c| rows.iter().position(|r| *r == c)).map_or(0, |i| i + 1);
+        Some(DriftStart { clean_until, between: rows[from.min(to)..to].to_vec() })
+    }
+
+    /// `(row, 1 - cosine)` of every row of `backend` measured at a kernel
+    /// call, in table order; infinite when the gap is NaN.
+    fn kernel_distances(&self, backend: &str) -> Vec<(&str, f64)> {
+        self.rows
             .iter()
             .filter_map(|r| self.gaps.get(&(r.clone(), backend.to_owned())).map(|g| (r.as_str(), g)))
             .filter(|(_, g)| g.at == "kernel")
-            .map(|(r, g)| (r, 1.0 - g.cosine))
-            .collect();
-        let first = gaps.iter().find(|(_, d)| *d > DRIFT).map(|(r, _)| *r);
-        let largest = gaps.iter().filter(|(_, d)| *d > DRIFT).max_by(|a, b| a.1.total_cmp(&b.1)).map(|(r, _)| *r);
-        (first, largest)
+            .map(|(r, g)| (r, if g.cosine.is_nan() || g.max_abs_diff.is_nan() { f64::INFINITY } else { 1.0 - g.cosine }))
+            .collect()
     }
 
     /// The backend named `name`.
@@ -114,12 +149,19 @@ impl Serialize for Drift<'_> {
             first: Option<&'a str>,
             largest: Option<&'a str>,
             threshold: f64,
+            /// The last row within the threshold before `first`.
+            clean_until: Option<&'a str>,
+            /// The rows between `clean_until` and `first`: where the drift begins.
+            begins_in: Vec<&'a str>,
         }
         let mut m = s.serialize_map(None)?;
         for b in &self.0.backends {
             if self.0.gaps.keys().any(|(_, name)| *name == b.name) {
                 let (first, largest) = self.0.drift(&b.name);
-                m.serialize_entry(&b.name, &D { first, largest, threshold: DRIFT })?;
+                let start = self.0.drift_begins(&b.name);
+                let clean_until = start.as_ref().and_then(|s| s.clean_until);
+                let begins_in = start.map(|s| s.between).unwrap_or_default();
+                m.serialize_entry(&b.name, &D { first, largest, threshold: DRIFT, clean_until, begins_in })?;
             }
         }
         m.end()
@@ -264,6 +306,7 @@ impl fmt::Display for LayersReport {
                 write!(f, "{row:<width$}")?;
                 for b in self.backends.iter().filter(|b| self.gaps.keys().any(|(_, n)| *n == b.name)) {
                     match self.gaps.get(&(row.clone(), b.name.clone())) {
+                        Some(g) if g.cosine.is_nan() || g.max_abs_diff.is_nan() => write!(f, "  {:>18}", "NaN")?,
                         Some(g) => {
                             let star = if g.at == "delegate call" { "*" } else { " " };
                             write!(f, "  {:>8.1e} ({:>7.1e}){star}", (1.0 - g.cosine).max(0.0), g.max_abs_diff)?
@@ -276,7 +319,13 @@ impl fmt::Display for LayersReport {
             for b in &self.backends {
                 match self.drift(&b.name) {
                     (Some(first), Some(largest)) => {
-                        writeln!(f, "{}: drifts from {first} on (1 - cosine > {DRIFT:.0e}), most at {largest}", b.name)?
+                        let begins = match self.drift_begins(&b.name) {
+                            Some(DriftStart { clean_until: Some(clean), between }) if !between.is_empty() => {
+                                format!("; within it at {clean}, so it begins in {}", between.join(", "))
+                            }
+                            _ => String::new(),
+                        };
+                        writeln!(f, "{}: first drifts at {first} (1 - cosine > {DRIFT:.0e}{begins}), most at {largest}", b.name)?
                     }
                     _ if self.gaps.keys().any(|(_, n)| *n == b.name) => {
                         writeln!(f, "{}: every module within 1 - cosine {DRIFT:.0e} of eager", b.name)?
@@ -339,5 +388,47 @@ mod tests {
         assert_eq!(v["unmapped"]["xnnpack"]["count"], 2);
         let text = report.to_string();
         assert!(text.contains("unmapped") && text.contains("embeddings"), "{text}");
+    }
+
+    fn gap(cosine: f64, at: &'static str) -> Gap {
+        Gap { cosine, max_abs_diff: 1.0 - cosine, at }
+    }
+
+    /// A decoder's rows: clean up to ln_1, the attention measured only inside a
+    /// delegate call, drifting from ln_2 on.
+    fn decoder_report(ln_2: Gap) -> LayersReport {
+        let rows = [("h.0.ln_1", 1.0), ("h.0.attn", 1.0), ("h.0.ln_2", 1.0), ("h.0.mlp", 1.0), ("head", 1.0)];
+        let mut report = LayersReport::new("hi".into(), "m".into(), vec![backend("eager", &rows, (0, 0.0)), backend("q", &rows, (0, 0.0))]);
+        for (row, g) in [("h.0.ln_1", gap(1.0 - 1e-9, "kernel")), ("h.0.attn", gap(0.06, "delegate call")), ("h.0.ln_2", ln_2), ("head", gap(0.95, "kernel"))] {
+            report.gaps.insert((row.to_owned(), "q".to_owned()), g);
+        }
+        report
+    }
+
+    #[test]
+    fn names_the_first_module_that_drifts_and_where_the_drift_begins() {
+        let report = decoder_report(gap(0.99, "kernel"));
+        assert_eq!(report.drift("q"), (Some("h.0.ln_2"), Some("head")));
+        assert_eq!(report.drift_begins("q"), Some(DriftStart { clean_until: Some("h.0.ln_1"), between: vec!["h.0.attn"] }));
+        let v = serde_json::to_value(&report).unwrap();
+        assert_eq!(v["drift"]["q"]["first"], "h.0.ln_2");
+        assert_eq!(v["drift"]["q"]["clean_until"], "h.0.ln_1");
+        assert_eq!(v["drift"]["q"]["begins_in"], serde_json::json!(["h.0.attn"]));
+        let text = report.to_string();
+        assert!(text.contains("q: first drifts at h.0.ln_2") && text.contains("begins in h.0.attn"), "{text}");
+    }
+
+    #[test]
+    fn a_nan_gap_is_a_drift_and_the_largest() {
+        let mut report = decoder_report(Gap { cosine: f64::NAN, max_abs_diff: f64::NAN, at: "kernel" });
+        assert_eq!(report.drift("q"), (Some("h.0.ln_2"), Some("h.0.ln_2")));
+        // A NaN max|diff| beside a cosine that looks clean is a drift too.
+        report.gaps.insert(("h.0.ln_2".to_owned(), "q".to_owned()), Gap { cosine: 1.0, max_abs_diff: f64::NAN, at: "kernel" });
+        assert_eq!(report.drift("q").0, Some("h.0.ln_2"));
+        assert!(report.to_string().contains("NaN"), "the table shows it");
+        // Nothing drifts: nothing begins.
+        let mut clean = decoder_report(gap(1.0, "kernel"));
+        clean.gaps.insert(("head".to_owned(), "q".to_owned()), gap(1.0, "kernel"));
+        assert_eq!((clean.drift("q"), clean.drift_begins("q")), ((None, None), None));
     }
 }

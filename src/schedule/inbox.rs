@@ -1,6 +1,7 @@
 //! A worker's inbox: one slot for the input to run ("latest wins": a new input
-//! replaces the one still waiting, so nothing queues up behind a slow backend)
-//! and one for the start-up chore of embedding the corpus.
+//! replaces the one still waiting, so nothing queues up behind a slow backend),
+//! one for the start-up chore of embedding the corpus, and one for a
+//! teacher-forced pass (text-generation parity), taken only when no input waits.
 //!
 //! A run in progress can ask whether it has been superseded (a newer input
 //! came in, the waiting one was cancelled, or the inbox closed): a generation
@@ -18,12 +19,23 @@ pub enum Work {
     Corpus(Arc<Vec<Encoded>>),
     /// Run one input.
     Run(Job),
+    /// Feed an input's prompt and the reference column's new ids (text-generation).
+    TeacherForce(TeacherJob),
+}
+
+/// A teacher-forced pass: `job`'s prompt, then `reference`'s new ids one by
+/// one ([`crate::task::generation::parity::teacher_forced`]).
+#[derive(Clone, Debug)]
+pub struct TeacherJob {
+    pub job: Job,
+    pub reference: Arc<Vec<i64>>,
 }
 
 #[derive(Default)]
 struct Slots {
     job: Option<Job>,
     corpus: Option<Arc<Vec<Encoded>>>,
+    teacher: Option<TeacherJob>,
     closed: bool,
     /// Set by `put`, `clear` and `close`; reset when a job is taken.
     superseded: bool,
@@ -63,11 +75,23 @@ impl Inbox {
         true
     }
 
-    /// Drop the waiting job, if any, and tell the run in progress it is superseded.
+    /// Drop the waiting job (and teacher-forced pass), if any, and tell the run in progress it is superseded.
     pub fn clear(&self) -> Option<Job> {
         let mut slots = self.lock();
         slots.superseded = true;
+        slots.teacher = None;
         slots.job.take()
+    }
+
+    /// A teacher-forced pass to run once no input waits (it replaces one still waiting).
+    pub fn put_teacher(&self, work: TeacherJob) {
+        let mut slots = self.lock();
+        if slots.closed {
+            return;
+        }
+        slots.teacher = Some(work);
+        drop(slots);
+        self.ready.notify_all();
     }
 
     /// Has a newer input, a cancel or the close come since the current job was taken?
@@ -87,6 +111,7 @@ impl Inbox {
         slots.superseded = true;
         slots.job = None;
         slots.corpus = None;
+        slots.teacher = None;
         drop(slots);
         self.ready.notify_all();
     }
@@ -102,14 +127,15 @@ impl Inbox {
             if slots.closed {
                 return false;
             }
-            if slots.job.is_some() || slots.corpus.is_some() {
+            if slots.job.is_some() || slots.corpus.is_some() || slots.teacher.is_some() {
                 return true;
             }
             slots = self.ready.wait(slots).unwrap_or_else(|e| e.into_inner());
         }
     }
 
-    /// The next work without blocking: the corpus chore first, then the latest job.
+    /// The next work without blocking: the corpus chore first, then the latest
+    /// job, then a teacher-forced pass.
     pub fn take(&self) -> Option<Work> {
         let mut slots = self.lock();
         if slots.closed {
@@ -118,9 +144,11 @@ impl Inbox {
         if let Some(corpus) = slots.corpus.take() {
             return Some(Work::Corpus(corpus));
         }
-        let job = slots.job.take()?;
-        slots.superseded = false;
-        Some(Work::Run(job))
+        if let Some(job) = slots.job.take() {
+            slots.superseded = false;
+            return Some(Work::Run(job));
+        }
+        slots.teacher.take().map(Work::TeacherForce)
     }
 
     /// The generation of the job waiting, if any.
@@ -164,5 +192,20 @@ mod tests {
         assert!(inbox.is_superseded(), "a newer input supersedes it");
         inbox.close();
         assert!(!inbox.wait() && inbox.take().is_none());
+    }
+
+    #[test]
+    fn a_teacher_forced_pass_waits_for_the_inputs_and_a_cancel_drops_it() {
+        let inbox = Inbox::default();
+        let teacher = |g| TeacherJob { job: job(g), reference: Arc::new(vec![5, 6]) };
+        inbox.put_teacher(teacher(1));
+        inbox.put(job(2));
+        assert!(matches!(inbox.take(), Some(Work::Run(j)) if j.generation == 2), "an input first");
+        assert!(matches!(inbox.take(), Some(Work::TeacherForce(t)) if t.job.generation == 1 && *t.reference == [5, 6]));
+        assert!(inbox.take().is_none());
+        inbox.put_teacher(teacher(3));
+        assert!(!inbox.is_superseded(), "a pass supersedes no run");
+        inbox.clear();
+        assert!(inbox.take().is_none(), "a new text drops the pass for the old one");
     }
 }

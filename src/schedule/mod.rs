@@ -53,6 +53,8 @@ pub enum WorkerEvent {
     Finished { kind: BackendSpec, generation: u64, input: Arc<Encoded>, outcome: Result<TaskOutput, String>, elapsed: Duration },
     /// The corpus sentences, embedded in order.
     CorpusEmbedded { kind: BackendSpec, outcome: Result<Vec<Embedding>, String>, elapsed: Duration },
+    /// A teacher-forced pass ended (text-generation parity, [`Request::TeacherForce`]).
+    TeacherForced { kind: BackendSpec, generation: u64, outcome: Result<crate::task::generation::Top1Agreement, String> },
 }
 
 impl WorkerEvent {
@@ -63,7 +65,8 @@ impl WorkerEvent {
             | WorkerEvent::Started { kind, .. }
             | WorkerEvent::Token { kind, .. }
             | WorkerEvent::Finished { kind, .. }
-            | WorkerEvent::CorpusEmbedded { kind, .. } => kind,
+            | WorkerEvent::CorpusEmbedded { kind, .. }
+            | WorkerEvent::TeacherForced { kind, .. } => kind,
         }
     }
 }
@@ -82,6 +85,9 @@ pub enum Request {
     SetSerial(bool),
     /// Keep re-running the current input.
     SetRepeat(bool),
+    /// Feed this backend the job's prompt and the reference column's new ids,
+    /// once no input waits for it: its top-1 agreement (text-generation).
+    TeacherForce(BackendSpec, inbox::TeacherJob),
     /// Replace the backend of one column (the XNNPACK variant, F5), and give the
     /// new one the current input once it has loaded.
     Switch { from: BackendSpec, to: BackendSpec, job: Option<Job> },
@@ -163,6 +169,11 @@ impl Scheduler {
             Request::EmbedCorpus(kind, sentences) => {
                 if let Some(w) = self.workers.iter().find(|w| w.kind == kind) {
                     w.inbox.put_corpus(sentences);
+                }
+            }
+            Request::TeacherForce(kind, work) => {
+                if let Some(w) = self.workers.iter().find(|w| w.kind == kind) {
+                    w.inbox.put_teacher(work);
                 }
             }
             Request::SetSerial(serial) => self.shared.gate.set_serial(serial),

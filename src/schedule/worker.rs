@@ -71,6 +71,18 @@ impl Worker {
                     drop(turn);
                     (self.sink)(WorkerEvent::CorpusEmbedded { kind: kind.clone(), outcome, elapsed: start.elapsed() });
                 }
+                Some(Work::TeacherForce(work)) => {
+                    // A newer input (or a cancel) stops the pass between two steps; nothing is reported then.
+                    let outcome = caught(|| {
+                        let decoder = backend.as_decoder().ok_or_else(|| crate::task::NotADecoder(kind.name.clone()))?;
+                        let mut stop = || self.inbox.is_superseded();
+                        crate::task::generation::parity::teacher_forced_until(decoder, &work.job.input.ids, &work.reference, &mut stop)
+                    });
+                    drop(turn);
+                    if let Some(outcome) = outcome.transpose() {
+                        (self.sink)(WorkerEvent::TeacherForced { kind: kind.clone(), generation: work.job.generation, outcome });
+                    }
+                }
                 Some(Work::Run(job)) => {
                     let at = Instant::now();
                     (self.sink)(WorkerEvent::Started { kind: kind.clone(), generation: job.generation, at });
@@ -116,7 +128,7 @@ impl Worker {
 }
 
 /// `f`'s outcome, its error or panic as a message.
-fn caught(f: impl FnOnce() -> anyhow::Result<TaskOutput>) -> Result<TaskOutput, String> {
+fn caught<T>(f: impl FnOnce() -> anyhow::Result<T>) -> Result<T, String> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(output)) => Ok(output),
         Ok(Err(e)) => Err(format!("{e:#}")),

@@ -140,7 +140,7 @@ impl TaskOutput {
             (TaskOutput::Embedding(a), TaskOutput::Embedding(b)) => a.parity(b).map(TaskParity::Embedding),
             (TaskOutput::FillMask(a), TaskOutput::FillMask(b)) => a.parity(b).map(TaskParity::FillMask),
             (TaskOutput::Classification(a), TaskOutput::Classification(b)) => a.parity(b).map(TaskParity::Classification),
-            (TaskOutput::Generation(a), TaskOutput::Generation(b)) => Some(TaskParity::Generation(GenerationParity::of(&a.ids, &b.ids))),
+            (TaskOutput::Generation(a), TaskOutput::Generation(b)) => Some(TaskParity::Generation(GenerationParity::between(a, b))),
             _ => None,
         }
     }

@@ -38,6 +38,7 @@ impl ReferenceSentence {
                     ttft: Duration::ZERO,
                     token_latencies: vec![Duration::ZERO; self.generated_ids.len()],
                     stop,
+                    first_logits: Vec::new(),
                 })
             }
         }

@@ -258,7 +258,11 @@ impl BackendColumn<'_> {
         GenerationPanel { live, divergence, hint }.render(s.task_area(), buf);
         let reference = app.reference().map(|r| app.columns()[r].kind.name()).unwrap_or("-");
         let weight_bytes = app.weight_bytes_per_token(self.index);
-        GenerationParity { live, divergence, reference, weight_bytes }.render(s.parity, buf);
+        let logits = match app.parity(self.index) {
+            ParityView::Value(TaskParity::Generation(p)) => Some(p),
+            _ => None,
+        };
+        GenerationParity { live, divergence, reference, weight_bytes, logits }.render(s.parity, buf);
     }
 
     /// An embedding: its dimension and norm, the strip, the nearest corpus sentence.

@@ -8,9 +8,14 @@
 //! ttft 41.0 ms
 //! over the hill and the
 //! river ≠ ran down to
-//! ≠ eager at token 7
+//! ≠ eager at token 7 · cos 0.9502 · top1 16/24
 //! 24 tok/s · 12 tok
 //! ```
+//!
+//! `cos` is the first step's logits against the reference's, `top1` the
+//! positions where the column's likeliest token is the reference's, fed the
+//! reference's tokens (teacher-forced). In a narrower column `cos` goes
+//! first, then the reference's name, then `top1`.
 //!
 //! The rows follow the newest tokens, but never scroll the first difference
 //! out of view.
@@ -138,6 +143,15 @@ pub struct GenerationParity<'a> {
     pub reference: &'a str,
     /// The weights a decode step reads, when known: GB/s beside tokens/s.
     pub weight_bytes: Option<u64>,
+    /// How near its logits stay to the reference's, as far as measured.
+    pub logits: Option<crate::task::GenerationParity>,
+}
+
+/// ` · cos 0.9502` and ` · top1 16/24` (empty where not measured).
+fn logits_parts(p: Option<&crate::task::GenerationParity>) -> (String, String) {
+    let cos = p.and_then(|p| p.first_logits_cosine).map(|c| if c.is_nan() { " · cos NaN".to_string() } else { format!(" · cos {c:.4}") });
+    let top1 = p.and_then(|p| p.top1).map(|t| format!(" · top1 {}/{}", t.agreed, t.positions));
+    (cos.unwrap_or_default(), top1.unwrap_or_default())
 }
 
 /// Why a generation stopped, for its state line.
@@ -160,18 +174,34 @@ impl Widget for GenerationParity<'_> {
             let fits = verdict.content.chars().count() + rest.chars().count() <= area.width as usize;
             Line::from(if fits { vec![verdict, Span::styled(rest, style)] } else { vec![verdict] })
         };
+        let width = area.width as usize;
+        let (cos, top1) = logits_parts(self.logits.as_ref());
+        // A verdict (with the reference's name, or short), then the logits figures: the
+        // first of these that fits; cos drops before top-1, then the name, then both.
+        let pick = |full: Line<'static>, short: Line<'static>| {
+            let figures: [Vec<&String>; 4] = [vec![&cos, &top1], vec![&top1], vec![&cos], vec![]];
+            let chosen = figures
+                .iter()
+                .flat_map(|parts| [(&full, parts), (&short, parts)])
+                .map(|(verdict, parts)| {
+                    let mut spans = verdict.spans.clone();
+                    spans.extend(parts.iter().filter(|p| !p.is_empty()).map(|p| Span::styled((*p).clone(), Style::new().fg(Color::Cyan))));
+                    Line::from(spans)
+                })
+                .find(|line| line.width() <= width)
+                .unwrap_or_else(|| short.clone());
+            chosen
+        };
         let first = match self.divergence {
             Divergence::Reference => Line::from(vec![Span::styled("parity: ", bold), Span::raw("reference")]),
-            Divergence::Same { complete: true, .. } => against(Span::styled("same ids", green), format!(" as {reference}"), bold),
-            Divergence::Same { .. } => against(Span::styled("same so far", green), format!(" as {reference}"), bold),
-            Divergence::At(i) => {
-                let at = format!("{reference} at token {}", i + 1);
-                if at.chars().count() + 2 <= area.width as usize {
-                    Line::from(vec![Span::styled("≠ ", MARK), Span::styled(at, MARK)])
-                } else {
-                    Line::styled(format!("≠ at token {}", i + 1), MARK)
-                }
+            Divergence::Same { complete: true, .. } => {
+                pick(Line::from(vec![Span::styled("same ids", green), Span::styled(format!(" as {reference}"), bold)]), Line::from(Span::styled("same ids", green)))
             }
+            Divergence::Same { .. } => against(Span::styled("same so far", green), format!(" as {reference}"), bold),
+            Divergence::At(i) => pick(
+                Line::from(vec![Span::styled("≠ ", MARK), Span::styled(format!("{reference} at token {}", i + 1), MARK)]),
+                Line::styled(format!("≠ at token {}", i + 1), MARK),
+            ),
             Divergence::Waiting => Line::styled(format::fit(&format!("vs {reference}: waiting"), area.width as usize), DIM),
         };
         line_at(buf, area, 0, &first);
@@ -215,7 +245,7 @@ mod tests {
         let row = |width: u16| {
             let area = Rect::new(0, 0, width, 2);
             let mut buf = Buffer::empty(area);
-            GenerationParity { reference: "eager", divergence: Divergence::Reference, live: Some(&live), weight_bytes: None }.render(area, &mut buf);
+            GenerationParity { reference: "eager", divergence: Divergence::Reference, live: Some(&live), weight_bytes: None, logits: None }.render(area, &mut buf);
             (0..width).map(|x| buf[(x, 1)].symbol().to_string()).collect::<String>().trim_end().to_string()
         };
         assert_eq!(row(30), "3575 tok/s · 32 tok");
@@ -234,7 +264,7 @@ mod tests {
         let row = |width: u16| {
             let area = Rect::new(0, 0, width, 2);
             let mut buf = Buffer::empty(area);
-            GenerationParity { reference: "eager", divergence: Divergence::Reference, live: Some(&live), weight_bytes: Some(500_000_000) }
+            GenerationParity { reference: "eager", divergence: Divergence::Reference, live: Some(&live), weight_bytes: Some(500_000_000), logits: None }
                 .render(area, &mut buf);
             (0..width).map(|x| buf[(x, 1)].symbol().to_string()).collect::<String>().trim_end().to_string()
         };
@@ -242,6 +272,38 @@ mod tests {
         assert_eq!(row(25), "20 tok/s · 10.0 GB/s · 32");
         assert_eq!(row(21), "20 tok/s · 10.0 GB/s");
         assert_eq!(row(16), "20 tok/s · 32");
+    }
+
+    #[test]
+    fn the_parity_line_shows_the_logits_figures_and_drops_top1_first() {
+        use crate::task::generation::Top1Agreement;
+        use ratatui::layout::Rect;
+        let mut p = crate::task::GenerationParity::of(&[1, 2, 9], &[1, 2, 3]);
+        p.first_logits_cosine = Some(0.95022);
+        p.top1 = Some(Top1Agreement { agreed: 16, positions: 24 });
+        let row = |width: u16, divergence: Divergence, logits| {
+            let area = Rect::new(0, 0, width, 2);
+            let mut buf = Buffer::empty(area);
+            GenerationParity { reference: "eager", divergence, live: None, weight_bytes: None, logits }.render(area, &mut buf);
+            (0..width).map(|x| buf[(x, 0)].symbol().to_string()).collect::<String>().trim_end().to_string()
+        };
+        assert_eq!(row(50, Divergence::At(8), Some(p)), "≠ eager at token 9 · cos 0.9502 · top1 16/24");
+        assert_eq!(row(40, Divergence::At(8), Some(p)), "≠ at token 9 · cos 0.9502 · top1 16/24");
+        assert_eq!(row(32, Divergence::At(8), Some(p)), "≠ eager at token 9 · top1 16/24");
+        assert_eq!(row(28, Divergence::At(8), Some(p)), "≠ at token 9 · top1 16/24");
+        assert_eq!(row(20, Divergence::At(8), Some(p)), "≠ eager at token 9");
+        assert_eq!(row(14, Divergence::At(8), Some(p)), "≠ at token 9");
+        assert_eq!(row(50, Divergence::At(8), None), "≠ eager at token 9", "nothing measured, nothing said");
+        let cos_only = crate::task::GenerationParity { top1: None, ..p };
+        assert_eq!(row(32, Divergence::At(8), Some(cos_only)), "≠ eager at token 9 · cos 0.9502");
+        let same = crate::task::GenerationParity {
+            first_logits_cosine: Some(1.0),
+            top1: Some(Top1Agreement { agreed: 24, positions: 24 }),
+            ..crate::task::GenerationParity::of(&[1], &[1])
+        };
+        assert_eq!(row(50, Divergence::Same { complete: true, compared: 24 }, Some(same)), "same ids as eager · cos 1.0000 · top1 24/24");
+        let nan = crate::task::GenerationParity { first_logits_cosine: Some(f64::NAN), ..same };
+        assert!(row(40, Divergence::At(0), Some(nan)).contains("cos NaN"), "a NaN shows as NaN");
     }
 
     #[test]

@@ -89,6 +89,10 @@ pub struct Generation {
     /// One per new token.
     pub token_latencies: Vec<Duration>,
     pub stop: Stop,
+    /// The next-token logits of the prefill, [V], from which the first new id
+    /// came: what parity compares first ([`super::parity`]); empty when not
+    /// kept (a reference from `reference.json`).
+    pub first_logits: Vec<f32>,
 }
 
 impl Generation {
@@ -164,8 +168,8 @@ pub fn greedy(
     let mut token_latencies = Vec::new();
 
     let start = Instant::now();
-    let logits = decoder.prefill(prompt)?;
-    let mut next = argmax(&logits)?;
+    let first_logits = decoder.prefill(prompt)?;
+    let mut next = argmax(&first_logits)?;
     let mut latency = start.elapsed();
     let stop = loop {
         ids.push(next);
@@ -189,6 +193,6 @@ pub fn greedy(
         next = argmax(&logits)?;
         latency = start.elapsed();
     };
-    Ok(Generation { prompt_len: prompt.len(), text: stream.into_text(), ttft: token_latencies[0], ids, token_latencies, stop })
+    Ok(Generation { prompt_len: prompt.len(), text: stream.into_text(), ttft: token_latencies[0], ids, token_latencies, stop, first_logits })
 }
 

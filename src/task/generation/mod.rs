@@ -17,8 +17,10 @@ use serde::Serialize;
 
 pub mod detokenizer;
 mod greedy;
+pub mod parity;
 
 pub use detokenizer::{terminal_safe, Detokenizer, TextStream};
+pub use parity::Top1Agreement;
 pub use greedy::{
     argmax, check_prompt, greedy, GenerateOptions, Generation, PromptError, Stop, TokenStep, DEFAULT_MAX_NEW_TOKENS,
 };
@@ -26,24 +28,56 @@ pub use greedy::{
 use crate::backend::Backend;
 use crate::tensor::Encoded;
 
-/// How one continuation compares with the reference's for the same prompt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// How one continuation compares with the reference's for the same prompt:
+/// the ids, and how near the logits stay ([`parity`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GenerationParity {
     /// The same new ids, the same number of them.
     pub same_ids: bool,
     /// Index into the new ids of the first that differs (or where one of the
     /// two ends first); `None` when they are the same.
     pub first_divergence: Option<usize>,
+    /// Cosine of the first step's (prefill's) next-token logits to the
+    /// reference's; `None` when either was not kept or the vocabularies differ.
+    pub first_logits_cosine: Option<f64>,
+    /// Teacher-forced on the reference's new ids ([`parity::top1_agreement`]):
+    /// set by the driver that holds the decoder (`run`, the explorer's worker).
+    pub top1: Option<Top1Agreement>,
 }
 
 impl GenerationParity {
+    /// The ids alone.
     pub fn of(ids: &[i64], reference: &[i64]) -> GenerationParity {
         let first_divergence = ids
             .iter()
             .zip(reference)
             .position(|(a, b)| a != b)
             .or_else(|| (ids.len() != reference.len()).then(|| ids.len().min(reference.len())));
-        GenerationParity { same_ids: first_divergence.is_none(), first_divergence }
+        GenerationParity { same_ids: first_divergence.is_none(), first_divergence, first_logits_cosine: None, top1: None }
+    }
+
+    /// The ids and the first step's logits.
+    pub fn between(generation: &Generation, reference: &Generation) -> GenerationParity {
+        GenerationParity {
+            first_logits_cosine: parity::logits_cosine(&generation.first_logits, &reference.first_logits),
+            ..GenerationParity::of(&generation.ids, &reference.ids)
+        }
+    }
+}
+
+/// In JSON: `same_ids`, `first_divergence`, `first_logits_cosine`,
+/// `top1_agreement` (a fraction) and `top1_positions` (how many were compared);
+/// null where not measured.
+impl Serialize for GenerationParity {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("GenerationParity", 5)?;
+        st.serialize_field("same_ids", &self.same_ids)?;
+        st.serialize_field("first_divergence", &self.first_divergence)?;
+        st.serialize_field("first_logits_cosine", &self.first_logits_cosine)?;
+        st.serialize_field("top1_agreement", &self.top1.and_then(|t| t.fraction()))?;
+        st.serialize_field("top1_positions", &self.top1.map(|t| t.positions))?;
+        st.end()
     }
 }
 
@@ -83,10 +117,26 @@ mod parity_tests {
 
     #[test]
     fn parity_names_the_first_new_token_that_differs() {
-        assert_eq!(GenerationParity::of(&[1, 2, 3], &[1, 2, 3]), GenerationParity { same_ids: true, first_divergence: None });
+        assert_eq!(
+            GenerationParity::of(&[1, 2, 3], &[1, 2, 3]),
+            GenerationParity { same_ids: true, first_divergence: None, first_logits_cosine: None, top1: None }
+        );
         assert_eq!(GenerationParity::of(&[1, 5, 3], &[1, 2, 3]).first_divergence, Some(1));
-        assert_eq!(GenerationParity::of(&[1, 2], &[1, 2, 3]), GenerationParity { same_ids: false, first_divergence: Some(2) });
+        assert_eq!(GenerationParity::of(&[1, 2], &[1, 2, 3]).first_divergence, Some(2));
         assert_eq!(GenerationParity::of(&[1, 2, 3, 4], &[1, 2, 3]).first_divergence, Some(3));
         assert_eq!(GenerationParity::of(&[], &[]).first_divergence, None);
+    }
+
+    #[test]
+    fn json_has_the_logits_fields_null_where_not_measured() {
+        let mut p = GenerationParity::of(&[1, 2], &[1, 3]);
+        let v = serde_json::to_value(p).unwrap();
+        assert_eq!(v["same_ids"], false);
+        assert_eq!(v["first_divergence"], 1);
+        assert!(v["first_logits_cosine"].is_null() && v["top1_agreement"].is_null() && v["top1_positions"].is_null(), "{v}");
+        p.first_logits_cosine = Some(0.5);
+        p.top1 = Some(Top1Agreement { agreed: 3, positions: 4 });
+        let v = serde_json::to_value(p).unwrap();
+        assert_eq!((v["first_logits_cosine"].as_f64(), v["top1_agreement"].as_f64(), v["top1_positions"].as_u64()), (Some(0.5), Some(0.75), Some(4)));
     }
 }

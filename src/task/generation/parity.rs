@@ -1,0 +1,213 @@
+//! How near one decoder's next-token logits stay to a reference's, beyond
+//! "the same ids or not": a quantized program may pick another token early and
+//! then follow its own continuation, which says nothing about the tokens after.
+//!
+//! - [`logits_cosine`]: the cosine of two first-step (prefill) logit vectors;
+//! - [`teacher_forced`]: the prompt, then the reference's tokens fed one by one
+//!   (not the decoder's own picks), counting the positions where the decoder's
+//!   likeliest token is the reference's: the top-1 agreement ([`Top1Agreement`]).
+
+use crate::backend::Decoder;
+
+/// Positions where a decoder's likeliest next token was the reference's, fed
+/// the reference's sequence (teacher-forced).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Top1Agreement {
+    pub agreed: usize,
+    /// Positions compared: the reference's new tokens (fewer when the decoder holds fewer).
+    pub positions: usize,
+}
+
+impl Top1Agreement {
+    /// `agreed / positions`; `None` with no position compared.
+    pub fn fraction(&self) -> Option<f64> {
+        (self.positions > 0).then(|| self.agreed as f64 / self.positions as f64)
+    }
+}
+
+/// Cosine of two logit vectors, summed in f64; `None` when they are empty or
+/// of different lengths (another vocabulary). NaN when either holds a NaN or
+/// an infinity: never a figure that passes a bound. Two zero vectors are the
+/// same (1), one zero vector is unlike anything (0).
+pub fn logits_cosine(a: &[f32], b: &[f32]) -> Option<f64> {
+    if a.len() != b.len() || a.is_empty() {
+        return None;
+    }
+    let (mut dot, mut na, mut nb) = (0f64, 0f64, 0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        if !x.is_finite() || !y.is_finite() {
+            return Some(f64::NAN);
+        }
+        let (x, y) = (f64::from(x), f64::from(y));
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    Some(if na == 0.0 || nb == 0.0 { if na == nb { 1.0 } else { 0.0 } } else { dot / (na.sqrt() * nb.sqrt()) })
+}
+
+/// The likeliest token (the first on ties, as torch's argmax); `None` when a
+/// logit is NaN or there are none: such a position never agrees.
+fn top1(logits: &[f32]) -> Option<i64> {
+    let mut best: Option<usize> = None;
+    for (i, &v) in logits.iter().enumerate() {
+        if v.is_nan() {
+            return None;
+        }
+        if best.is_none_or(|b| v > logits[b]) {
+            best = Some(i);
+        }
+    }
+    best.map(|b| b as i64)
+}
+
+/// Prefill `prompt`, then step with each of `reference`'s tokens in turn (not
+/// the decoder's own picks), and count the positions where the decoder's
+/// likeliest next token is the reference's: position 0 is the prefill's,
+/// position k the step after `reference[k - 1]`. One pass of the decoder,
+/// `reference.len() - 1` steps; positions past the decoder's maximum length are
+/// left out (and not counted).
+pub fn teacher_forced(decoder: &mut dyn Decoder, prompt: &[i64], reference: &[i64]) -> anyhow::Result<Top1Agreement> {
+    let agreement = teacher_forced_until(decoder, prompt, reference, &mut || false)?;
+    Ok(agreement.expect("never stopped"))
+}
+
+/// [`teacher_forced`], asking `stop` before each step: `None` once it says
+/// yes (the explorer's worker stops a pass for a text no longer shown).
+pub fn teacher_forced_until(
+    decoder: &mut dyn Decoder,
+    prompt: &[i64],
+    reference: &[i64],
+    stop: &mut dyn FnMut() -> bool,
+) -> anyhow::Result<Option<Top1Agreement>> {
+    anyhow::ensure!(!prompt.is_empty(), "the prompt is empty: there is nothing to continue");
+    let room = decoder.max_len().saturating_sub(prompt.len());
+    let positions = reference.len().min(room);
+    let mut agreement = Top1Agreement { agreed: 0, positions };
+    if positions == 0 {
+        return Ok(Some(agreement));
+    }
+    let mut logits = decoder.prefill(prompt)?;
+    for (k, &token) in reference[..positions].iter().enumerate() {
+        agreement.agreed += usize::from(top1(&logits) == Some(token));
+        if k + 1 < positions {
+            if stop() {
+                return Ok(None);
+            }
+            logits = decoder.step(token)?;
+        }
+    }
+    Ok(Some(agreement))
+}
+
+/// The top-1 agreement of a decoder whose own greedy continuation of `prompt`
+/// was `generated`, against `reference`: when the two are the same ids the
+/// greedy loop already fed the decoder exactly the reference's tokens and took
+/// its likeliest each time, so every position agreed and no pass is run;
+/// otherwise one [`teacher_forced`] pass.
+pub fn top1_agreement(decoder: &mut dyn Decoder, prompt: &[i64], generated: &[i64], reference: &[i64]) -> anyhow::Result<Top1Agreement> {
+    let room = decoder.max_len().saturating_sub(prompt.len());
+    if generated == reference && reference.len() <= room {
+        return Ok(Top1Agreement { agreed: reference.len(), positions: reference.len() });
+    }
+    teacher_forced(decoder, prompt, reference)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A FAKE decoder: its next token is a function of the last token fed
+    /// (`next[last]`), one-hot logits over `vocab`; it records every call.
+    struct Chain {
+        next: Vec<i64>,
+        max_len: usize,
+        calls: Vec<String>,
+    }
+
+    impl Chain {
+        fn logits(&self, last: i64) -> Vec<f32> {
+            let mut l = vec![0.0; self.next.len()];
+            l[self.next[last as usize] as usize] = 1.0;
+            l
+        }
+    }
+
+    impl Decoder for Chain {
+        fn max_len(&self) -> usize {
+            self.max_len
+        }
+        fn prefill(&mut self, prompt: &[i64]) -> anyhow::Result<Vec<f32>> {
+            self.calls.push(format!("prefill {prompt:?}"));
+            Ok(self.logits(*prompt.last().unwrap()))
+        }
+        fn step(&mut self, token: i64) -> anyhow::Result<Vec<f32>> {
+            self.calls.push(format!("step {token}"));
+            Ok(self.logits(token))
+        }
+    }
+
+    #[test]
+    fn cosine_of_logits_and_what_is_not_comparable() {
+        assert!((logits_cosine(&[1.0, 2.0, 3.0], &[2.0, 4.0, 6.0]).unwrap() - 1.0).abs() < 1e-12);
+        assert!(logits_cosine(&[1.0, 0.0], &[0.0, 1.0]).unwrap().abs() < 1e-12);
+        assert!((logits_cosine(&[1.0, 0.0], &[-1.0, 0.0]).unwrap() + 1.0).abs() < 1e-12);
+        assert_eq!(logits_cosine(&[1.0], &[1.0, 2.0]), None, "another vocabulary");
+        assert_eq!(logits_cosine(&[], &[]), None);
+        assert_eq!(logits_cosine(&[0.0, 0.0], &[0.0, 0.0]), Some(1.0));
+        assert_eq!(logits_cosine(&[0.0, 0.0], &[1.0, 0.0]), Some(0.0));
+        // A NaN or an infinity anywhere, on either side, is NaN: never >= a bound.
+        for (a, b) in [([1.0, f32::NAN], [1.0, 2.0]), ([1.0, 2.0], [f32::INFINITY, 2.0]), ([f32::NEG_INFINITY, 2.0], [1.0, 2.0])] {
+            let c = logits_cosine(&a, &b).unwrap();
+            assert!(c.is_nan() && !(c >= 0.9), "{a:?} {b:?}: {c}");
+        }
+    }
+
+    #[test]
+    fn teacher_forcing_feeds_the_references_tokens_not_the_decoders_own() {
+        // The decoder continues 1 -> 2 -> 3 -> 4 -> 5; the reference is 2, 9, 4, 5:
+        // position 1 disagrees (the decoder says 3), and fed 9 it says 9 -> 4 agrees again.
+        let mut next: Vec<i64> = (0..10).map(|i| (i + 1) % 10).collect();
+        next[9] = 4;
+        let mut d = Chain { next, max_len: 64, calls: Vec::new() };
+        let a = teacher_forced(&mut d, &[0, 1], &[2, 9, 4, 5]).unwrap();
+        assert_eq!(a, Top1Agreement { agreed: 3, positions: 4 });
+        assert_eq!(a.fraction(), Some(0.75));
+        assert_eq!(d.calls, ["prefill [0, 1]", "step 2", "step 9", "step 4"], "the reference's tokens, the last one never fed");
+    }
+
+    #[test]
+    fn the_same_ids_need_no_pass_and_a_divergence_does_not_hide_the_rest() {
+        let mut d = Chain { next: (0..10).map(|i| (i + 1) % 10).collect(), max_len: 64, calls: Vec::new() };
+        let same = top1_agreement(&mut d, &[0], &[1, 2, 3], &[1, 2, 3]).unwrap();
+        assert_eq!((same, d.calls.len()), (Top1Agreement { agreed: 3, positions: 3 }, 0));
+        // Free-running, the decoder left the reference at its first token and never met it
+        // again; teacher-forced it agrees everywhere but there.
+        let forced = top1_agreement(&mut d, &[0], &[1, 2, 3, 4], &[5, 6, 7, 8]).unwrap();
+        assert_eq!(forced, Top1Agreement { agreed: 3, positions: 4 });
+        assert_eq!(d.calls.len(), 4);
+    }
+
+    #[test]
+    fn positions_past_the_decoders_length_are_left_out_and_nan_never_agrees() {
+        let mut d = Chain { next: (0..10).map(|i| (i + 1) % 10).collect(), max_len: 4, calls: Vec::new() };
+        // Prompt of 2 in a decoder of 4: room for 2 of the reference's 3 tokens, even if the ids were the same.
+        assert_eq!(top1_agreement(&mut d, &[0, 1], &[2, 3, 4], &[2, 3, 4]).unwrap(), Top1Agreement { agreed: 2, positions: 2 });
+        assert_eq!(Top1Agreement { agreed: 0, positions: 0 }.fraction(), None);
+        assert_eq!(top1(&[0.0, f32::NAN, 1.0]), None);
+        assert_eq!(top1(&[1.0, 3.0, 3.0]), Some(1), "the first on ties");
+        assert!(teacher_forced(&mut d, &[], &[1]).is_err());
+    }
+
+    #[test]
+    fn a_pass_stops_between_steps_when_asked() {
+        let mut d = Chain { next: (0..10).map(|i| (i + 1) % 10).collect(), max_len: 64, calls: Vec::new() };
+        let mut asked = 0;
+        let stopped = teacher_forced_until(&mut d, &[0], &[1, 2, 3, 4], &mut || {
+            asked += 1;
+            asked == 2
+        });
+        assert_eq!(stopped.unwrap(), None);
+        assert_eq!(d.calls, ["prefill [0]", "step 1"], "no step after the stop");
+    }
+}
