@@ -144,7 +144,7 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
     // The reference runs first: text-generation teacher-forces every other
     // backend on its new ids while that backend is loaded (docs/generation.md).
     let first = reference_of(&specs, &[]);
-    let float_reference = float32(&first, dir);
+    let float_reference = float32(&first);
     let mut order: Vec<&BackendSpec> = specs.iter().filter(|s| **s == first).collect();
     order.extend(specs.iter().filter(|s| **s != first));
     let mut baseline: Option<Generation> = None;
@@ -202,7 +202,7 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
     report.backends = build_results(&reference, results);
     if ctx.task == Task::TextGeneration {
         let first_failed = results_failed(&report.backends, &first);
-        report.parity_note = logits_parity(&mut report.backends, &reference, float32(&reference, dir).err(), &top1, first_failed);
+        report.parity_note = logits_parity(&mut report.backends, &reference, float32(&reference).err(), &top1, first_failed);
     }
     let all_ok = report.backends.iter().all(|b| b.ok);
     if args.json {
@@ -218,16 +218,9 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
 /// `Ok` when `spec` computes in float32 (eager, a program the manifest lists
 /// without quantization, a `--program` of the user's), else the quantization
 /// that keeps it from being a logits reference.
-fn float32(spec: &BackendSpec, dir: &crate::model::ModelDir) -> Result<(), String> {
-    if spec.given {
-        return Ok(());
-    }
-    if spec.is_eager() {
-        // The quantized eager columns have names of their own (eager-int8, eager-int4).
-        return if spec.name == backend::EAGER { Ok(()) } else { Err(spec.name.clone()) };
-    }
-    match dir.manifest().programs.iter().find(|p| p.name == spec.name).and_then(|p| p.quantization.clone()) {
-        Some(scheme) => Err(scheme),
+fn float32(spec: &BackendSpec) -> Result<(), String> {
+    match &spec.quantization {
+        Some(scheme) => Err(scheme.clone()),
         None => Ok(()),
     }
 }

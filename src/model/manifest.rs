@@ -289,8 +289,8 @@ impl Manifest {
         }
         let mut seen = std::collections::BTreeSet::new();
         for p in &self.programs {
-            if p.name.trim().is_empty() || p.name.contains(',') || p.name == "eager" {
-                return Err(bad(format!("program name {:?} cannot be used (empty, has a comma, or is \"eager\")", p.name)));
+            if p.name.trim().is_empty() || p.name.contains(',') || ["eager", "eager-int8", "eager-int4"].contains(&p.name.as_str()) {
+                return Err(bad(format!("program name {:?} cannot be used (empty, has a comma, or is eager's: eager, eager-int8, eager-int4)", p.name)));
             }
             if !seen.insert(p.name.as_str()) {
                 return Err(bad(format!("two programs are named {:?}", p.name)));
