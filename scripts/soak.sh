@@ -79,7 +79,11 @@ soak() {
     local elapsed
     elapsed=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')
     if [ -z "$warm" ]; then
-        echo "$label: FAILED (the process ended before the ${warmup} s warm-up was over, so nothing was judged: give more runs or a shorter warm-up; status $status)"
+        if [ "$status" -ne 0 ]; then
+            echo "$label: FAILED (exit status $status):"
+        else
+            echo "$label: FAILED (the process ended before the ${warmup} s warm-up was over, so nothing was judged: give more runs or a shorter warm-up)"
+        fi
         tail -5 "$out.err"
         return 1
     fi
@@ -112,7 +116,10 @@ if [[ ",$PARTS," == *,generation,* ]]; then
         soak "gen:$backend" "$RUNS" "${SOAK_GEN_SECONDS:-600}" "${SOAK_GEN_WARMUP:-5}" "${SOAK_INTERVAL:-0.25}" "$OUT/gen.json" -- \
             "$BIN" --model "$GEN_MODEL" --backends "$backend" --prompt-format raw ${THREADS:+--threads "$THREADS"} \
             run --json --repeat "$RUNS" --max-new-tokens "$GEN_TOKENS" "$GEN_PROMPT" || failed=1
-        [ "$status" -eq 0 ] || { echo "    (stopped before its $RUNS generations: not counted)"; continue; }
+        if [ "$status" -ne 0 ]; then
+            [ "$status" -ne 143 ] || echo "    (stopped at the cap before its $RUNS generations: not counted)"
+            continue
+        fi
         # The last generation's length and speed (every generation is the same greedy one).
         python3 - "$OUT/gen.json" "$GEN_TOKENS" "$RUNS" <<'EOF' || failed=1
 import json, sys
