@@ -87,9 +87,12 @@ clean-models:
 	rm -rf $(MODELS)
 
 # A long run per backend with its resident memory sampled; fails when it grows
-# after the warm-up (scripts/soak.sh lists the SOAK_* settings).
-soak: build models
-	scripts/soak.sh
+# after the warm-up (scripts/soak.sh lists the SOAK_* settings): MiniLM's forward
+# over and over, then greedy generations of 64 tokens on SOAK_GEN_MODEL
+# (docs/soak.md).
+SOAK_GEN_MODEL ?= models/soak-gpt2
+soak: build models $(SOAK_GEN_MODEL)/manifest.json
+	SOAK_GEN_MODEL=$(SOAK_GEN_MODEL) scripts/soak.sh
 
 # The code points of the Linux console's fonts, for the glyph test: read from the
 # PSF files of Debian's console-setup-linux and committed (tests never download).

@@ -13,7 +13,13 @@
 #     both .pte files (must equal the x86-64 binary's output) and `run --json`
 #     with all three backends on two sentences, checked against reference.json.
 #     The bundle's run paths no longer name build/aarch64/site, so a library
-#     missing from it fails the check.
+#     missing from it fails the check. Then text generation on the tiny GPT-2
+#     (issue #26): `run --json --first-logits` of A64_GEN_BACKENDS (the quantized
+#     programs, whose XNNPACK and ATen kernels differ most between x86-64 and Arm)
+#     under qemu against the x86-64 binary's on the same prompt: the same greedy
+#     ids, first-step logits close, the quantized programs also against their
+#     own PyTorch reference, and no subgraph refused by XNNPACK
+#     (scripts/aarch64/check.py generation; docs/pi5.md).
 #  6. the same for the lite build (no eager path, no libtorch; issue #16):
 #     `make bundle-aarch64-lite` lays out build/aarch64/runlens-pi5-lite/ from
 #     target/lite/aarch64-unknown-linux-gnu/release/runlens and only the
@@ -36,6 +42,13 @@ A64_WHEELS_STAMP := $(A64_SITE)/.unpacked
 A64_PREFIX_STAMP := $(A64_PREFIX)/proc/cpuinfo
 A64_SENTENCES := 2
 A64_THREADS := 2
+# Text generation under qemu: the backends (space-separated), model, prompt (one of
+# the model's reference prompts, assets/prompts.txt) and new tokens (about 20 s of
+# emulation for the two programs).
+A64_GEN_BACKENDS := xnnpack-int8 xnnpack-8da4w eager-int4
+A64_GEN_MODEL := models/tiny-gpt2
+A64_GEN_PROMPT := The quick brown fox
+A64_GEN_TOKENS := 16
 
 # Environment of the cross build. LIBTORCH_USE_PYTORCH (exported by the Makefile
 # for the host build) is unset: it would make tch use the host venv's torch.
@@ -57,7 +70,7 @@ A64_QEMU = $$(command -v qemu-aarch64-static || command -v qemu-aarch64) -cpu co
 
 .PHONY: test-aarch64 build-aarch64 bundle-aarch64 sysdeps-aarch64 build-aarch64-lite bundle-aarch64-lite
 
-test-aarch64: bundle-aarch64 bundle-aarch64-lite build models $(A64_PREFIX_STAMP)
+test-aarch64: bundle-aarch64 bundle-aarch64-lite build models $(A64_GEN_MODEL)/manifest.json $(A64_PREFIX_STAMP)
 	@rm -rf $(A64_OUT) && mkdir -p $(A64_OUT)
 	@echo "== inspect --json: aarch64 (emulated) vs x86-64"
 	@for pte in portable xnnpack; do \
@@ -75,6 +88,14 @@ test-aarch64: bundle-aarch64 bundle-aarch64-lite build models $(A64_PREFIX_STAMP
 	  [ -s $(A64_OUT)/run-$$i.json ] || { echo "error: aarch64 run \"$$text\" printed nothing:"; cat $(A64_OUT)/run-$$i.err; exit 1; }; \
 	done < assets/sentences.txt
 	@$(VPY) scripts/aarch64/check.py run $(MODELS)/reference.json $(A64_OUT)/run-*.json
+	@echo "== text generation: run --json --first-logits, $(A64_GEN_BACKENDS) on $(A64_GEN_MODEL), $(A64_GEN_TOKENS) tokens (emulated) vs x86-64"
+	@$(BIN) --model $(A64_GEN_MODEL) --threads $(A64_THREADS) --backends $(subst $(space),$(,),$(strip $(A64_GEN_BACKENDS))) \
+	  run --json --first-logits --max-new-tokens $(A64_GEN_TOKENS) "$(A64_GEN_PROMPT)" > $(A64_OUT)/gen.x86_64.json 2> $(A64_OUT)/gen.x86_64.err; \
+	  [ -s $(A64_OUT)/gen.x86_64.json ] || { echo "error: x86-64 generation printed nothing:"; cat $(A64_OUT)/gen.x86_64.err; exit 1; }
+	@$(A64_QEMU) $(A64_BUNDLE)/runlens --model $(A64_GEN_MODEL) --threads $(A64_THREADS) --backends $(subst $(space),$(,),$(strip $(A64_GEN_BACKENDS))) \
+	  run --json --first-logits --max-new-tokens $(A64_GEN_TOKENS) "$(A64_GEN_PROMPT)" > $(A64_OUT)/gen.aarch64.json 2> $(A64_OUT)/gen.aarch64.err; \
+	  [ -s $(A64_OUT)/gen.aarch64.json ] || { echo "error: aarch64 generation printed nothing:"; cat $(A64_OUT)/gen.aarch64.err; exit 1; }
+	@$(VPY) scripts/aarch64/check.py generation $(A64_GEN_MODEL) $(A64_OUT)/gen.x86_64.json $(A64_OUT)/gen.aarch64.json $(A64_OUT)/gen.aarch64.err
 	@echo "== lite bundle (no libtorch): inspect --json vs x86-64, run --json portable + xnnpack vs reference.json"
 	@for pte in portable xnnpack; do \
 	  $(A64_QEMU) $(A64_LITE_BUNDLE)/runlens inspect --json $(MODELS)/$$pte.pte > $(A64_OUT)/inspect-$$pte.lite.json \

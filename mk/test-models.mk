@@ -127,6 +127,14 @@ models/tiny-gpt2/manifest.json: $(GPT2_CKPT)/.stamp $(EXPORT_PY) assets/prompts.
 	  --programs portable,portable-nocache,xnnpack,xnnpack-nocache,xnnpack-int8,xnnpack-8da4w --group-size 32 \
 	  --out models/tiny-gpt2 --threads 1
 
+# `make soak`'s generation soak (scripts/soak.sh; not in `make test`): the same tiny
+# GPT-2 with L = 128, so that a prompt and 64 new tokens fit, with the float and
+# quantized KV-cache programs (about 2 minutes of export).
+models/soak-gpt2/manifest.json: $(GPT2_CKPT)/.stamp $(EXPORT_PY) assets/prompts.txt $(TEST_REQS_STAMP)
+	$(VPY) python/export.py --model $(GPT2_CKPT) --task text-generation --max-seq-len 128 \
+	  --programs portable,xnnpack,xnnpack-int8,xnnpack-8da4w --group-size 32 \
+	  --out models/soak-gpt2 --threads 1
+
 models/course-gpt2/programs.json: $(GPT2_CKPT)/.stamp python/export_course.py $(EXPORT_PY) assets/prompts.txt
 	$(VPY) python/export_course.py --model $(GPT2_CKPT) --out models/course-gpt2 --len 32
 
@@ -172,4 +180,4 @@ $(EAGER_LLAMA)/.stamp: python/eager_llama_reference.py | $(VENV_STAMP)
 	@touch $@
 
 clean-test-models:
-	rm -rf $(EAGER_LLAMA) $(LLM_FLOW) $(TINY_MODELS) $(COURSE) models/tiny-gpt2 models/course-gpt2 $(DECODER_MODELS:%/manifest.json=%) $(CHECKPOINTS)/tiny-* $(TINY_CKPT_STAMP) $(DECODER_CKPT_STAMP)
+	rm -rf $(EAGER_LLAMA) $(LLM_FLOW) $(TINY_MODELS) $(COURSE) models/tiny-gpt2 models/soak-gpt2 models/course-gpt2 $(DECODER_MODELS:%/manifest.json=%) $(CHECKPOINTS)/tiny-* $(TINY_CKPT_STAMP) $(DECODER_CKPT_STAMP)

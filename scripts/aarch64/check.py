@@ -9,6 +9,13 @@
       libtorch in the lite row, the lite row resident in less memory.
   check.py same A.json B.json               two `runlens inspect --json` outputs
       (x86-64 and aarch64) are the same JSON value, paths aside.
+  check.py generation MODEL_DIR X86.json A64.json [A64.err]   two `runlens run --json
+      --first-logits` outputs of a text-generation model on the same prompt (x86-64
+      and aarch64 under qemu): every backend ok on both, the same greedy ids, first-step
+      logits within GEN_BOUNDS of x86-64's, and for a program with its own reference
+      (the quantized model run by PyTorch at export, <program>.reference.json) within
+      the x86-64 tests' bounds of it too; the aarch64 run's stderr must not show
+      XNNPACK rejecting a subgraph (xnn_status_*, a failed delegate init).
 """
 import json
 import math
@@ -102,6 +109,81 @@ def check_footprint(path):
     return failures
 
 
+# Generation, aarch64 against x86-64: the same program (or eager column) on another
+# instruction set takes other kernels (XNNPACK's NEON / dot-product ones for its
+# AVX2 / AVX-512 ones, libtorch's Arm builds for ATen's x86 ones). Integer
+# accumulation is exact on both, so what may differ is float rounding: the order
+# of a float reduction (layer norm, softmax, the dynamic activation scale) and
+# so, rarely, an activation rounded to the neighbouring 8-bit step. On logits
+# spread over about +-10 that is a difference of about 1e-5 in float and a few
+# 1e-3 where an activation step flips; a greedy id only changes where the top
+# two logits are closer than that. Measured under qemu's Cortex-A76 (docs/pi5.md):
+# max|diff| 7e-7 for both quantized programs of the tiny GPT-2, cosine 1.0, the
+# same 16 ids. Bounds: cosine >= 0.9999 and max|diff| <= 0.05 (int8, 4-bit and
+# float alike): far above rounding, far below what a wrong kernel gives (a 4-bit
+# program against float32 is at cosine 0.95); the ids must be the same (the check
+# says where they first differ, and the first logits' cosine, if they do not).
+GEN_BOUNDS = (0.9999, 0.05)
+# Against the program's own reference (the quantized PyTorch model on x86-64 at
+# export): the bounds of tests/quantized_generation.rs.
+PROGRAM_REFERENCE_BOUNDS = {"int8-dynamic": (0.9999, 1e-3), "8da4w": (0.9999, 1e-1)}
+# What ExecuTorch's XNNPACK delegate prints when XNNPACK refuses a subgraph or a node
+# ("Failed to create linear node 3, with code: xnn_status_invalid_parameter", "XNN
+# Subgraph creation failed with code: ...", strings of libexecutorch_backend_xnnpack.so)
+# and the runtime when a delegate does not initialise.
+REJECTED = ("xnn_status_", "Failed to create", "creation failed", "XNN Initialize failed", "Init failed for backend", "DelegateInvalidHandle")
+
+
+def check_generation(model_dir, x86_path, a64_path, err_path=None):
+    x86, a64 = json.load(open(x86_path)), json.load(open(a64_path))
+    failures = 0
+    if x86["ids"] != a64["ids"]:
+        print(f"FAIL prompt ids differ: x86-64 {x86['ids']} aarch64 {a64['ids']}")
+        failures += 1
+    manifest = json.load(open(f"{model_dir}/manifest.json"))
+    programs = {p["name"]: p for p in manifest["programs"]}
+    if err_path:
+        for line in open(err_path, errors="replace"):
+            if any(r in line for r in REJECTED):
+                print(f"FAIL aarch64 stderr: {line.rstrip()}")
+                failures += 1
+    a64_by_name = {b["name"]: b for b in a64["backends"]}
+    for want in x86["backends"]:
+        name, got = want["name"], a64_by_name.get(want["name"])
+        if not want["ok"] or got is None or not got["ok"]:
+            why = f"x86-64: {want['error']}" if not want["ok"] else "missing" if got is None else f"aarch64: {got['error']}"
+            print(f"FAIL {name:14} {why}")
+            failures += 1
+            continue
+        lx, la = want["first_logits"], got["first_logits"]
+        cos, diff = cosine(la, lx), max(abs(x - y) for x, y in zip(la, lx))
+        ids_x, ids_a = want["generated_ids"], got["generated_ids"]
+        same = ids_x == ids_a
+        where = next((k for k, (p, q) in enumerate(zip(ids_a, ids_x)) if p != q), min(len(ids_a), len(ids_x)))
+        ok = same and len(la) == len(lx) and cos >= GEN_BOUNDS[0] and diff <= GEN_BOUNDS[1]
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {name:14} {len(ids_a)} ids {'the same' if same else f'DIFFER from new token {where}'}; "
+              f"first logits vs x86-64 cosine {cos:.8f} (>= {GEN_BOUNDS[0]}) max|diff| {diff:.2e} (<= {GEN_BOUNDS[1]:g}); "
+              f"TTFT {got['ttft_ms']:.1f} ms, {got['latency_ms']:.0f} ms in all, emulated")
+        program = programs.get(name)
+        if program and program.get("reference") and program.get("quantization") in PROGRAM_REFERENCE_BOUNDS:
+            min_cos, max_diff = PROGRAM_REFERENCE_BOUNDS[program["quantization"]]
+            sentences = {s["text"]: s for s in json.load(open(f"{model_dir}/{program['reference']}"))["sentences"]}
+            ref = sentences.get(a64["text"])
+            if ref is None:
+                print(f"FAIL {name:14} the prompt {a64['text']!r} is not in {program['reference']}: use one of {sorted(sentences)}")
+                failures += 1
+                continue
+            rcos, rdiff = cosine(la, ref["logits"]), max(abs(x - y) for x, y in zip(la, ref["logits"]))
+            n = min(len(ids_a), len(ref["generated_ids"]))
+            rok = ids_a[:n] == ref["generated_ids"][:n] and rcos >= min_cos and rdiff <= max_diff
+            failures += not rok
+            print(f"{'ok  ' if rok else 'FAIL'} {name:14} vs {program['reference']} (PyTorch, x86-64): first {n} ids "
+                  f"{'the same' if ids_a[:n] == ref['generated_ids'][:n] else 'DIFFER'}; first logits cosine {rcos:.8f} (>= {min_cos}) "
+                  f"max|diff| {rdiff:.2e} (<= {max_diff:g})")
+    return failures
+
+
 def main(argv):
     if len(argv) >= 5 and argv[0] == "run" and argv[1] == "--backends":
         failures = check_run(argv[3], argv[4:], set(argv[2].split(",")))
@@ -109,6 +191,8 @@ def main(argv):
         failures = check_run(argv[1], argv[2:])
     elif len(argv) == 2 and argv[0] == "footprint":
         failures = check_footprint(argv[1])
+    elif len(argv) in (4, 5) and argv[0] == "generation":
+        failures = check_generation(*argv[1:])
     elif len(argv) == 3 and argv[0] == "same":
         failures = check_same(argv[1], argv[2])
     else:

@@ -31,6 +31,9 @@ pub struct RunArgs {
     /// Also write each backend's load, runs and (text-generation) prefill and decode steps as a timeline (Chrome trace-event JSON, for Perfetto): docs/trace.md.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<std::path::PathBuf>,
+    /// text-generation with --json: also each backend's first-step logits (the last timed run's prefill) as `first_logits`, to compare machines (make test-aarch64).
+    #[arg(long)]
+    pub first_logits: bool,
     /// The text (several words are joined with spaces); for fill-mask, with [MASK] where a word should be predicted.
     #[arg(required = true, num_args = 1.., value_name = "TEXT")]
     pub text: Vec<String>,
@@ -93,6 +96,9 @@ pub struct BackendResult {
     /// text-generation: why it stopped
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stop: Option<Stop>,
+    /// text-generation with `--first-logits`: the prompt's next-token logits, [V]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_logits: Option<Vec<f32>>,
     /// Against the reference backend: the task's parity (null for the reference itself).
     pub parity: Option<TaskParity>,
     pub max_abs_diff_vs_reference: Option<f64>,
@@ -133,6 +139,9 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
         }
         return Err(e);
     }
+    if args.first_logits && ctx.task != Task::TextGeneration {
+        anyhow::bail!("--first-logits is for text-generation models; {} is {}: leave the option out", report.model, report.task);
+    }
     common.set_threads()?;
     let stream = !args.json && ctx.task == Task::TextGeneration;
     if stream {
@@ -149,7 +158,7 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
     order.extend(specs.iter().filter(|s| **s != first));
     let mut baseline: Option<Generation> = None;
     let mut top1: Vec<(String, Top1Agreement)> = Vec::new();
-    let mut results: Vec<(BackendSpec, anyhow::Result<(TaskOutput, f64)>)> = order
+    let mut results: Vec<(BackendSpec, anyhow::Result<Outcome>)> = order
         .into_iter()
         .map(|spec| {
             let zero = Instant::now();
@@ -161,12 +170,15 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
                     print!("{:<16} ", spec.name);
                     let _ = std::io::stdout().flush();
                 }
-                let outcome = timed_runs(b.as_mut(), &ctx, &input, args.repeat, stream, (zero, &mut spans));
+                let outcome = timed_runs(b.as_mut(), &ctx, &input, args.repeat, stream, (zero, trace.is_some().then_some(&mut spans)));
                 if stream {
                     println!();
                 }
-                let (output, ms) = outcome?;
+                let (output, latency_ms) = outcome?;
+                let mut first_logits = None;
                 if let TaskOutput::Generation(g) = &output {
+                    // The prefill's logits, kept by the greedy loop (the last repeat's).
+                    first_logits = args.first_logits.then(|| g.first_logits.clone());
                     if *spec == first {
                         baseline = float_reference.is_ok().then(|| g.clone());
                     } else if let Some(reference) = &baseline {
@@ -174,12 +186,14 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
                         let decoder = b.as_decoder().ok_or_else(|| crate::task::NotADecoder(spec.name.clone()))?;
                         let agreement = parity::top1_agreement(decoder, &input.ids, &g.ids, &reference.ids)
                             .map_err(|e| e.context(format!("teacher-forcing {} on {}'s new ids (parity.top1_agreement)", spec.name, first.name)))?;
-                        let at = ns(start.saturating_duration_since(zero));
-                        spans.push(Span::new("teacher-forced pass", "parity", at, ns(start.elapsed())).arg("positions", agreement.positions));
+                        if trace.is_some() {
+                            let at = ns(start.saturating_duration_since(zero));
+                            spans.push(Span::new("teacher-forced pass", "parity", at, ns(start.elapsed())).arg("positions", agreement.positions));
+                        }
                         top1.push((spec.name.clone(), agreement));
                     }
                 }
-                Ok((output, ms))
+                Ok(Outcome { output, latency_ms, first_logits })
             });
             if trace.is_some() {
                 let source = "runlens' wall clock around the load, each run and each new token (no tracer); \
@@ -267,22 +281,31 @@ pub fn reference_of(specs: &[BackendSpec], ok: &[&BackendSpec]) -> BackendSpec {
     pool.iter().copied().find(|s| s.is_float_eager()).unwrap_or(pool[0]).clone()
 }
 
+/// One backend's successful run: the last output, the median latency, the first-step logits when asked.
+struct Outcome {
+    output: TaskOutput,
+    latency_ms: f64,
+    first_logits: Option<Vec<f32>>,
+}
+
 fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Run `repeat` times through the task's driver; the last output and the
 /// median latency in ms (for text-generation: of the whole generation; the
-/// last run's tokens are printed as they come when `stream`). Each run (and
-/// each new token of a generation: the prefill, then each decode step) is
-/// added to `spans`, timed from `zero`.
+/// last run's tokens are printed as they come when `stream`). With `spans`
+/// (a `--trace`), each run (and each new token of a generation: the prefill,
+/// then each decode step) is added to it, timed from `zero`; without, nothing
+/// is kept per run but its latency, so a long `--repeat` (`make soak`) holds
+/// its memory flat.
 fn timed_runs(
     backend: &mut dyn backend::Backend,
     ctx: &TaskContext,
     input: &Encoded,
     repeat: u32,
     stream: bool,
-    (zero, spans): (Instant, &mut Vec<Span>),
+    (zero, mut spans): (Instant, Option<&mut Vec<Span>>),
 ) -> anyhow::Result<(TaskOutput, f64)> {
     let mut times = Vec::with_capacity(repeat as usize);
     let mut last = None;
@@ -290,8 +313,11 @@ fn timed_runs(
         let show = stream && run + 1 == repeat;
         let start = Instant::now();
         let mut steps: Vec<(Instant, Duration, i64)> = Vec::new();
+        let keep = spans.is_some();
         let output = crate::task::run(backend, ctx, input, &mut |step| {
-            steps.push((Instant::now(), step.latency, step.id));
+            if keep {
+                steps.push((Instant::now(), step.latency, step.id));
+            }
             if show {
                 print!("{}", terminal_safe(&step.text));
                 let _ = std::io::stdout().flush();
@@ -300,13 +326,15 @@ fn timed_runs(
         })?;
         let wall = start.elapsed();
         times.push(wall.as_secs_f64() * 1e3);
-        let what = if ctx.task == Task::TextGeneration { "generate" } else { "forward" };
-        let at = |t: Instant| ns(t.saturating_duration_since(zero));
-        spans.push(Span::new(what, "run", at(start), ns(wall)).arg("run", run).arg("new_tokens", steps.len()));
-        for (k, (handed, latency, id)) in steps.into_iter().enumerate() {
-            let name = if k == 0 { "prefill".to_owned() } else { format!("decode step {k}") };
-            let begin = at(handed).saturating_sub(ns(latency)).max(at(start));
-            spans.push(Span::new(name, "step", begin, ns(latency)).arg("token_index", k).arg("id", id));
+        if let Some(spans) = spans.as_deref_mut() {
+            let what = if ctx.task == Task::TextGeneration { "generate" } else { "forward" };
+            let at = |t: Instant| ns(t.saturating_duration_since(zero));
+            spans.push(Span::new(what, "run", at(start), ns(wall)).arg("run", run).arg("new_tokens", steps.len()));
+            for (k, (handed, latency, id)) in steps.into_iter().enumerate() {
+                let name = if k == 0 { "prefill".to_owned() } else { format!("decode step {k}") };
+                let begin = at(handed).saturating_sub(ns(latency)).max(at(start));
+                spans.push(Span::new(name, "step", begin, ns(latency)).arg("token_index", k).arg("id", id));
+            }
         }
         last = Some(output);
     }
@@ -315,13 +343,13 @@ fn timed_runs(
     Ok((output, times[times.len() / 2]))
 }
 
-fn build_results(reference: &BackendSpec, results: Vec<(BackendSpec, anyhow::Result<(TaskOutput, f64)>)>) -> Vec<BackendResult> {
+fn build_results(reference: &BackendSpec, results: Vec<(BackendSpec, anyhow::Result<Outcome>)>) -> Vec<BackendResult> {
     let reference_out: Option<TaskOutput> =
-        results.iter().find(|(s, _)| s == reference).and_then(|(_, r)| r.as_ref().ok().map(|(o, _)| o.clone()));
+        results.iter().find(|(s, _)| s == reference).and_then(|(_, r)| r.as_ref().ok().map(|o| o.output.clone()));
     results
         .into_iter()
         .map(|(spec, outcome)| match outcome {
-            Ok((output, latency_ms)) => {
+            Ok(Outcome { output, latency_ms, first_logits }) => {
                 let parity = match &reference_out {
                     Some(r) if spec != *reference => output.parity(r),
                     _ => None,
@@ -340,6 +368,7 @@ fn build_results(reference: &BackendSpec, results: Vec<(BackendSpec, anyhow::Res
                     decode_tokens_per_s: None,
                     token_ms: None,
                     stop: None,
+                    first_logits,
                     parity,
                     max_abs_diff_vs_reference: parity.filter(TaskParity::compares_values).map(|p| p.max_abs_diff()),
                     cosine_vs_reference: match parity {
@@ -376,6 +405,7 @@ fn build_results(reference: &BackendSpec, results: Vec<(BackendSpec, anyhow::Res
                 decode_tokens_per_s: None,
                 token_ms: None,
                 stop: None,
+                first_logits: None,
                 parity: None,
                 max_abs_diff_vs_reference: None,
                 cosine_vs_reference: None,
