@@ -17,7 +17,7 @@
 #![cfg(feature = "eager")]
 
 mod common;
-use common::model_dir;
+use common::{argmax, cosine, model_dir};
 
 use std::process::Command;
 
@@ -28,16 +28,6 @@ const DECODERS: [&str; 4] = ["tiny-gpt2", "tiny-llama", "tiny-qwen2", "tiny-qwen
 
 fn spec(dir: &ModelDir, name: &str) -> BackendSpec {
     backend::catalog(dir, &[]).unwrap().into_iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no backend {name}"))
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
-    let norm = |v: &[f32]| v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    dot / (norm(a) * norm(b))
-}
-
-fn argmax(v: &[f32]) -> i64 {
-    v.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0 as i64
 }
 
 #[derive(serde::Deserialize)]

@@ -28,7 +28,7 @@
 #![cfg(feature = "eager")]
 
 mod common;
-use common::{model_dir, runlens};
+use common::{argmax, cosine, model_dir, runlens};
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -78,16 +78,6 @@ fn reference(dir: &ModelDir, name: &str) -> Reference {
 
 fn program_path(dir: &ModelDir, name: &str) -> PathBuf {
     dir.root().join(&entry(dir, name).file)
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
-    let norm = |v: &[f32]| v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    dot / (norm(a) * norm(b))
-}
-
-fn argmax(v: &[f32]) -> i64 {
-    v.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0 as i64
 }
 
 #[test]

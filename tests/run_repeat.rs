@@ -10,7 +10,7 @@
 #![cfg(feature = "eager")]
 
 mod common;
-use common::{model_dir, model_path, runlens};
+use common::{cosine, model_dir, model_path, runlens};
 
 use runlens::model::Reference;
 use serde_json::Value;
@@ -21,12 +21,6 @@ fn json(out: &std::process::Output) -> Value {
 
 fn floats(v: &Value) -> Vec<f32> {
     v.as_array().unwrap_or_else(|| panic!("not an array: {v}")).iter().map(|x| x.as_f64().unwrap() as f32).collect()
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
-    let norm = |v: &[f32]| v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    dot / (norm(a) * norm(b))
 }
 
 #[test]

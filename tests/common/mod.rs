@@ -101,3 +101,15 @@ pub fn runlens(args: &[&str]) -> std::process::Output {
 pub fn model_path(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(name).display().to_string()
 }
+
+/// Cosine similarity, summed in f64.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
+    let norm = |v: &[f32]| v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    dot / (norm(a) * norm(b))
+}
+
+/// The index of the largest value (the greedy pick).
+pub fn argmax(v: &[f32]) -> i64 {
+    v.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0 as i64
+}
