@@ -36,7 +36,8 @@
 # `make models-figures` (not in `make test`): a DistilBERT-base-sized random
 # checkpoint exported for fill-mask with all four programs, for the README's figures.
 # `make models-gpt2-figures` (not in `make test`): models/gpt2-random, GPT-2 124M's
-# sizes with random weights, text-generation with L = 192, the four programs; it
+# sizes with random weights, text-generation with L = 192, the four float programs and
+# the two quantized ones (xnnpack-int8, xnnpack-8da4w, groups of 128); it
 # skips the check against transformers (the portable window program alone would
 # take many minutes of CPU at this size; the tiny model checks the same code).
 # It skips the check against transformers: with random weights this wide (0.2) at
@@ -154,12 +155,13 @@ $(GPT2_FIGURES_CKPT)/.stamp: python/tiny_checkpoint.py $(GPT2_TOKENIZER_TEXT) | 
 
 $(GPT2_FIGURES_MODEL)/manifest.json: $(GPT2_FIGURES_CKPT)/.stamp $(EXPORT_PY) assets/prompts.txt
 	$(VPY) python/export.py --model $(GPT2_FIGURES_CKPT) --task text-generation --max-seq-len 192 \
+	  --programs portable,portable-nocache,xnnpack,xnnpack-nocache,xnnpack-int8,xnnpack-8da4w \
 	  --out $(GPT2_FIGURES_MODEL) --no-check
 
 # `make models-decoder-figures` (not in `make test`): SmolLM2-135M's and Qwen2.5-0.5B's
 # published sizes with random weights (python/tiny_decoders.py FIGURE_SIZES), text-generation
-# with L = 192: the KV-cache programs and XNNPACK's window (portable's window would take
-# hours at these sizes). Like models-gpt2-figures it skips the check against transformers.
+# with L = 192: the KV-cache programs (float32 and the two quantized XNNPACK ones) and
+# XNNPACK's window (portable's window would take hours at these sizes). Like models-gpt2-figures it skips the check against transformers.
 DECODER_FIGURES := smollm2-135m qwen2.5-0.5b
 arch_of_figure = $(if $(filter smollm2-%,$(1)),llama,qwen2)
 models-decoder-figures: $(DECODER_FIGURES:%=models/%-random/manifest.json)
@@ -170,7 +172,7 @@ $(DECODER_FIGURES:%=$(CHECKPOINTS)/%-random/.stamp): $(CHECKPOINTS)/%-random/.st
 
 $(DECODER_FIGURES:%=models/%-random/manifest.json): models/%-random/manifest.json: $(CHECKPOINTS)/%-random/.stamp $(EXPORT_PY) assets/prompts.txt
 	$(VPY) python/export.py --model $(CHECKPOINTS)/$*-random --task text-generation --max-seq-len 192 \
-	  --programs portable,xnnpack,xnnpack-nocache --out models/$*-random --no-check
+	  --programs portable,xnnpack,xnnpack-nocache,xnnpack-int8,xnnpack-8da4w --out models/$*-random --no-check
 
 $(CHAT_REFERENCES): $(CHECKPOINTS)/tiny-%/chat_reference.json: $(DECODER_CKPT_STAMP) python/chat_reference.py assets/prompts.txt
 	$(VPY) python/chat_reference.py --checkpoint $(CHECKPOINTS)/tiny-$* --prompts assets/prompts.txt --out $(CHECKPOINTS)/tiny-$*
