@@ -210,6 +210,7 @@ def main(argv: list[str]) -> int:
                 def run(prompt, model=model):
                     return eager_run(model, prompt, args.gen_tokens)
             else:
+                import executorch.kernels.quantized  # noqa: F401  the quantized embeddings' kernels (not loaded by default)
                 from executorch.extension.pybindings import portable_lib
 
                 portable_lib._unsafe_reset_threadpool(args.threads)

@@ -71,6 +71,7 @@ class Program:
     """One program through ExecuTorch's Python runtime, fed one sequence."""
 
     def __init__(self, path: Path, entry: dict, max_len: int, pad_id: int):
+        import executorch.kernels.quantized  # noqa: F401  the quantized embeddings' kernels (not loaded by default)
         from executorch.extension.pybindings import portable_lib
 
         self.module = portable_lib._load_for_executorch(str(path))

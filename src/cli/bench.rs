@@ -207,11 +207,16 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
     let python_iters = args.iters.min(PYTHON_GENERATIONS);
     if args.python && !interrupted {
         eprintln!("running the Python counterparts (python/bench_generate.py) on the same prompts, {threads} threads ...");
-        let py = generation::python::run(dir, &caches, &lens, gen_tokens, python_iters, args.warmup.min(1), threads)?;
-        machine.versions.extend(py.versions);
-        rows.extend(py.rows);
-        skipped.extend(py.skipped);
-        interrupted |= py.interrupted || stop.load(Ordering::Relaxed);
+        // A failed Python side loses its rows, not runlens' own.
+        match generation::python::run(dir, &caches, &lens, gen_tokens, python_iters, args.warmup.min(1), threads) {
+            Ok(py) => {
+                machine.versions.extend(py.versions);
+                rows.extend(py.rows);
+                skipped.extend(py.skipped);
+                interrupted |= py.interrupted || stop.load(Ordering::Relaxed);
+            }
+            Err(e) => eprintln!("warning: the Python counterparts failed, the table has runlens' rows only: {e:#}"),
+        }
     }
     rows.sort_by_key(|r| r.prompt_len);
     generation::fill_ratios(&mut rows);
