@@ -245,23 +245,25 @@ fn a_gpt2_layers_trace_nests_modules_in_their_layers_with_the_layers_totals() {
     let t = check(&v);
     let backends = names(&report["backends"]);
     assert_eq!(t.processes.values().cloned().collect::<Vec<_>>(), backends, "one process per column");
-    // Eager is timed, not traced, where this build has it (the lite build has not).
-    let timed: &[&str] = if cfg!(feature = "eager") { &["eager"] } else { &[] };
+    // Eager (and its quantized variants) is timed, not traced, where this build has it (the lite build has not).
+    let is_eager = |b: &String| b == "eager" || b.starts_with("eager-");
+    let timed: Vec<String> = if cfg!(feature = "eager") { sorted(backends.iter().filter(|b| is_eager(b)).cloned().collect()) } else { Vec::new() };
+    assert!(!cfg!(feature = "eager") || timed.contains(&"eager".to_string()), "{timed:?}");
     assert_eq!(other_names(&t, "timed_processes"), timed);
-    assert_eq!(other_names(&t, "traced_processes"), sorted(backends.iter().filter(|b| *b != "eager").cloned().collect()));
+    assert_eq!(other_names(&t, "traced_processes"), sorted(backends.iter().filter(|b| !is_eager(b)).cloned().collect()));
     for b in report["backends"].as_array().unwrap() {
         let name = b["name"].as_str().unwrap();
         let events = t.of(name);
         let total = b["total_ms"].as_f64().unwrap();
-        if name == "eager" {
+        if name == "eager" || name.starts_with("eager-") {
             let forwards: Vec<&&Event> = events.iter().filter(|e| e.name == "forward").collect();
-            assert_eq!(forwards.len(), 2, "one forward per timed run");
-            close(forwards.iter().map(|e| e.dur).sum::<f64>() / 1000.0 / 2.0, total, 2, "eager: mean forward");
+            assert_eq!(forwards.len(), 2, "{name}: one forward per timed run");
+            close(forwards.iter().map(|e| e.dur).sum::<f64>() / 1000.0 / 2.0, total, 2, &format!("{name}: mean forward"));
             let attn = events.iter().filter(|e| e.name == "h.0.attn").collect::<Vec<_>>();
             assert_eq!(attn.len(), 2);
             for e in attn {
                 let held: Vec<&str> = e.parents.iter().map(|p| p.0.as_str()).collect();
-                assert_eq!(held, ["forward", "h.0"], "a layer holds its modules");
+                assert_eq!(held, ["forward", "h.0"], "{name}: a layer holds its modules");
             }
             // Each module's own time (its wall time minus its children's) adds up to the layers row.
             let own = |row: &str| -> f64 {
@@ -273,7 +275,7 @@ fn a_gpt2_layers_trace_nests_modules_in_their_layers_with_the_layers_totals() {
                 sum / 1000.0 / 2.0
             };
             let row = report["rows"].as_array().unwrap().iter().find(|r| r["module"] == "h.0.attn").expect("a row h.0.attn");
-            close(own("h.0.attn"), row["times_ms"]["eager"].as_f64().unwrap(), 8, "eager: h.0.attn");
+            close(own("h.0.attn"), row["times_ms"][name].as_f64().unwrap(), 8, &format!("{name}: h.0.attn"));
         } else {
             let (ms, runs, calls) = instruction_ms(&events);
             assert_eq!(runs, 2, "{name}");
