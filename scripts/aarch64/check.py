@@ -124,6 +124,24 @@ def check_footprint(path):
 # program against float32 is at cosine 0.95); the ids must be the same (the check
 # says where they first differ, and the first logits' cosine, if they do not).
 GEN_BOUNDS = (0.9999, 0.05)
+# eager's quantized columns (eager-int4) run ATen's packed kernels with bfloat16
+# activations and round each linear layer's output to bfloat16 (8 bits of
+# mantissa), and ATen's Arm and x86 kernels sum in other orders: a logit may move
+# by a bfloat16 step or so of its size (0.03125 for |logit| in [4, 8)), and the
+# head's bfloat16 logits can tie exactly, so greedy ids may part at a tie. Measured
+# under qemu's Cortex-A76 on the tiny GPT-2: cosine 0.99995, max|diff| 5.5e-2
+# (1.75 steps of its largest logit), 14 of 16 ids before they parted. Bounds: cosine >= 0.9999, max|diff|
+# <= two bfloat16 steps of the largest logit, the first 8 ids the same (a wrong
+# kernel is far off: a 4-bit scale of max/7 instead of max/7.5 gives cosine 0.93).
+BF16_COLUMNS = ("eager-int8", "eager-int4")
+BF16_SAME_IDS = 8
+
+
+def bf16_step(logits):
+    """The spacing of bfloat16 values at the largest |logit|."""
+    import math
+    top = max(abs(x) for x in logits) or 1.0
+    return 2.0 ** (math.floor(math.log2(top)) - 7)
 # Against the program's own reference (the quantized PyTorch model on x86-64 at
 # export): the bounds of tests/quantized_generation.rs.
 PROGRAM_REFERENCE_BOUNDS = {"int8-dynamic": (0.9999, 1e-3), "8da4w": (0.9999, 1e-1)}
@@ -160,10 +178,14 @@ def check_generation(model_dir, x86_path, a64_path, err_path=None):
         ids_x, ids_a = want["generated_ids"], got["generated_ids"]
         same = ids_x == ids_a
         where = next((k for k, (p, q) in enumerate(zip(ids_a, ids_x)) if p != q), min(len(ids_a), len(ids_x)))
-        ok = same and len(la) == len(lx) and cos >= GEN_BOUNDS[0] and diff <= GEN_BOUNDS[1]
+        min_cos, max_diff, need = GEN_BOUNDS[0], GEN_BOUNDS[1], len(ids_x)
+        if name in BF16_COLUMNS:
+            max_diff, need = 2 * bf16_step(lx), min(BF16_SAME_IDS, len(ids_x))
+        same_enough = ids_a[:need] == ids_x[:need] and len(ids_a) == len(ids_x)
+        ok = same_enough and len(la) == len(lx) and cos >= min_cos and diff <= max_diff
         failures += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} {name:14} {len(ids_a)} ids {'the same' if same else f'DIFFER from new token {where}'}; "
-              f"first logits vs x86-64 cosine {cos:.8f} (>= {GEN_BOUNDS[0]}) max|diff| {diff:.2e} (<= {GEN_BOUNDS[1]:g}); "
+        print(f"{'ok  ' if ok else 'FAIL'} {name:14} {len(ids_a)} ids {'the same' if same else f'DIFFER from new token {where} (the first {need} must agree)'}; "
+              f"first logits vs x86-64 cosine {cos:.8f} (>= {min_cos}) max|diff| {diff:.2e} (<= {max_diff:g}); "
               f"TTFT {got['ttft_ms']:.1f} ms, {got['latency_ms']:.0f} ms in all, emulated")
         program = programs.get(name)
         if program and program.get("reference") and program.get("quantization") in PROGRAM_REFERENCE_BOUNDS:
