@@ -318,7 +318,7 @@ fn a_runtime_without_the_quantized_kernels_refuses_the_program_naming_the_operat
         let without_quantized_kernels = |op: &str| !op.starts_with("quantized_decomposed::") && runlens::ffi::has_kernel(op);
         let missing = MissingKernels::with(plan, without_quantized_kernels, runlens::ffi::has_backend);
         let op = format!("{}.out", raw_entry(&dir, name)["embedding_operator"].as_str().unwrap());
-        assert_eq!(missing.operators, [op.clone()], "{name}");
+        assert_eq!(missing.operators, std::slice::from_ref(&op), "{name}");
         assert!(missing.backends.is_empty());
         let error = OpenError::MissingKernels { file: path.display().to_string(), missing }.to_string();
         assert!(error.contains(&path.display().to_string()) && error.contains(&format!("no kernel in this runlens for {op}")), "{error}");

@@ -52,7 +52,7 @@ pub const DRIFT: f64 = 1e-4;
 
 /// `1 - cosine` past [`DRIFT`] (a NaN distance too).
 fn drifts(distance: f64) -> bool {
-    !(distance <= DRIFT)
+    distance.is_nan() || distance > DRIFT
 }
 
 /// Where a drift begins ([`LayersReport::drift_begins`]).
