@@ -161,7 +161,8 @@ $(GPT2_FIGURES_MODEL)/manifest.json: $(GPT2_FIGURES_CKPT)/.stamp $(EXPORT_PY) as
 # `make models-decoder-figures` (not in `make test`): SmolLM2-135M's and Qwen2.5-0.5B's
 # published sizes with random weights (python/tiny_decoders.py FIGURE_SIZES), text-generation
 # with L = 192: the KV-cache programs (float32 and the two quantized XNNPACK ones) and
-# XNNPACK's window (portable's window would take hours at these sizes). Like models-gpt2-figures it skips the check against transformers.
+# XNNPACK's window (portable's window would take hours at these sizes). SmolLM2's width,
+# 576, takes no group of 128 (the recipe's default): its 4-bit groups are 64. Like models-gpt2-figures it skips the check against transformers.
 DECODER_FIGURES := smollm2-135m qwen2.5-0.5b
 arch_of_figure = $(if $(filter smollm2-%,$(1)),llama,qwen2)
 models-decoder-figures: $(DECODER_FIGURES:%=models/%-random/manifest.json)
@@ -172,7 +173,8 @@ $(DECODER_FIGURES:%=$(CHECKPOINTS)/%-random/.stamp): $(CHECKPOINTS)/%-random/.st
 
 $(DECODER_FIGURES:%=models/%-random/manifest.json): models/%-random/manifest.json: $(CHECKPOINTS)/%-random/.stamp $(EXPORT_PY) assets/prompts.txt
 	$(VPY) python/export.py --model $(CHECKPOINTS)/$*-random --task text-generation --max-seq-len 192 \
-	  --programs portable,xnnpack,xnnpack-nocache,xnnpack-int8,xnnpack-8da4w --out models/$*-random --no-check
+	  --programs portable,xnnpack,xnnpack-nocache,xnnpack-int8,xnnpack-8da4w $(if $(filter smollm2-%,$*),--group-size 64) \
+	  --out models/$*-random --no-check
 
 $(CHAT_REFERENCES): $(CHECKPOINTS)/tiny-%/chat_reference.json: $(DECODER_CKPT_STAMP) python/chat_reference.py assets/prompts.txt
 	$(VPY) python/chat_reference.py --checkpoint $(CHECKPOINTS)/tiny-$* --prompts assets/prompts.txt --out $(CHECKPOINTS)/tiny-$*
