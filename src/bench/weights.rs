@@ -7,8 +7,10 @@
 //!
 //! - a program: its stored constants, from runlens' `.pte` reader
 //!   ([`CoverageReport::weight_bytes_per_token`](crate::pte::CoverageReport::weight_bytes_per_token));
-//! - eager: the checkpoint's tensors (`model.safetensors`' header), as the
-//!   eager model holds them in memory.
+//! - eager: the loaded model counts its own, float or quantized
+//!   ([`crate::backend::Backend::weight_bytes_per_token`]); [`checkpoint`] is the
+//!   same count of a float checkpoint read from `model.safetensors`' header
+//!   (the tests hold the two together).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -16,15 +18,11 @@ use std::path::Path;
 use anyhow::Context;
 
 use crate::backend::BackendSpec;
-use crate::model::ModelDir;
 
-/// Weight bytes a decode step of `spec` reads; None when they cannot be read.
-pub fn of_backend(dir: &ModelDir, spec: &BackendSpec) -> Option<u64> {
-    let bytes = match spec.pte_file() {
-        Some(path) => program(path),
-        None => checkpoint(&dir.weights().ok()?),
-    };
-    bytes.ok()
+/// Weight bytes a decode step of a program's `spec` reads; None for eager (its
+/// loaded model says) or when they cannot be read.
+pub fn of_program(spec: &BackendSpec) -> Option<u64> {
+    program(spec.pte_file()?).ok()
 }
 
 /// A program's weight bytes a step of `forward` reads.

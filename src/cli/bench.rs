@@ -226,7 +226,7 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
     }
     for spec in &kinds {
         if !weight_bytes.contains_key(spec.name()) {
-            if let Some(bytes) = bench::weights::of_backend(dir, spec) {
+            if let Some(bytes) = bench::weights::of_program(spec) {
                 weight_bytes.insert(spec.name().to_string(), bytes);
             }
         }

@@ -153,7 +153,6 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
     // The reference runs first: text-generation teacher-forces every other
     // backend on its new ids while that backend is loaded (docs/generation.md).
     let first = reference_of(&specs, &[]);
-    let float_reference = float32(&first);
     let mut order: Vec<&BackendSpec> = specs.iter().filter(|s| **s == first).collect();
     order.extend(specs.iter().filter(|s| **s != first));
     let mut baseline: Option<Generation> = None;
@@ -180,7 +179,7 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
                     // The prefill's logits, kept by the greedy loop (the last repeat's).
                     first_logits = args.first_logits.then(|| g.first_logits.clone());
                     if *spec == first {
-                        baseline = float_reference.is_ok().then(|| g.clone());
+                        baseline = (!first.is_quantized()).then(|| g.clone());
                     } else if let Some(reference) = &baseline {
                         let start = Instant::now();
                         let decoder = b.as_decoder().ok_or_else(|| crate::task::NotADecoder(spec.name.clone()))?;
@@ -216,7 +215,7 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
     report.backends = build_results(&reference, results);
     if ctx.task == Task::TextGeneration {
         let first_failed = results_failed(&report.backends, &first);
-        report.parity_note = logits_parity(&mut report.backends, &reference, float32(&reference).err(), &top1, first_failed);
+        report.parity_note = logits_parity(&mut report.backends, &reference, reference.quantization.clone(), &top1, first_failed);
     }
     let all_ok = report.backends.iter().all(|b| b.ok);
     if args.json {
@@ -227,16 +226,6 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
         print_human(&report, &input, &ctx, common.thread_count());
     }
     Ok(all_ok)
-}
-
-/// `Ok` when `spec` computes in float32 (eager, a program the manifest lists
-/// without quantization, a `--program` of the user's), else the quantization
-/// that keeps it from being a logits reference.
-fn float32(spec: &BackendSpec) -> Result<(), String> {
-    match &spec.quantization {
-        Some(scheme) => Err(scheme.clone()),
-        None => Ok(()),
-    }
 }
 
 /// text-generation: complete each backend's parity with its top-1 agreement
