@@ -38,6 +38,11 @@ fn weight_bytes_per_token_match_pytorch_count_of_the_checkpoint() {
             let extra = got as f64 / *want as f64 - 1.0;
             eprintln!("{name}/{program}: {got} bytes, PyTorch {want} ({:+.3}%)", extra * 100.0);
             assert!(extra.abs() < 0.01, "{name}/{program}: {got} bytes against PyTorch's {want} ({:+.3}%)", extra * 100.0);
+            // The loaded program counts the same from what it read at open (bench and the explorer ask it).
+            let model = runlens::model::ModelDir::open(&dir).unwrap();
+            let spec = runlens::backend::catalog(&model, &[]).unwrap().into_iter().find(|s| s.name == program).unwrap();
+            let loaded = runlens::task::load_backend(&spec, &model).unwrap();
+            assert_eq!(loaded.weight_bytes_per_token(), Some(got), "{name}/{program}: the loaded backend's count");
         }
     }
     // What the gathered tables are worth: without them the count would be visibly off.

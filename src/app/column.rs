@@ -51,7 +51,7 @@ pub struct Column {
     pub phase: Phase,
     pub description: Option<String>,
     pub load_time: Option<Duration>,
-    /// The weights a decode step reads, as the loaded backend reports them (eager).
+    /// The weights a decode step reads, as the loaded backend reports them (a decoder).
     pub weight_bytes: Option<u64>,
     /// Generation of the input handed to the worker and not started yet.
     pub pending: Option<u64>,

@@ -502,9 +502,9 @@ impl App {
         self
     }
 
-    /// text-generation: the weights a decode step of eager reads (from the checkpoint).
     /// text-generation: the weights a decode step of column `index` reads, when known
-    /// (eager's checkpoint; a program's constants, once its coverage is read).
+    /// (as its loaded backend counted them; before the load, a program's constants
+    /// from its coverage).
     pub fn weight_bytes_per_token(&self, index: usize) -> Option<u64> {
         let column = self.columns.get(index)?;
         if column.weight_bytes.is_some() {

@@ -38,9 +38,9 @@ pub trait Backend: Send {
     fn as_decoder(&mut self) -> Option<&mut dyn Decoder> {
         None
     }
-    /// The bytes of weights a decode step reads, when the loaded model knows
-    /// them (eager, float or quantized); `None` leaves it to the program file
-    /// (`bench::weights`).
+    /// The bytes of weights a decode step reads (a decoder: eager's loaded model,
+    /// float or quantized, or a program's stored constants; `bench::weights`);
+    /// `None` for an encoder.
     fn weight_bytes_per_token(&self) -> Option<u64> {
         None
     }

@@ -6,7 +6,8 @@
 //! own copy of a tied head) counts where it is read.
 //!
 //! - a program: its stored constants, from runlens' `.pte` reader
-//!   ([`CoverageReport::weight_bytes_per_token`](crate::pte::CoverageReport::weight_bytes_per_token));
+//!   ([`CoverageReport::weight_bytes_per_token`](crate::pte::CoverageReport::weight_bytes_per_token)),
+//!   counted by the loaded backend from what it read at open; [`program`] reads a file for it;
 //! - eager: the loaded model counts its own, float or quantized
 //!   ([`crate::backend::Backend::weight_bytes_per_token`]); [`checkpoint`] is the
 //!   same count of a float checkpoint read from `model.safetensors`' header
@@ -17,13 +18,6 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use crate::backend::BackendSpec;
-
-/// Weight bytes a decode step of a program's `spec` reads; None for eager (its
-/// loaded model says) or when they cannot be read.
-pub fn of_program(spec: &BackendSpec) -> Option<u64> {
-    program(spec.pte_file()?).ok()
-}
 
 /// A program's weight bytes a step of `forward` reads.
 pub fn program(path: &Path) -> anyhow::Result<u64> {

@@ -180,7 +180,8 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
     let bar = ProgressBar::new((kinds.len() * lens.len()) as u64);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} cells  {elapsed_precise}  {msg}").expect("static template"));
     let (mut rows, mut loads, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
-    // The weights a decode step reads, as each loaded backend knows them (eager, float or quantized).
+    // The weights a decode step reads, as each loaded backend counts them (eager's model, float or
+    // quantized; a program's constants as read at open: no file is read again).
     let mut weight_bytes = std::collections::BTreeMap::new();
     let caches: Vec<(String, Option<String>)> = kinds.iter().map(|k| (k.name.clone(), generation::cache_of(dir, k))).collect();
     for (kind, (_, cache)) in kinds.iter().zip(&caches) {
@@ -223,13 +224,6 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
     if !interrupted {
         eprintln!("measuring the memory read bandwidth ({threads} threads) ...");
         machine.measure_read_bandwidth(threads);
-    }
-    for spec in &kinds {
-        if !weight_bytes.contains_key(spec.name()) {
-            if let Some(bytes) = bench::weights::of_program(spec) {
-                weight_bytes.insert(spec.name().to_string(), bytes);
-            }
-        }
     }
     generation::fill_bandwidth(&mut rows, &weight_bytes, machine.memory_read_gbps);
     let report = GenerationReport {

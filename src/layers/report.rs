@@ -350,11 +350,12 @@ impl fmt::Display for LayersReport {
     }
 }
 
+/// Reports built by hand, for the report's tests and the panel's.
 #[cfg(test)]
-mod tests {
+pub(crate) mod fixtures {
     use super::*;
 
-    fn backend(name: &str, rows: &[(&str, f64)], unmapped: (u64, f64)) -> BackendLayers {
+    pub fn backend(name: &str, rows: &[(&str, f64)], unmapped: (u64, f64)) -> BackendLayers {
         BackendLayers {
             name: name.into(),
             total_ms: rows.iter().map(|r| r.1).sum::<f64>() + unmapped.1,
@@ -365,6 +366,28 @@ mod tests {
             note: None,
         }
     }
+
+    pub fn gap(cosine: f64, at: &'static str) -> Gap {
+        Gap { cosine, max_abs_diff: 1.0 - cosine, at }
+    }
+
+    /// A decoder's rows: clean up to ln_1, the attention measured only inside a
+    /// delegate call, drifting from ln_2 on.
+    pub fn decoder_report(ln_2: Gap) -> LayersReport {
+        let rows = [("h.0.ln_1", 1.0), ("h.0.attn", 1.0), ("h.0.ln_2", 1.0), ("h.0.mlp", 1.0), ("head", 1.0)];
+        let mut report = LayersReport::new("hi".into(), "m".into(), vec![backend("eager", &rows, (0, 0.0)), backend("q", &rows, (0, 0.0))]);
+        for (row, g) in [("h.0.ln_1", gap(1.0 - 1e-9, "kernel")), ("h.0.attn", gap(0.06, "delegate call")), ("h.0.ln_2", ln_2), ("head", gap(0.95, "kernel"))] {
+            report.gaps.insert((row.to_owned(), "q".to_owned()), g);
+        }
+        report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::*;
+    use super::*;
+
 
     #[test]
     fn json_has_the_issues_fields() {
@@ -390,20 +413,6 @@ mod tests {
         assert!(text.contains("unmapped") && text.contains("embeddings"), "{text}");
     }
 
-    fn gap(cosine: f64, at: &'static str) -> Gap {
-        Gap { cosine, max_abs_diff: 1.0 - cosine, at }
-    }
-
-    /// A decoder's rows: clean up to ln_1, the attention measured only inside a
-    /// delegate call, drifting from ln_2 on.
-    fn decoder_report(ln_2: Gap) -> LayersReport {
-        let rows = [("h.0.ln_1", 1.0), ("h.0.attn", 1.0), ("h.0.ln_2", 1.0), ("h.0.mlp", 1.0), ("head", 1.0)];
-        let mut report = LayersReport::new("hi".into(), "m".into(), vec![backend("eager", &rows, (0, 0.0)), backend("q", &rows, (0, 0.0))]);
-        for (row, g) in [("h.0.ln_1", gap(1.0 - 1e-9, "kernel")), ("h.0.attn", gap(0.06, "delegate call")), ("h.0.ln_2", ln_2), ("head", gap(0.95, "kernel"))] {
-            report.gaps.insert((row.to_owned(), "q".to_owned()), g);
-        }
-        report
-    }
 
     #[test]
     fn names_the_first_module_that_drifts_and_where_the_drift_begins() {

@@ -42,7 +42,7 @@ pub struct Job {
 /// What a worker reports.
 #[derive(Debug)]
 pub enum WorkerEvent {
-    /// `weight_bytes`: what a decode step reads, when the loaded backend knows (eager).
+    /// `weight_bytes`: what a decode step reads, as the loaded backend counts it (a decoder).
     Loaded { kind: BackendSpec, description: String, load_time: Duration, weight_bytes: Option<u64> },
     LoadFailed { kind: BackendSpec, error: String },
     /// A run began (it may have waited in serial mode).

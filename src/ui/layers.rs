@@ -127,7 +127,16 @@ fn report_lines(report: &LayersReport, text: &str, width: usize, height: usize) 
         .iter()
         .filter(|b| report.gaps.keys().any(|(_, name)| *name == b.name))
         .map(|b| match report.drift(&b.name) {
-            (Some(first), Some(most)) => format!("{}: first drifts at {}, most at {}", b.name, short(first), short(most)),
+            (Some(first), Some(most)) => {
+                // Where it begins: the rows between the last clean one and `first` (measured only together).
+                let begins = match report.drift_begins(&b.name) {
+                    Some(start) if start.clean_until.is_some() && !start.between.is_empty() => {
+                        format!(" (begins in {})", start.between.iter().map(|r| short(r)).collect::<Vec<_>>().join(", "))
+                    }
+                    _ => String::new(),
+                };
+                format!("{}: first drifts at {}{begins}, most at {}", b.name, short(first), short(most))
+            }
             _ => format!("{}: no module drifts", b.name),
         })
         .collect();
@@ -197,5 +206,13 @@ mod tests {
         assert_eq!(short("encoder.layer.3.attention.self"), "L3 attention.self");
         assert_eq!(short("transformer.layer.2"), "L2 (residual adds)");
         assert_eq!(short("embeddings"), "embeddings");
+    }
+
+    #[test]
+    fn the_drift_line_says_where_the_drift_begins() {
+        use crate::layers::report::fixtures::{decoder_report, gap};
+        let report = decoder_report(gap(0.99, "kernel"));
+        let text: String = report_lines(&report, "hi", 160, 30).iter().map(|l| l.to_string() + "\n").collect();
+        assert!(text.contains("q: first drifts at L0 ln_2 (begins in L0 attn), most at head"), "{text}");
     }
 }

@@ -197,6 +197,12 @@ impl Backend for ExecutorchBackend {
     fn as_decoder(&mut self) -> Option<&mut dyn Decoder> {
         (self.program.output == OutputKind::NextToken).then_some(self as &mut dyn Decoder)
     }
+
+    /// A decoder's stored weight constants a step of `forward` reads, counted from
+    /// the file as it was read at open (`bench::weights`).
+    fn weight_bytes_per_token(&self) -> Option<u64> {
+        (self.program.output == OutputKind::NextToken).then(|| self.program.coverage.weight_bytes_per_token(&self.program.instructions))
+    }
 }
 
 impl Decoder for ExecutorchBackend {
