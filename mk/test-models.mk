@@ -25,8 +25,8 @@
 #     tiny-gpt2 is, but with L = 128 so that their chat-formatted prompts (65-78 tokens
 #     with the templates' system text) fit with 24 new tokens: the four programs;
 #     reference.json holds transformers' ids for the raw prompts and the chat ones;
-#     tiny-qwen2 also the quantized xnnpack-int8 and xnnpack-8da4w (group 32), as
-#     tiny-gpt2 (QUANTIZED_DECODERS; about 45 s of CPU a program)
+#     tiny-llama, tiny-qwen2 and tiny-qwen3 also the quantized xnnpack-int8 and
+#     xnnpack-8da4w (group 32), as tiny-gpt2 (QUANTIZED_DECODERS; about 45 s of CPU a program)
 # and of issue 25's programs runlens cannot run:
 #   models/llm-flow/update-cache.pte   a decoder-shaped program whose cache is written by
 #     ExecuTorch's LLM custom operator llama::update_cache (python/llm_flow_program.py)
@@ -64,9 +64,10 @@ DECODER_ARCHS := llama qwen2 qwen3 llama2-sp
 DECODER_CKPT_STAMP := $(CHECKPOINTS)/.decoders-stamp
 DECODER_MODELS := $(DECODER_ARCHS:%=models/tiny-%/manifest.json)
 # The Llama-family decoders that also get the quantized programs (issue 26;
-# tests/quantized_generation.rs): Qwen2 (RMSNorm, a tied head, biases). One, for CI's
-# time: each adds about 90 s of CPU (docs/quantization.md: tiny-llama's).
-QUANTIZED_DECODERS := tiny-qwen2
+# tests/quantized_generation.rs): Llama (untied head, GQA), Qwen2 (RMSNorm, a tied head,
+# biases) and Qwen3 (q/k norms); each adds about 90 s of CPU. The SentencePiece Llama is
+# the same graph as tiny-llama and is left out.
+QUANTIZED_DECODERS := tiny-qwen2 tiny-llama tiny-qwen3
 QUANTIZED_PROGRAMS := --programs portable,portable-nocache,xnnpack,xnnpack-nocache,xnnpack-int8,xnnpack-8da4w --group-size 32
 decoder_programs_of = $(if $(filter $(1),$(QUANTIZED_DECODERS)),$(QUANTIZED_PROGRAMS))
 GPT2_FIGURES_CKPT := $(CHECKPOINTS)/gpt2-random
