@@ -167,6 +167,29 @@ fn a_wrong_shaped_tensor_is_an_error_naming_it() {
     );
 }
 
+/// The checkpoint is read a tensor at a time (weights.rs): a file cut short is an
+/// error naming the file and a tensor, and a checkpoint saved in half precision
+/// (as many are published) gives the float32 model's output within half's rounding.
+#[test]
+fn a_truncated_checkpoint_is_an_error_and_a_half_precision_one_loads() {
+    let (config, tensors) = real_checkpoint();
+    let tmp = model_dir_with(&config, &tensors);
+    let file = tmp.path().join("model.safetensors");
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+    let message = format!("{:#}", load(&open_tmp(tmp.path())).err().expect("a truncated checkpoint must fail"));
+    assert!(message.contains("model.safetensors") && message.contains("truncated") && message.contains("tensor "), "{message}");
+
+    let half: Vec<(String, tch::Tensor)> = tensors.iter().map(|(k, t)| (k.clone(), t.to_kind(tch::Kind::BFloat16))).collect();
+    let tmp_half = model_dir_with(&config, &half);
+    let tmp_float = model_dir_with(&config, &tensors);
+    let input = encoded(&[101, 7592, 2088, 102], &[1, 1, 1, 1]);
+    let got = embed(&mut load(&open_tmp(tmp_half.path())).unwrap(), &input);
+    let want = embed(&mut load(&open_tmp(tmp_float.path())).unwrap(), &input);
+    let cos = got.parity(&want).expect("same dimension").cosine;
+    assert!(cos > 0.999 && cos < 1.0 - 1e-9, "bfloat16 weights, read and widened: cosine {cos} to float32's");
+}
+
 #[test]
 fn an_unsupported_activation_is_an_error_naming_it() {
     let dir = models();

@@ -13,7 +13,6 @@
 //!   same count of a float checkpoint read from `model.safetensors`' header
 //!   (the tests hold the two together).
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Context;
@@ -26,12 +25,6 @@ pub fn program(path: &Path) -> anyhow::Result<u64> {
     Ok(report.weight_bytes_per_token(plan))
 }
 
-/// One tensor of a safetensors header.
-#[derive(serde::Deserialize)]
-struct TensorInfo {
-    data_offsets: [u64; 2],
-}
-
 /// Names of tables a decode step gathers one row of: position embeddings always,
 /// the token embedding when the checkpoint has a head of its own (`lm_head.weight`).
 fn gathered(name: &str, untied: bool) -> bool {
@@ -42,26 +35,9 @@ fn gathered(name: &str, untied: bool) -> bool {
 
 /// A safetensors checkpoint's weight bytes a decode step reads.
 pub fn checkpoint(path: &Path) -> anyhow::Result<u64> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let mut len = [0u8; 8];
-    file.read_exact(&mut len).with_context(|| format!("{}: not a safetensors file", path.display()))?;
-    let len = u64::from_le_bytes(len);
-    anyhow::ensure!(len <= 100 << 20, "{}: a safetensors header of {len} bytes is not plausible", path.display());
-    let mut header = vec![0u8; len as usize];
-    file.read_exact(&mut header).with_context(|| format!("{}: truncated safetensors header", path.display()))?;
-    let mut tensors: BTreeMap<String, serde_json::Value> =
-        serde_json::from_slice(&header).with_context(|| format!("{}: unreadable safetensors header", path.display()))?;
-    tensors.remove("__metadata__");
-    let untied = tensors.keys().any(|k| k == "lm_head.weight");
-    let mut bytes = 0u64;
-    for (name, info) in tensors {
-        let info: TensorInfo = serde_json::from_value(info).with_context(|| format!("{}: tensor {name}", path.display()))?;
-        if !gathered(&name, untied) {
-            bytes += info.data_offsets[1].saturating_sub(info.data_offsets[0]);
-        }
-    }
-    Ok(bytes)
+    let header = crate::model::safetensors::read_header(path)?;
+    let untied = header.tensors.contains_key("lm_head.weight");
+    Ok(header.tensors.iter().filter(|(name, _)| !gathered(name, untied)).map(|(_, info)| info.len()).sum())
 }
 
 #[cfg(test)]

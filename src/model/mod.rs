@@ -8,6 +8,7 @@ mod files;
 pub mod manifest;
 mod prompt;
 mod reference;
+pub mod safetensors;
 mod tokenizer;
 
 pub use chat::{encode_prompt, ChatError, ChatMessage, ChatTemplate, PromptFormat, CHAT_TEMPLATE_FILE};

@@ -10,8 +10,10 @@ use tch::{Kind, Tensor};
 /// A tensor the encoder needs is absent or unusable.
 #[derive(Debug, thiserror::Error)]
 pub enum WeightError {
-    #[error("cannot read the checkpoint {file}")]
-    Read { file: PathBuf, source: tch::TchError },
+    #[error("cannot read the checkpoint {file}: {why}")]
+    Read { file: PathBuf, why: String },
+    #[error("tensor `{name}` in {file} is stored as {dtype}, which runlens cannot read (F32, F16, BF16, F64, I64, I32, I8, U8, BOOL)")]
+    Dtype { name: String, file: PathBuf, dtype: String },
     #[error("tensor `{name}` is missing from {file}")]
     Missing { name: String, file: PathBuf },
     #[error("tensor `{name}` in {file} has shape {found:?}, but the config implies {expected:?}")]
@@ -31,6 +33,22 @@ pub enum WeightError {
     },
 }
 
+/// A safetensors dtype as a tch kind.
+fn kind_of(dtype: &str) -> Option<Kind> {
+    Some(match dtype {
+        "F32" => Kind::Float,
+        "F16" => Kind::Half,
+        "BF16" => Kind::BFloat16,
+        "F64" => Kind::Double,
+        "I64" => Kind::Int64,
+        "I32" => Kind::Int,
+        "I8" => Kind::Int8,
+        "U8" => Kind::Uint8,
+        "BOOL" => Kind::Bool,
+        _ => return None,
+    })
+}
+
 /// All tensors of one safetensors file, by checkpoint key.
 pub struct Weights {
     file: PathBuf,
@@ -38,14 +56,33 @@ pub struct Weights {
 }
 
 impl Weights {
+    /// Reads every tensor of `file`, one at a time: its bytes into a buffer, then
+    /// into its own tensor, so loading holds the model once plus its largest
+    /// tensor (tch's `read_safetensors` reads the whole file first: twice the
+    /// model at the peak, 4 GB for Qwen2.5-0.5B in float32).
     pub fn read(file: &Path) -> Result<Weights, WeightError> {
-        let tensors = Tensor::read_safetensors(file)
-            .map_err(|source| WeightError::Read {
-                file: file.to_path_buf(),
-                source,
-            })?
-            .into_iter()
-            .collect();
+        use std::io::{Read, Seek, SeekFrom};
+        let read_error = |e: anyhow::Error| WeightError::Read { file: file.to_path_buf(), why: format!("{e:#}") };
+        let header = crate::model::safetensors::read_header(file).map_err(read_error)?;
+        let mut f = std::fs::File::open(file).map_err(|e| read_error(e.into()))?;
+        let mut tensors = HashMap::with_capacity(header.tensors.len());
+        let mut bytes = Vec::new();
+        for (name, info) in header.tensors {
+            let kind = kind_of(&info.dtype).ok_or_else(|| WeightError::Dtype { name: name.clone(), file: file.to_path_buf(), dtype: info.dtype.clone() })?;
+            let elements = info.shape.iter().try_fold(1u64, |n, d| u64::try_from(*d).ok().and_then(|d| n.checked_mul(d)));
+            if elements.and_then(|n| n.checked_mul(kind.elt_size_in_bytes() as u64)) != Some(info.len()) {
+                return Err(read_error(anyhow::anyhow!(
+                    "tensor {name}: {} bytes do not hold a {} of shape {:?}", info.len(), info.dtype, info.shape
+                )));
+            }
+            bytes.resize(info.len() as usize, 0);
+            f.seek(SeekFrom::Start(header.data_start + info.data_offsets[0]))
+                .and_then(|_| f.read_exact(&mut bytes))
+                .map_err(|e| read_error(anyhow::Error::new(e).context(format!("reading tensor {name}"))))?;
+            let tensor = Tensor::f_from_data_size(&bytes, &info.shape, kind)
+                .map_err(|source| WeightError::Prepare { name: name.clone(), file: file.to_path_buf(), source })?;
+            tensors.insert(name, tensor);
+        }
         Ok(Weights {
             file: file.to_path_buf(),
             tensors,
