@@ -19,6 +19,11 @@ pub(crate) fn colour(backend: &str) -> RGBColor {
         "xnnpack" => RGBColor(44, 160, 44),
         "xnnpack-int8" => RGBColor(255, 127, 14),
         "xnnpack-static" => RGBColor(140, 86, 75),
+        // text-generation's variants: each its own colour (they share a plot with the rest).
+        "eager-int8" => RGBColor(227, 119, 194),
+        "eager-int4" => RGBColor(188, 189, 34),
+        "xnnpack-8da4w" => RGBColor(23, 190, 207),
+        "xnnpack-nocache" => RGBColor(127, 127, 127),
         _ => RGBColor(148, 103, 189),
     }
 }
@@ -124,6 +129,16 @@ mod tests {
 
     /// The committed bench (assets/bench.json) plots with one x label per measured
     /// length and a dashed legend entry (two strokes) for each Python series.
+    #[test]
+    fn a_generation_bench_draws_each_backend_in_its_own_colour() {
+        let names = ["eager", "eager-int8", "eager-int4", "portable", "portable-nocache", "xnnpack", "xnnpack-nocache", "xnnpack-int8", "xnnpack-8da4w"];
+        let colours: Vec<RGBColor> = names.iter().map(|n| colour(n)).collect();
+        for (i, c) in colours.iter().enumerate() {
+            assert!(colours[..i].iter().all(|d| d != c), "{} shares a colour", names[i]);
+        }
+        assert_eq!(colour("python-xnnpack-8da4w"), colour("xnnpack-8da4w"), "Python's row in its counterpart's colour");
+    }
+
     #[test]
     fn the_committed_bench_plots_with_its_lengths_and_dashed_python_legend() {
         let json = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/bench.json")).unwrap();
