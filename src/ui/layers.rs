@@ -121,27 +121,31 @@ fn report_lines(report: &LayersReport, text: &str, width: usize, height: usize) 
         header.push(Span::styled(format!("{:>w$} ", format::fit(&b.name, cell_w - 3), w = cell_w - 1), head));
     }
     lines.push(Line::from(header));
-    // Below the rows: unmapped, total, then drift and notes.
+    // Below the rows: unmapped, total, then drift, where it begins, and notes.
     let drifting: Vec<String> = report
         .backends
         .iter()
         .filter(|b| report.gaps.keys().any(|(_, name)| *name == b.name))
         .map(|b| match report.drift(&b.name) {
-            (Some(first), Some(most)) => {
-                // Where it begins: the rows between the last clean one and `first` (measured only together).
-                let begins = match report.drift_begins(&b.name) {
-                    Some(start) if start.clean_until.is_some() && !start.between.is_empty() => {
-                        format!(" (begins in {})", start.between.iter().map(|r| short(r)).collect::<Vec<_>>().join(", "))
-                    }
-                    _ => String::new(),
-                };
-                format!("{}: first drifts at {}{begins}, most at {}", b.name, short(first), short(most))
-            }
+            (Some(first), Some(most)) => format!("{}: first drifts at {}, most at {}", b.name, short(first), short(most)),
             _ => format!("{}: no module drifts", b.name),
         })
         .collect();
+    // Where each drift begins: the rows between the last clean one and the first drifting
+    // one, not measured on their own (inside a delegate call, or not at all). A line each.
+    let begins: Vec<String> = report
+        .backends
+        .iter()
+        .filter_map(|b| match report.drift_begins(&b.name)? {
+            start if !start.between.is_empty() => {
+                let rows: Vec<String> = start.between.iter().map(|r| short(r)).collect();
+                Some(format!("{}: within it at {}, so the drift begins in {}", b.name, short(start.clean_until?), rows.join(", ")))
+            }
+            _ => None,
+        })
+        .collect();
     let notes: Vec<String> = report.backends.iter().filter_map(|b| b.note.as_ref().map(|_| format!("{}: rows are instructions (no sidecar)", b.name))).collect();
-    let footer = 2 + usize::from(!drifting.is_empty()) + notes.len();
+    let footer = 2 + usize::from(!drifting.is_empty()) + begins.len() + notes.len();
     let room = height.saturating_sub(lines.len() + footer);
     let rows = table(report, room);
     let shown = rows.len().min(room);
@@ -167,6 +171,9 @@ fn report_lines(report: &LayersReport, text: &str, width: usize, height: usize) 
     if !drifting.is_empty() {
         let line = format!("gap vs eager (drift: 1 - cosine > {DRIFT:.0e}) · {}", drifting.join(" · "));
         lines.push(Line::styled(format::fit(&line, width), Style::new().fg(Color::Magenta)));
+    }
+    for line in begins {
+        lines.push(Line::styled(format::fit(&format!("  {line}"), width), Style::new().fg(Color::Magenta)));
     }
     for note in notes {
         lines.push(Line::styled(format::fit(&note, width), dim));
@@ -213,6 +220,7 @@ mod tests {
         use crate::layers::report::fixtures::{decoder_report, gap};
         let report = decoder_report(gap(0.99, "kernel"));
         let text: String = report_lines(&report, "hi", 160, 30).iter().map(|l| l.to_string() + "\n").collect();
-        assert!(text.contains("q: first drifts at L0 ln_2 (begins in L0 attn), most at head"), "{text}");
+        assert!(text.contains("q: first drifts at L0 ln_2, most at head"), "{text}");
+        assert!(text.contains("q: within it at L0 ln_1, so the drift begins in L0 attn"), "{text}");
     }
 }
