@@ -46,7 +46,7 @@ pub fn shade(share: f64) -> (&'static str, Color) {
 
 /// A row name shortened for the table: `encoder.layer.3.attention.self` → `L3 attention.self`.
 fn short(row: &str) -> String {
-    for stack in ["encoder.layer.", "transformer.layer.", "h."] {
+    for stack in ["encoder.layer.", "transformer.layer.", "h.", "layers."] {
         if let Some(rest) = row.strip_prefix(stack) {
             return match rest.split_once('.') {
                 Some((n, tail)) => format!("L{n} {tail}"),
@@ -213,6 +213,7 @@ mod tests {
         assert_eq!(short("encoder.layer.3.attention.self"), "L3 attention.self");
         assert_eq!(short("transformer.layer.2"), "L2 (residual adds)");
         assert_eq!(short("embeddings"), "embeddings");
+        assert_eq!(short("layers.0.self_attn"), "L0 self_attn", "the Llama family's rows");
     }
 
     #[test]
