@@ -7,7 +7,9 @@ mod common;
 use common::{embedding, load, models, models_root};
 use std::process::{Command, Output};
 
-use runlens::backend::{self, Backend};
+#[cfg(feature = "eager")]
+use runlens::backend;
+use runlens::backend::Backend;
 use runlens::model::{Encoded, Reference, MAX_SEQ_LEN};
 
 

@@ -218,7 +218,7 @@ fn llama_family_programs_map_to_its_layers_on_the_prefill() {
                 }
             }
             let compared = v["rows"].as_array().unwrap().iter().filter(|r| r["gap"]["portable"]["at"] == "kernel").count();
-            assert!(compared >= 1 + 4 * n_layer, "{name}/portable: embed_tokens and each layer's modules at least: {compared}");
+            assert!(compared > 4 * n_layer, "{name}/portable: embed_tokens and each layer's modules at least: {compared}");
         }
     }
 }

@@ -553,7 +553,7 @@ mod generation {
 
         let mut stale_tokens = 0;
         let deadline = Instant::now() + WAIT;
-        while !app.column("portable").unwrap().output.as_ref().is_some_and(|o| o.generation == second) {
+        while app.column("portable").unwrap().output.as_ref().is_none_or(|o| o.generation != second) {
             let e = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("portable to finish the new prompt");
             stale_tokens += matches!(&e, WorkerEvent::Token { generation, .. } if *generation == first) as usize;
             app.on_worker(e);

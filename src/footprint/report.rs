@@ -149,8 +149,8 @@ impl FootprintReport {
             if self.repeat > 1 { format!(", medians of {} starts", self.repeat) } else { String::new() });
         let _ = writeln!(
             out,
-            "{:<38} {:>9} {:>5} {:>8} {:>10} {:>9} {:>9} {:>9} {:>12}  {}",
-            "stack", "disk MB", "libs", "libtorch", "RSS load", "RSS run", "load ms", "run ms", "start→result", "cos vs ref"
+            "{:<38} {:>9} {:>5} {:>8} {:>10} {:>9} {:>9} {:>9} {:>12}  cos vs ref",
+            "stack", "disk MB", "libs", "libtorch", "RSS load", "RSS run", "load ms", "run ms", "start→result"
         );
         for r in &self.rows {
             if !r.ok {

@@ -259,8 +259,8 @@ mod tests {
             let rank: Vec<usize> = shown.iter().map(|s| levels.iter().position(|l| l == s).expect("a level")).collect();
             assert!(rank.windows(2).all(|w| w[0] <= w[1]), "{set:?}: {shown:?}");
             assert_eq!((rank[0], rank[7]), (0, levels.len() - 1), "{set:?}: lowest and highest stay apart");
-            for level in 0..levels.len() {
-                assert!(rank.contains(&level), "{set:?}: level {} unused", levels[level]);
+            for (level, glyph) in levels.iter().enumerate() {
+                assert!(rank.contains(&level), "{set:?}: level {glyph} unused");
             }
         }
     }

@@ -61,16 +61,6 @@ pub fn parser(model_type: &str) -> Option<ParseConfig> {
     })
 }
 
-#[cfg(test)]
-mod parser_tests {
-    #[test]
-    fn every_architecture_of_the_table_has_an_eager_model() {
-        for arch in crate::arch::ARCHITECTURES {
-            assert!(super::parser(arch.model_type).is_some(), "{} has no eager parser", arch.model_type);
-        }
-    }
-}
-
 /// The eager path: a BERT-family checkpoint with its task's head, or GPT-2, in libtorch tensors.
 pub struct EagerBackend {
     weights_file: PathBuf,
@@ -171,6 +161,16 @@ impl Backend for EagerBackend {
         match &self.model {
             EagerModel::Decoder(model) => Some(model.weight_bytes_per_token()),
             EagerModel::Encoder(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod parser_tests {
+    #[test]
+    fn every_architecture_of_the_table_has_an_eager_model() {
+        for arch in crate::arch::ARCHITECTURES {
+            assert!(super::parser(arch.model_type).is_some(), "{} has no eager parser", arch.model_type);
         }
     }
 }

@@ -42,13 +42,13 @@ impl MissingKernels {
     }
 
     /// Whether any of the operators comes from ExecuTorch's LLM flow (`llama::`).
-    fn from_llm_flow(&self) -> bool {
+    fn has_llm_flow_operators(&self) -> bool {
         self.operators.iter().any(|op| op.starts_with("llama::"))
     }
 
     /// What to do about it, for the error message.
     pub fn advice(&self) -> &'static str {
-        if self.from_llm_flow() {
+        if self.has_llm_flow_operators() {
             "these are the custom operators of ExecuTorch's LLM export flow (export_llm, optimum-executorch), whose kernels \
              ship only inside the executorch wheel's Python extension; export the same checkpoint with runlens' command, \
              which uses standard operators only: .venv/bin/python python/export.py --model CHECKPOINT_DIR --task text-generation --out DIR"
