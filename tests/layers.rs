@@ -223,6 +223,34 @@ fn llama_family_programs_map_to_its_layers_on_the_prefill() {
     }
 }
 
+/// Eager's quantized columns are compared with float32 eager module by module
+/// (their own outputs, `"at": "module"`): the token embedding stays float and
+/// agrees; the quantized linear layers drift, 4-bit further than 8-bit at the head.
+#[cfg(feature = "eager")]
+#[test]
+fn quantized_eager_columns_get_a_gap_per_module() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/tiny-llama");
+    let out = runlens(&[
+        "--model", dir.to_str().unwrap(), "--backends", "eager,eager-int8,eager-int4", "--prompt-format", "raw",
+        "layers", "--json", "--runs", "1", "the cat sat on the mat",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    let gap = |module: &str, name: &str| rows.iter().find(|r| r["module"] == module).map(|r| r["gap"][name].clone()).unwrap_or(Value::Null);
+    for name in ["eager-int8", "eager-int4"] {
+        let compared: Vec<&Value> = rows.iter().filter(|r| r["gap"][name]["at"] == "module").collect();
+        assert!(compared.len() >= 9, "{name}: embed_tokens, each layer's modules and the head: {}", compared.len());
+        assert!(gap("embed_tokens", name)["cosine"].as_f64().unwrap() > 1.0 - 1e-6, "{name}: the float embedding agrees");
+        let first = v["drift"][name]["first"].as_str().unwrap_or_else(|| panic!("{name} drifts somewhere: {}", v["drift"]));
+        assert_ne!(first, "embed_tokens", "{name}");
+        assert!(gap("head", name)["cosine"].as_f64().unwrap() < 1.0 - 1e-4, "{name}: the quantized head drifts");
+    }
+    let head = |name: &str| gap("head", name)["cosine"].as_f64().unwrap();
+    assert!(head("eager-int4") < head("eager-int8"), "4-bit {} drifts further than 8-bit {}", head("eager-int4"), head("eager-int8"));
+    assert!(v["drift"].get("eager").is_none(), "the reference is not compared with itself");
+}
+
 #[cfg(feature = "eager")]
 fn gpt2_against_eager(v: &Value, n_layer: usize) {
     let (sum, total) = (row_sum(v, "eager"), total(v, "eager"));

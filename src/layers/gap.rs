@@ -25,8 +25,9 @@ use crate::pte::Instruction;
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModuleOutput {
     pub values: Vec<f32>,
-    /// Where it was taken: `"kernel"` (the module's last kernel call) or
-    /// `"delegate call"` (the output of the XNNPACK call the module ends in).
+    /// Where it was taken: `"kernel"` (the module's last kernel call),
+    /// `"delegate call"` (the output of the XNNPACK call the module ends in) or
+    /// `"module"` (an eager column's module, its own output).
     pub at: &'static str,
 }
 
@@ -110,9 +111,30 @@ pub fn row_gaps(eager: &BTreeMap<String, Vec<f32>>, program: &RowOutputs) -> BTr
     gaps
 }
 
+/// The gaps of a quantized eager column's modules against float32 eager's, row by row:
+/// each module's own output (`"module"`), as the two ran the same modules.
+pub fn module_gaps(eager: &BTreeMap<String, Vec<f32>>, other: &BTreeMap<String, Vec<f32>>) -> BTreeMap<String, Gap> {
+    let mut gaps = BTreeMap::new();
+    for (row, reference) in eager {
+        if let Some(g) = other.get(row).and_then(|values| gap(reference, values)) {
+            gaps.insert(row.clone(), Gap { at: "module", ..g });
+        }
+    }
+    gaps
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn module_gaps_compare_the_rows_both_ran() {
+        let eager = BTreeMap::from([("head".to_owned(), vec![1.0, 2.0]), ("wte".to_owned(), vec![1.0])]);
+        let quantized = BTreeMap::from([("head".to_owned(), vec![1.0, 2.5]), ("other".to_owned(), vec![1.0])]);
+        let gaps = module_gaps(&eager, &quantized);
+        assert_eq!(gaps.keys().collect::<Vec<_>>(), ["head"]);
+        assert_eq!((gaps["head"].at, gaps["head"].max_abs_diff), ("module", 0.5));
+    }
 
     #[test]
     fn cosine_and_max_difference() {

@@ -159,6 +159,9 @@ pub fn layers_timed(
     // float32 eager's outputs, the reference of the gaps (never set without the eager path).
     #[cfg_attr(not(feature = "eager"), allow(unused_mut))]
     let mut reference: Option<EagerOutputs> = None;
+    // Eager's quantized columns' outputs, compared with the reference once it is there.
+    #[cfg_attr(not(feature = "eager"), allow(unused_mut))]
+    let mut quantized_eager: Vec<(String, EagerOutputs)> = Vec::new();
     #[cfg(not(feature = "eager"))]
     let _ = dir;
     for spec in specs {
@@ -172,6 +175,8 @@ pub fn layers_timed(
                 // float32 eager's: a quantized eager column is compared, not compared with.
                 if spec.is_float_eager() {
                     reference = Some(outputs);
+                } else {
+                    quantized_eager.push((spec.name.clone(), outputs));
                 }
                 layers
             }),
@@ -181,8 +186,13 @@ pub fn layers_timed(
         backends.push(layers.with_context(|| format!("{spec}: cannot time it per module"))?);
     }
     let mut report = LayersReport::new(input.text.clone(), dir.manifest().model.clone(), backends);
-    // The gaps need eager's outputs and a program's sidecar.
+    // The gaps need float32 eager's outputs, and a program's sidecar or a quantized eager column's own.
     if let Some(reference) = &reference {
+        for (name, outputs) in &quantized_eager {
+            for (row, g) in gap::module_gaps(reference, outputs) {
+                report.gaps.insert((row, name.clone()), g);
+            }
+        }
         for spec in specs {
             let Some(path) = spec.pte_file() else { continue };
             let side_path = sidecar::path_for(path);

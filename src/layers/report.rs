@@ -117,13 +117,14 @@ impl LayersReport {
         Some(DriftStart { clean_until, between: rows[from.min(to)..to].to_vec() })
     }
 
-    /// `(row, 1 - cosine)` of every row of `backend` measured at a kernel
-    /// call, in table order; infinite when the gap is NaN.
+    /// `(row, 1 - cosine)` of every row of `backend` measured on its own (at a
+    /// kernel call, or an eager module's output; not a delegate call's), in
+    /// table order; infinite when the gap is NaN.
     fn kernel_distances(&self, backend: &str) -> Vec<(&str, f64)> {
         self.rows
             .iter()
             .filter_map(|r| self.gaps.get(&(r.clone(), backend.to_owned())).map(|g| (r.as_str(), g)))
-            .filter(|(_, g)| g.at == "kernel")
+            .filter(|(_, g)| g.at != "delegate call")
             .map(|(r, g)| (r, if g.cosine.is_nan() || g.max_abs_diff.is_nan() { f64::INFINITY } else { 1.0 - g.cosine }))
             .collect()
     }
