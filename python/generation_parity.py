@@ -41,10 +41,8 @@ warnings.filterwarnings("ignore")
 
 import torch  # noqa: E402
 
-
-def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.reshape(-1).double(), b.reshape(-1).double()
-    return float(torch.dot(a, b) / (a.norm() * b.norm()))
+from runlens_export.decoder import decoder_for, teacher_forced  # noqa: E402
+from runlens_export.verify import cosine  # noqa: E402
 
 
 def reference_generation(model_dir: Path, manifest: dict, ids: list[int], max_new: int):
@@ -67,36 +65,13 @@ def reference_generation(model_dir: Path, manifest: dict, ids: list[int], max_ne
     return new, first
 
 
-class Program:
-    """One program through ExecuTorch's Python runtime, fed one sequence."""
+def load_decoder(path: Path, entry: dict, max_len: int, pad_id: int):
+    """One program through ExecuTorch's Python runtime, driven as the export's check drives it."""
+    import executorch.kernels.quantized  # noqa: F401  the quantized embeddings' kernels (not loaded by default)
+    from executorch.extension.pybindings import portable_lib
 
-    def __init__(self, path: Path, entry: dict, max_len: int, pad_id: int):
-        import executorch.kernels.quantized  # noqa: F401  the quantized embeddings' kernels (not loaded by default)
-        from executorch.extension.pybindings import portable_lib
-
-        self.module = portable_lib._load_for_executorch(str(path))
-        self.window = entry.get("cache") is None
-        self.max_len, self.pad_id = max_len, pad_id
-        self.seq: list[int] = []
-
-    def _window(self) -> torch.Tensor:
-        pad = self.max_len - len(self.seq)
-        ids = torch.tensor([[self.pad_id] * pad + self.seq])
-        mask = torch.tensor([[0] * pad + [1] * len(self.seq)])
-        return self.module.forward((ids, mask))[0].reshape(-1)
-
-    def prefill(self, prompt: list[int]) -> torch.Tensor:
-        self.seq = list(prompt)
-        if self.window:
-            return self._window()
-        return self.module.forward((torch.tensor([prompt]), torch.arange(len(prompt))))[0].reshape(-1)
-
-    def step(self, token: int) -> torch.Tensor:
-        self.seq.append(token)
-        if self.window:
-            return self._window()
-        position = len(self.seq) - 1
-        return self.module.forward((torch.tensor([[token]]), torch.tensor([position])))[0].reshape(-1)
+    module = portable_lib._load_for_executorch(str(path))
+    return decoder_for(entry, lambda inputs: module.forward(tuple(inputs)), max_len, pad_id)
 
 
 def main() -> int:
@@ -132,13 +107,9 @@ def main() -> int:
     max_len, pad_id = int(manifest["max_seq_len"]), int(manifest.get("pad_token_id") or 0)
     out = {"ids": ids, "reference": {"generated_ids": reference}, "programs": {}}
     for name in names:
-        program = Program(args.model / programs[name]["file"], programs[name], max_len, pad_id)
-        logits = first_program = program.prefill(ids)
-        agreed = 0
-        for k, token in enumerate(reference):
-            agreed += int(int(torch.argmax(logits)) == token)
-            if k + 1 < len(reference):
-                logits = program.step(token)
+        decoder = load_decoder(args.model / programs[name]["file"], programs[name], max_len, pad_id)
+        first_program, picks = teacher_forced(decoder, ids, reference)
+        agreed = sum(int(p == t) for p, t in zip(picks, reference))
         out["programs"][name] = {
             "first_logits_cosine": cosine(first_program, first),
             "top1_agreement": agreed / len(reference),

@@ -309,6 +309,18 @@ def greedy(decoder, prompt: list[int], max_new_tokens: int, stop) -> list[int]:
         logits = decoder.step(token)
 
 
+def teacher_forced(decoder, prompt: list[int], ids: list[int]) -> tuple[torch.Tensor, list[int]]:
+    """The program's first-step (prefill) logits, and its top-1 at each of `ids`'
+    positions, fed `ids` one by one (teacher-forced) rather than its own picks."""
+    first = logits = decoder.prefill(prompt).reshape(-1)
+    picks: list[int] = []
+    for k, token in enumerate(ids):
+        picks.append(int(torch.argmax(logits)))
+        if k + 1 < len(ids):
+            logits = decoder.step(token).reshape(-1)
+    return first, picks
+
+
 def first_divergence(a: list[int], b: list[int]) -> int | None:
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:

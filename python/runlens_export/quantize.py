@@ -181,13 +181,6 @@ class QuantizedEmbedding(torch.nn.Module):
             return torch.ops.quantized_decomposed.embedding_byte(self.weight, self.scales, self.zero_points, -128, 127, indices)
         return torch.ops.quantized_decomposed.embedding_4bit(self.weight, self.scales, self.zero_points, -8, 7, indices)
 
-    def dequantized(self) -> torch.Tensor:
-        """The float32 [V, D] table the operator reads rows from."""
-        return self(torch.arange(self.num_embeddings))
-
-    def stored_bytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in (self.weight, self.scales, self.zero_points))
-
     def extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.embedding_dim}, bits={self.bits}, group_size={self.group_size}"
 

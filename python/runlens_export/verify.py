@@ -136,16 +136,6 @@ def top2_margins(model, prompt: list[int], ids: list[int]) -> list[float]:
     return [float(m) for m in (top[:, 0] - top[:, 1])]
 
 
-def teacher_forced_argmax(decoder, prompt: list[int], ids: list[int]) -> list[int]:
-    """The program's top-1 at each of `ids`' positions, fed `ids` rather than its own picks."""
-    logits, picks = decoder.prefill(prompt), []
-    for k, token in enumerate(ids):
-        picks.append(int(torch.argmax(logits.reshape(-1))))
-        if k + 1 < len(ids):
-            logits = decoder.step(token)
-    return picks
-
-
 def untied_disagreements(picks: list[int], ids: list[int], margins: list[float]) -> list[int]:
     """Positions where the program picks another token than the model and the model's
     top two are not within TIE_MARGIN: what a tie cannot explain."""
@@ -166,7 +156,7 @@ def verify_quantized(out: Path, entry: dict, decoder, models: dict, rows: list[d
     reference file and the float32 figures into the entry ("vs_float")."""
     import json
 
-    from .decoder import first_divergence, greedy
+    from .decoder import first_divergence, greedy, teacher_forced
     from .files import write_atomic
     from .tasks import generate
 
@@ -180,14 +170,15 @@ def verify_quantized(out: Path, entry: dict, decoder, models: dict, rows: list[d
             f_first = fmodel(input_ids=ids).logits[0, -1]
         expected = generate(qmodel, row["ids"], max_new_tokens, stop)
         got = greedy(decoder, row["ids"], max_new_tokens, stop)
-        p_first = decoder.prefill(row["ids"]).reshape(-1)
+        # Against float32: teacher-forced on float32's ids, so one early divergence does not hide the rest.
+        p_first, float_picks = teacher_forced(decoder, row["ids"], row["generated_ids"])
         diff = float((p_first - q_first).abs().max())
         cos_q = cosine(p_first, q_first)
         diffs.append(diff)
         margins = top2_margins(qmodel, row["ids"], expected)
         if got != expected:
             k = first_divergence(got, expected)
-            untied = untied_disagreements(teacher_forced_argmax(decoder, row["ids"], expected), expected, margins)
+            untied = untied_disagreements(teacher_forced(decoder, row["ids"], expected)[1], expected, margins)
             if untied:
                 bad.append(f"{row['text']!r}: greedy ids differ from the quantized PyTorch model's at new token {k} "
                            f"({got} vs {expected}); teacher-forced, they differ where the model's top two are more "
@@ -197,15 +188,9 @@ def verify_quantized(out: Path, entry: dict, decoder, models: dict, rows: list[d
         if diff > QUANTIZED_MAX_DIFF[entry['quantization']] or cos_q < QUANTIZED_MIN_COSINE:
             bad.append(f"{row['text']!r}: first logits max|diff| {diff:.2e}, cosine {cos_q:.6f} against the quantized "
                        f"PyTorch model (allowed {QUANTIZED_MAX_DIFF[entry['quantization']]:.0e}, {QUANTIZED_MIN_COSINE})")
-        # Against float32: teacher-forced on float32's ids, so one early divergence does not hide the rest.
         cosines.append(cosine(p_first, f_first))
-        reference_ids = row["generated_ids"]
-        logits = decoder.prefill(row["ids"]).reshape(-1)  # afresh: the tie check above may have stepped it on
-        for k, token in enumerate(reference_ids):
-            agree += int(int(torch.argmax(logits)) == token)
-            total += 1
-            if k + 1 < len(reference_ids):
-                logits = decoder.step(token).reshape(-1)
+        agree += sum(int(p == t) for p, t in zip(float_picks, row["generated_ids"]))
+        total += len(row["generated_ids"])
         sentences.append({"text": row["text"], "ids": row["ids"], "generated_ids": expected,
                           "logits": [float(x) for x in q_first], "top2_margins": [round(m, 6) for m in margins]})
     vs_float = {"first_logits_cosine_min": round(min(cosines), 6),

@@ -139,9 +139,10 @@ BF16_SAME_IDS = 8
 
 def bf16_step(logits):
     """The spacing of bfloat16 values at the largest |logit|."""
-    import math
     top = max(abs(x) for x in logits) or 1.0
     return 2.0 ** (math.floor(math.log2(top)) - 7)
+
+
 # Against the program's own reference (the quantized PyTorch model on x86-64 at
 # export): the bounds of tests/quantized_generation.rs.
 PROGRAM_REFERENCE_BOUNDS = {"int8-dynamic": (0.9999, 1e-3), "8da4w": (0.9999, 1e-1)}

@@ -17,7 +17,6 @@ use std::path::Path;
 
 use anyhow::Context;
 
-
 /// A program's weight bytes a step of `forward` reads.
 pub fn program(path: &Path) -> anyhow::Result<u64> {
     let (report, table) = crate::pte::read_program_file(path).with_context(|| format!("reading {}", path.display()))?;

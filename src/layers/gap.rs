@@ -76,24 +76,12 @@ pub fn program_outputs(path: &Path, input: &Encoded, sidecar: &Sidecar, output: 
     Ok(rows)
 }
 
-/// Cosine similarity and largest absolute difference; None when the lengths
-/// differ. A NaN on either side makes both NaN, and an infinity the cosine NaN
-/// (`f64::max` would drop a NaN from the fold): never a gap that passes.
+/// Cosine similarity and largest absolute difference ([`crate::task::cosine`],
+/// [`crate::task::max_abs_diff`]); None when the lengths differ or there is
+/// nothing. A NaN on either side makes both NaN, and an infinity the cosine
+/// NaN: never a gap that passes.
 pub fn gap(reference: &[f32], other: &[f32]) -> Option<Gap> {
-    if reference.len() != other.len() || reference.is_empty() {
-        return None;
-    }
-    let (mut dot, mut na, mut nb, mut max) = (0f64, 0f64, 0f64, 0f64);
-    for (&a, &b) in reference.iter().zip(other) {
-        let (a, b) = (f64::from(a), f64::from(b));
-        dot += a * b;
-        na += a * a;
-        nb += b * b;
-        let d = (a - b).abs();
-        max = if max.is_nan() || d.is_nan() { f64::NAN } else { max.max(d) };
-    }
-    let cosine = if na == 0.0 || nb == 0.0 { if na == nb { 1.0 } else { 0.0 } } else { dot / (na.sqrt() * nb.sqrt()) };
-    Some(Gap { cosine, max_abs_diff: max, at: "" })
+    Some(Gap { cosine: crate::task::cosine(reference, other)?, max_abs_diff: crate::task::max_abs_diff(reference, other)?, at: "" })
 }
 
 /// The gap of every row both sides have: eager's output against the program's

@@ -41,9 +41,16 @@ impl BackendLayers {
 pub struct Gap {
     pub cosine: f64,
     pub max_abs_diff: f64,
-    /// Where the program's output was taken: `kernel` or `delegate call`
-    /// (a module inside an XNNPACK subgraph: the call's output).
+    /// Where the output was taken: `kernel`, `delegate call` (a module inside
+    /// an XNNPACK subgraph: the call's output) or `module` (an eager column's own).
     pub at: &'static str,
+}
+
+impl Gap {
+    /// A NaN on either side: shown as NaN, and a drift, the largest.
+    pub fn is_nan(&self) -> bool {
+        self.cosine.is_nan() || self.max_abs_diff.is_nan()
+    }
 }
 
 /// A module drifts when its output's cosine to eager's is below `1 - DRIFT`:
@@ -90,25 +97,25 @@ impl LayersReport {
     }
 
     /// The first row (in table order) whose output drifts on `backend`, and
-    /// the row that drifts most: `(first, largest)`. Only outputs of kernel
-    /// calls count: a delegate call's output is its subgraph's, which need not
+    /// the row that drifts most: `(first, largest)`. Only a module's own output
+    /// counts (a kernel call's, or an eager module's): a delegate call's output is its subgraph's, which need not
     /// be the output of the module its last node belongs to (DistilBERT's
     /// attention subgraphs end in a projection, not the attention's output).
     /// A NaN gap is a drift, the largest.
     pub fn drift(&self, backend: &str) -> (Option<&str>, Option<&str>) {
-        let gaps = self.kernel_distances(backend);
+        let gaps = self.own_distances(backend);
         let first = gaps.iter().find(|(_, d)| drifts(*d)).map(|(r, _)| *r);
         let largest = gaps.iter().filter(|(_, d)| drifts(*d)).max_by(|a, b| a.1.total_cmp(&b.1)).map(|(r, _)| *r);
         (first, largest)
     }
 
     /// Where the drift of `backend` begins: the last row before the first
-    /// drifting one whose (kernel) output is still within [`DRIFT`], and the
+    /// drifting one whose own output is still within [`DRIFT`], and the
     /// rows between the two, whose own outputs were not measured (a quantized
     /// XNNPACK program's linear layers are inside delegate calls): the drift
     /// comes from one of those. `None` when nothing drifts.
     pub fn drift_begins(&self, backend: &str) -> Option<DriftStart<'_>> {
-        let gaps = self.kernel_distances(backend);
+        let gaps = self.own_distances(backend);
         let first = gaps.iter().position(|(_, d)| drifts(*d))?;
         let clean_until = first.checked_sub(1).map(|i| gaps[i].0);
         let rows: Vec<&str> = self.rows.iter().map(String::as_str).collect();
@@ -120,12 +127,12 @@ impl LayersReport {
     /// `(row, 1 - cosine)` of every row of `backend` measured on its own (at a
     /// kernel call, or an eager module's output; not a delegate call's), in
     /// table order; infinite when the gap is NaN.
-    fn kernel_distances(&self, backend: &str) -> Vec<(&str, f64)> {
+    fn own_distances(&self, backend: &str) -> Vec<(&str, f64)> {
         self.rows
             .iter()
             .filter_map(|r| self.gaps.get(&(r.clone(), backend.to_owned())).map(|g| (r.as_str(), g)))
             .filter(|(_, g)| g.at != "delegate call")
-            .map(|(r, g)| (r, if g.cosine.is_nan() || g.max_abs_diff.is_nan() { f64::INFINITY } else { 1.0 - g.cosine }))
+            .map(|(r, g)| (r, if g.is_nan() { f64::INFINITY } else { 1.0 - g.cosine }))
             .collect()
     }
 
@@ -307,7 +314,7 @@ impl fmt::Display for LayersReport {
                 write!(f, "{row:<width$}")?;
                 for b in self.backends.iter().filter(|b| self.gaps.keys().any(|(_, n)| *n == b.name)) {
                     match self.gaps.get(&(row.clone(), b.name.clone())) {
-                        Some(g) if g.cosine.is_nan() || g.max_abs_diff.is_nan() => write!(f, "  {:>18}", "NaN")?,
+                        Some(g) if g.is_nan() => write!(f, "  {:>18}", "NaN")?,
                         Some(g) => {
                             let star = if g.at == "delegate call" { "*" } else { " " };
                             write!(f, "  {:>8.1e} ({:>7.1e}){star}", (1.0 - g.cosine).max(0.0), g.max_abs_diff)?

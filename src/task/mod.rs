@@ -296,6 +296,27 @@ pub(crate) fn max_abs_diff(a: &[f32], b: &[f32]) -> Option<f64> {
     (a.len() == b.len()).then(|| a.iter().zip(b).map(|(&x, &y)| (f64::from(x) - f64::from(y)).abs()).fold(0.0, max_or_nan))
 }
 
+/// Cosine of two equal-length slices, summed in f64; `None` when they are
+/// empty or their lengths differ. NaN when either holds a NaN or an infinity:
+/// never a figure that passes a bound. Two zero vectors are the same (1), one
+/// zero vector is unlike anything (0).
+pub(crate) fn cosine(a: &[f32], b: &[f32]) -> Option<f64> {
+    if a.len() != b.len() || a.is_empty() {
+        return None;
+    }
+    let (mut dot, mut na, mut nb) = (0f64, 0f64, 0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        if !x.is_finite() || !y.is_finite() {
+            return Some(f64::NAN);
+        }
+        let (x, y) = (f64::from(x), f64::from(y));
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    Some(if na == 0.0 || nb == 0.0 { if na == nb { 1.0 } else { 0.0 } } else { dot / (na.sqrt() * nb.sqrt()) })
+}
+
 /// The larger of two differences, NaN when either is NaN (`f64::max` returns
 /// the other one, so a fold with it would drop a NaN).
 pub(crate) fn max_or_nan(a: f64, b: f64) -> f64 {
@@ -309,6 +330,22 @@ pub(crate) fn max_or_nan(a: f64, b: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cosine_of_logits_and_what_is_not_comparable() {
+        assert!((cosine(&[1.0, 2.0, 3.0], &[2.0, 4.0, 6.0]).unwrap() - 1.0).abs() < 1e-12);
+        assert!(cosine(&[1.0, 0.0], &[0.0, 1.0]).unwrap().abs() < 1e-12);
+        assert!((cosine(&[1.0, 0.0], &[-1.0, 0.0]).unwrap() + 1.0).abs() < 1e-12);
+        assert_eq!(cosine(&[1.0], &[1.0, 2.0]), None, "another vocabulary");
+        assert_eq!(cosine(&[], &[]), None);
+        assert_eq!(cosine(&[0.0, 0.0], &[0.0, 0.0]), Some(1.0));
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), Some(0.0));
+        // A NaN or an infinity anywhere, on either side, is NaN: never >= a bound.
+        for (a, b) in [([1.0, f32::NAN], [1.0, 2.0]), ([1.0, 2.0], [f32::INFINITY, 2.0]), ([f32::NEG_INFINITY, 2.0], [1.0, 2.0])] {
+            let c = cosine(&a, &b).unwrap();
+            assert!(c.is_nan() && c.partial_cmp(&0.9).is_none(), "{a:?} {b:?}: {c}");
+        }
+    }
 
     #[test]
     fn softmax_sums_to_one_and_keeps_order() {

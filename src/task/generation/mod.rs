@@ -59,7 +59,7 @@ impl GenerationParity {
     /// The ids and the first step's logits.
     pub fn between(generation: &Generation, reference: &Generation) -> GenerationParity {
         GenerationParity {
-            first_logits_cosine: parity::logits_cosine(&generation.first_logits, &reference.first_logits),
+            first_logits_cosine: crate::task::cosine(&generation.first_logits, &reference.first_logits),
             ..GenerationParity::of(&generation.ids, &reference.ids)
         }
     }

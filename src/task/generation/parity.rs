@@ -2,11 +2,12 @@
 //! "the same ids or not": a quantized program may pick another token early and
 //! then follow its own continuation, which says nothing about the tokens after.
 //!
-//! - [`logits_cosine`]: the cosine of two first-step (prefill) logit vectors;
+//! - the cosine of two first-step (prefill) logit vectors ([`crate::task::cosine`]);
 //! - [`teacher_forced`]: the prompt, then the reference's tokens fed one by one
 //!   (not the decoder's own picks), counting the positions where the decoder's
 //!   likeliest token is the reference's: the top-1 agreement ([`Top1Agreement`]).
 
+use super::argmax;
 use crate::backend::Decoder;
 
 /// Positions where a decoder's likeliest next token was the reference's, fed
@@ -23,42 +24,6 @@ impl Top1Agreement {
     pub fn fraction(&self) -> Option<f64> {
         (self.positions > 0).then(|| self.agreed as f64 / self.positions as f64)
     }
-}
-
-/// Cosine of two logit vectors, summed in f64; `None` when they are empty or
-/// of different lengths (another vocabulary). NaN when either holds a NaN or
-/// an infinity: never a figure that passes a bound. Two zero vectors are the
-/// same (1), one zero vector is unlike anything (0).
-pub fn logits_cosine(a: &[f32], b: &[f32]) -> Option<f64> {
-    if a.len() != b.len() || a.is_empty() {
-        return None;
-    }
-    let (mut dot, mut na, mut nb) = (0f64, 0f64, 0f64);
-    for (&x, &y) in a.iter().zip(b) {
-        if !x.is_finite() || !y.is_finite() {
-            return Some(f64::NAN);
-        }
-        let (x, y) = (f64::from(x), f64::from(y));
-        dot += x * y;
-        na += x * x;
-        nb += y * y;
-    }
-    Some(if na == 0.0 || nb == 0.0 { if na == nb { 1.0 } else { 0.0 } } else { dot / (na.sqrt() * nb.sqrt()) })
-}
-
-/// The likeliest token (the first on ties, as torch's argmax); `None` when a
-/// logit is NaN or there are none: such a position never agrees.
-fn top1(logits: &[f32]) -> Option<i64> {
-    let mut best: Option<usize> = None;
-    for (i, &v) in logits.iter().enumerate() {
-        if v.is_nan() {
-            return None;
-        }
-        if best.is_none_or(|b| v > logits[b]) {
-            best = Some(i);
-        }
-    }
-    best.map(|b| b as i64)
 }
 
 /// Prefill `prompt`, then step with each of `reference`'s tokens in turn (not
@@ -89,7 +54,8 @@ pub fn teacher_forced_until(
     }
     let mut logits = decoder.prefill(prompt)?;
     for (k, &token) in reference[..positions].iter().enumerate() {
-        agreement.agreed += usize::from(top1(&logits) == Some(token));
+        // A NaN logit (argmax's error) never agrees.
+        agreement.agreed += usize::from(argmax(&logits).ok() == Some(token));
         if k + 1 < positions {
             if stop() {
                 return Ok(None);
@@ -148,22 +114,6 @@ mod tests {
     }
 
     #[test]
-    fn cosine_of_logits_and_what_is_not_comparable() {
-        assert!((logits_cosine(&[1.0, 2.0, 3.0], &[2.0, 4.0, 6.0]).unwrap() - 1.0).abs() < 1e-12);
-        assert!(logits_cosine(&[1.0, 0.0], &[0.0, 1.0]).unwrap().abs() < 1e-12);
-        assert!((logits_cosine(&[1.0, 0.0], &[-1.0, 0.0]).unwrap() + 1.0).abs() < 1e-12);
-        assert_eq!(logits_cosine(&[1.0], &[1.0, 2.0]), None, "another vocabulary");
-        assert_eq!(logits_cosine(&[], &[]), None);
-        assert_eq!(logits_cosine(&[0.0, 0.0], &[0.0, 0.0]), Some(1.0));
-        assert_eq!(logits_cosine(&[0.0, 0.0], &[1.0, 0.0]), Some(0.0));
-        // A NaN or an infinity anywhere, on either side, is NaN: never >= a bound.
-        for (a, b) in [([1.0, f32::NAN], [1.0, 2.0]), ([1.0, 2.0], [f32::INFINITY, 2.0]), ([f32::NEG_INFINITY, 2.0], [1.0, 2.0])] {
-            let c = logits_cosine(&a, &b).unwrap();
-            assert!(c.is_nan() && c.partial_cmp(&0.9).is_none(), "{a:?} {b:?}: {c}");
-        }
-    }
-
-    #[test]
     fn teacher_forcing_feeds_the_references_tokens_not_the_decoders_own() {
         // The decoder continues 1 -> 2 -> 3 -> 4 -> 5; the reference is 2, 9, 4, 5:
         // position 1 disagrees (the decoder says 3), and fed 9 it says 9 -> 4 agrees again.
@@ -194,8 +144,8 @@ mod tests {
         // Prompt of 2 in a decoder of 4: room for 2 of the reference's 3 tokens, even if the ids were the same.
         assert_eq!(top1_agreement(&mut d, &[0, 1], &[2, 3, 4], &[2, 3, 4]).unwrap(), Top1Agreement { agreed: 2, positions: 2 });
         assert_eq!(Top1Agreement { agreed: 0, positions: 0 }.fraction(), None);
-        assert_eq!(top1(&[0.0, f32::NAN, 1.0]), None);
-        assert_eq!(top1(&[1.0, 3.0, 3.0]), Some(1), "the first on ties");
+        assert_eq!(argmax(&[0.0, f32::NAN, 1.0]).ok(), None);
+        assert_eq!(argmax(&[1.0, 3.0, 3.0]).ok(), Some(1), "the first on ties");
         assert!(teacher_forced(&mut d, &[], &[1]).is_err());
     }
 
