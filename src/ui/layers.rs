@@ -145,7 +145,7 @@ fn report_lines(report: &LayersReport, text: &str, width: usize, height: usize) 
         })
         .collect();
     let notes: Vec<String> = report.backends.iter().filter_map(|b| b.note.as_ref().map(|_| format!("{}: rows are instructions (no sidecar)", b.name))).collect();
-    let footer = 2 + usize::from(!drifting.is_empty()) + begins.len() + notes.len();
+    let footer = 2 + drifting.len() + begins.len() + notes.len();
     let room = height.saturating_sub(lines.len() + footer);
     let rows = table(report, room);
     let shown = rows.len().min(room);
@@ -168,8 +168,10 @@ fn report_lines(report: &LayersReport, text: &str, width: usize, height: usize) 
         spans.push(Span::styled(total, Style::new().add_modifier(Modifier::BOLD)));
     }
     lines.push(Line::from(spans));
-    if !drifting.is_empty() {
-        let line = format!("gap vs eager (drift: 1 - cosine > {DRIFT:.0e}) · {}", drifting.join(" · "));
+    // A line per compared backend (joined on one line, a second backend's was cut off), the
+    // threshold on the first.
+    for (i, drift) in drifting.iter().enumerate() {
+        let line = if i == 0 { format!("gap vs eager (drift: 1 - cosine > {DRIFT:.0e}) · {drift}") } else { format!("  {drift}") };
         lines.push(Line::styled(format::fit(&line, width), Style::new().fg(Color::Magenta)));
     }
     for line in begins {
@@ -223,5 +225,16 @@ mod tests {
         let text: String = report_lines(&report, "hi", 160, 30).iter().map(|l| l.to_string() + "\n").collect();
         assert!(text.contains("q: first drifts at L0 ln_2, most at head"), "{text}");
         assert!(text.contains("q: within it at L0 ln_1, so the drift begins in L0 attn"), "{text}");
+    }
+
+    #[test]
+    fn each_compared_backend_has_its_drift_line() {
+        use crate::layers::report::fixtures::{backend, decoder_report, gap};
+        let mut report = decoder_report(gap(0.99, "kernel"));
+        report.backends.push(backend("r", &[("head", 1.0)], (0, 0.0)));
+        report.gaps.insert(("head".to_owned(), "r".to_owned()), gap(0.5, "module"));
+        let lines: Vec<String> = report_lines(&report, "hi", 90, 30).iter().map(|l| l.to_string()).collect();
+        assert!(lines.iter().any(|l| l.starts_with("gap vs eager") && l.ends_with("q: first drifts at L0 ln_2, most at head")), "{lines:#?}");
+        assert!(lines.iter().any(|l| l == "  r: first drifts at head, most at head"), "{lines:#?}");
     }
 }
