@@ -44,11 +44,13 @@ A64_SENTENCES := 2
 A64_THREADS := 2
 # Text generation under qemu: the backends (space-separated), model, prompt (one of
 # the model's reference prompts, assets/prompts.txt) and new tokens (about 20 s of
-# emulation for the two programs).
+# emulation for the three); A64_GEN_ARGS, what both binaries are run with.
 A64_GEN_BACKENDS := xnnpack-int8 xnnpack-8da4w eager-int4
 A64_GEN_MODEL := models/tiny-gpt2
 A64_GEN_PROMPT := The quick brown fox
 A64_GEN_TOKENS := 16
+A64_GEN_ARGS = --model $(A64_GEN_MODEL) --threads $(A64_THREADS) --backends $(subst $(space),$(,),$(strip $(A64_GEN_BACKENDS))) \
+  run --json --first-logits --max-new-tokens $(A64_GEN_TOKENS) "$(A64_GEN_PROMPT)"
 
 # Environment of the cross build. LIBTORCH_USE_PYTORCH (exported by the Makefile
 # for the host build) is unset: it would make tch use the host venv's torch.
@@ -89,11 +91,9 @@ test-aarch64: bundle-aarch64 bundle-aarch64-lite build models $(A64_GEN_MODEL)/m
 	done < assets/sentences.txt
 	@$(VPY) scripts/aarch64/check.py run $(MODELS)/reference.json $(A64_OUT)/run-*.json
 	@echo "== text generation: run --json --first-logits, $(A64_GEN_BACKENDS) on $(A64_GEN_MODEL), $(A64_GEN_TOKENS) tokens (emulated) vs x86-64"
-	@$(BIN) --model $(A64_GEN_MODEL) --threads $(A64_THREADS) --backends $(subst $(space),$(,),$(strip $(A64_GEN_BACKENDS))) \
-	  run --json --first-logits --max-new-tokens $(A64_GEN_TOKENS) "$(A64_GEN_PROMPT)" > $(A64_OUT)/gen.x86_64.json 2> $(A64_OUT)/gen.x86_64.err; \
+	@$(BIN) $(A64_GEN_ARGS) > $(A64_OUT)/gen.x86_64.json 2> $(A64_OUT)/gen.x86_64.err; \
 	  [ -s $(A64_OUT)/gen.x86_64.json ] || { echo "error: x86-64 generation printed nothing:"; cat $(A64_OUT)/gen.x86_64.err; exit 1; }
-	@$(A64_QEMU) $(A64_BUNDLE)/runlens --model $(A64_GEN_MODEL) --threads $(A64_THREADS) --backends $(subst $(space),$(,),$(strip $(A64_GEN_BACKENDS))) \
-	  run --json --first-logits --max-new-tokens $(A64_GEN_TOKENS) "$(A64_GEN_PROMPT)" > $(A64_OUT)/gen.aarch64.json 2> $(A64_OUT)/gen.aarch64.err; \
+	@$(A64_QEMU) $(A64_BUNDLE)/runlens $(A64_GEN_ARGS) > $(A64_OUT)/gen.aarch64.json 2> $(A64_OUT)/gen.aarch64.err; \
 	  [ -s $(A64_OUT)/gen.aarch64.json ] || { echo "error: aarch64 generation printed nothing:"; cat $(A64_OUT)/gen.aarch64.err; exit 1; }
 	@$(VPY) scripts/aarch64/check.py generation $(A64_GEN_MODEL) $(A64_OUT)/gen.x86_64.json $(A64_OUT)/gen.aarch64.json $(A64_OUT)/gen.aarch64.err
 	@echo "== lite bundle (no libtorch): inspect --json vs x86-64, run --json portable + xnnpack vs reference.json"
