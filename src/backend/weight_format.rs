@@ -42,3 +42,23 @@ impl WeightFormat {
         [WeightFormat::Float, WeightFormat::Int8, WeightFormat::Int4 { group_size }]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The model layer keeps its own list of eager's names (a manifest's program may not
+    /// take one; it imports no backend): every column name here is refused there.
+    #[test]
+    fn a_manifest_refuses_every_eager_column_name_as_a_program_name() {
+        for format in WeightFormat::all(DEFAULT_GROUP_SIZE) {
+            let json = format!(
+                r#"{{"runlens_manifest": 2, "model": "x", "task": "text-generation", "max_seq_len": 64,
+                    "programs": [{{"name": "{}", "file": "a.pte", "title": "A"}}]}}"#,
+                format.backend_name()
+            );
+            let e = crate::model::manifest::Manifest::parse(std::path::Path::new("m/manifest.json"), json.as_bytes()).unwrap_err();
+            assert!(e.to_string().contains("cannot be used"), "{}: {e}", format.backend_name());
+        }
+    }
+}

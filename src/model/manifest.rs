@@ -289,8 +289,8 @@ impl Manifest {
         }
         let mut seen = std::collections::BTreeSet::new();
         for p in &self.programs {
-            let eagers = crate::backend::WeightFormat::all(crate::backend::weight_format::DEFAULT_GROUP_SIZE);
-            if p.name.trim().is_empty() || p.name.contains(',') || eagers.iter().any(|f| f.backend_name() == p.name) {
+            // eager's column names (backend::WeightFormat::backend_name; the model layer imports no backend).
+            if p.name.trim().is_empty() || p.name.contains(',') || ["eager", "eager-int8", "eager-int4"].contains(&p.name.as_str()) {
                 return Err(bad(format!("program name {:?} cannot be used (empty, has a comma, or is eager's: eager, eager-int8, eager-int4)", p.name)));
             }
             if !seen.insert(p.name.as_str()) {
