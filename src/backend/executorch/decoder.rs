@@ -4,8 +4,12 @@
 //! - **KV cache** (`cache_position`): the cache is a static buffer of `L`
 //!   positions inside the program. Prefill is one call with the whole prompt
 //!   and `cache_position = 0..n`; each new token one call with `[token]` and
-//!   `[n]`. A new prompt starts again at position 0 (later, stale entries are
-//!   masked by cache_position inside the program).
+//!   `[n]`. A program that also takes `key_positions` gets `0..n` (`0..n+1`
+//!   for a step): its attention reads only those entries, so a step's cost
+//!   follows the filled length, not `L`; it takes at most `chunk` tokens a
+//!   call, so a longer prompt is fed in chunks. A new prompt starts again at
+//!   position 0 (later, stale entries are never read, or masked by
+//!   cache_position inside the program).
 //! - **No cache** (the course's way): the whole sequence recomputed for every
 //!   token. A fixed-length program takes a window of `L` tokens left-padded
 //!   with the pad id, `attention_mask` 0 on the padding (the program takes
@@ -41,8 +45,14 @@ impl Decoding {
             convention.max_len
         );
         let logits = if convention.cache_position {
+            // In calls of at most `chunk` tokens (the program's bound on input_ids).
             let positions: Vec<i64> = (0..prompt.len() as i64).collect();
-            run_kv(module, prompt, &positions)?
+            let chunk = convention.chunk.max(1);
+            let mut logits = Vec::new();
+            for (ids, at) in prompt.chunks(chunk).zip(positions.chunks(chunk)) {
+                logits = run_kv(module, convention, ids, at)?;
+            }
+            logits
         } else {
             run_window(module, convention, prompt, self.pad_id)?
         };
@@ -60,7 +70,7 @@ impl Decoding {
             convention.max_len
         );
         let logits = if convention.cache_position {
-            run_kv(module, &[token], &[self.sequence.len() as i64])?
+            run_kv(module, convention, &[token], &[self.sequence.len() as i64])?
         } else {
             let mut sequence = self.sequence.clone();
             sequence.push(token);
@@ -71,11 +81,18 @@ impl Decoding {
     }
 }
 
-/// `forward(input_ids [1, n], cache_position [n])`.
-fn run_kv(module: &mut EtModule, ids: &[i64], positions: &[i64]) -> anyhow::Result<Vec<f32>> {
+/// `forward(input_ids [1, n], cache_position [n])`, and `key_positions [F] = 0..F`
+/// (F: the filled length once these are written) when the program takes it.
+fn run_kv(module: &mut EtModule, convention: &InputConvention, ids: &[i64], positions: &[i64]) -> anyhow::Result<Vec<f32>> {
     let n = ids.len() as i64;
-    let (ids_sizes, pos_sizes) = ([1, n], [n]);
-    module.execute(&[LongTensor::new(ids, &ids_sizes), LongTensor::new(positions, &pos_sizes)])?;
+    let filled = positions.last().map_or(0, |p| p + 1);
+    let keys: Vec<i64> = if convention.key_positions { (0..filled).collect() } else { Vec::new() };
+    let (ids_sizes, pos_sizes, key_sizes) = ([1, n], [n], [filled]);
+    let mut inputs = vec![LongTensor::new(ids, &ids_sizes), LongTensor::new(positions, &pos_sizes)];
+    if convention.key_positions {
+        inputs.push(LongTensor::new(&keys, &key_sizes));
+    }
+    module.execute(&inputs)?;
     last_position(module)
 }
 

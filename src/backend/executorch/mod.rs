@@ -12,7 +12,8 @@
 //!   text-generation, see [`decoder`]);
 //! - KV cache: `input_ids` int64 `[1, S]` (S dynamic) and `cache_position`
 //!   int64 `[S]`: a decoder holding its KV cache in the program
-//!   (text-generation only).
+//!   (text-generation only); with a third input, `key_positions` int64 `[F]`
+//!   (F dynamic), its attention reads only the F filled cache entries.
 //!
 //! A program of another shape is an error that names the file, what it has
 //! and what runlens expects.
@@ -34,7 +35,7 @@ use crate::tensor::{Encoded, OutputTensor};
 
 /// What runlens expects of a program's inputs, for error messages.
 const EXPECTED_INPUTS: &str =
-    "input_ids, or input_ids and attention_mask: int64 [1, S]; or (a decoder) input_ids int64 [1, S] and cache_position int64 [S]";
+    "input_ids, or input_ids and attention_mask: int64 [1, S]; or (a decoder) input_ids int64 [1, S] and cache_position int64 [S], and optionally key_positions int64 [F]";
 
 /// How a program takes its input, read from the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,8 +45,15 @@ pub struct InputConvention {
     /// It takes `cache_position` (int64 `[S]`) after `input_ids`: a decoder
     /// with its KV cache inside (never together with `with_mask`).
     pub cache_position: bool,
+    /// It also takes `key_positions` (int64 `[F]`, `0..F` with F the filled
+    /// length) after `cache_position`: its attention reads only the filled part
+    /// of the cache, so a step costs what F needs, not `max_len`.
+    pub key_positions: bool,
     /// `Some(n)`: exactly `n` tokens (the input is padded); `None`: any length up to `max_len`.
     pub fixed_len: Option<usize>,
+    /// The most tokens one call takes: `max_len`, or for a KV-cache program with
+    /// `key_positions` the bound of `input_ids` (a longer prompt is fed in chunks).
+    pub chunk: usize,
     /// The longest input it takes (for a KV-cache program: the longest
     /// sequence, prompt and new tokens, its cache holds).
     pub max_len: usize,
@@ -65,13 +73,16 @@ impl InputConvention {
         let inputs = &plan.input_shapes;
         let ok_input = |s: &InputShape| s.dtype == "long" && s.sizes.len() == 2 && s.sizes[0] == 1 && s.sizes[1] >= 1;
         let wrong_inputs = || format!("its method forward takes {} input(s): {}; runlens drives programs that take {EXPECTED_INPUTS}", plan.inputs, describe(inputs));
-        // input_ids [1, S] and cache_position [S], both dynamic up to the same bound.
-        let kv_cache = inputs.len() == 2
+        // input_ids [1, S] and cache_position [S], both dynamic up to the same bound;
+        // then perhaps key_positions [F], dynamic up to that bound too.
+        // key_positions' bound is the cache's length, at least input_ids' (a chunk).
+        let rank1 = |s: &InputShape| s.dtype == "long" && s.sizes.len() == 1;
+        let kv_cache = (2..=3).contains(&inputs.len())
             && ok_input(&inputs[0])
             && inputs[0].dynamic
-            && inputs[1].dtype == "long"
-            && inputs[1].sizes.len() == 1
-            && inputs[1].sizes[0] == inputs[0].sizes[1];
+            && rank1(&inputs[1])
+            && inputs[1].sizes[0] == inputs[0].sizes[1]
+            && inputs.get(2).is_none_or(|s| rank1(s) && s.dynamic && s.sizes[0] >= inputs[0].sizes[1]);
         if kv_cache && output != OutputKind::NextToken {
             return Err(format!(
                 "it is a decoder with a KV cache (input_ids and cache_position); this model directory's programs return {}",
@@ -94,11 +105,15 @@ impl InputConvention {
             ));
         }
         let len = usize::try_from(inputs[0].sizes[1]).unwrap_or(0);
+        let key_positions = kv_cache && inputs.len() == 3;
+        let max_len = if key_positions { usize::try_from(inputs[2].sizes[0]).unwrap_or(0) } else { len };
         Ok(InputConvention {
             with_mask: inputs.len() == 2 && !kv_cache,
             cache_position: kv_cache,
+            key_positions,
             fixed_len: (!inputs[0].dynamic).then_some(len),
-            max_len: len,
+            chunk: len,
+            max_len,
         })
     }
 
@@ -107,7 +122,11 @@ impl InputConvention {
         let decoder = output == OutputKind::NextToken;
         let inputs = if self.with_mask || self.cache_position { "" } else { ", input_ids only" };
         match (self.cache_position, self.fixed_len) {
-            (true, _) => format!(", KV cache of {} positions (cache_position input)", self.max_len),
+            (true, _) if self.key_positions => format!(
+                ", KV cache of {} positions (cache_position input), attention over the filled part (key_positions), up to {} tokens a call",
+                self.max_len, self.chunk
+            ),
+            (true, _) => format!(", KV cache of {} positions (cache_position input), attention over all of them", self.max_len),
             (false, Some(n)) if decoder => format!(", a window of {n} tokens, left-padded and recomputed per token{inputs}"),
             (false, None) if decoder => format!(", no cache: the whole sequence (up to {}) recomputed per token{inputs}", self.max_len),
             (false, Some(n)) => format!(", fixed length {n} (input padded){inputs}"),
@@ -236,12 +255,24 @@ mod tests {
         let logits = shape(&[1, 512], false, "float");
         let kv = plan(vec![shape(&[1, 64], true, "long"), shape(&[64], true, "long")], logits.clone());
         let c = InputConvention::of(&kv, OutputKind::NextToken).unwrap();
-        assert_eq!(c, InputConvention { with_mask: false, cache_position: true, fixed_len: None, max_len: 64 });
+        assert_eq!(c, InputConvention { with_mask: false, cache_position: true, key_positions: false, fixed_len: None, chunk: 64, max_len: 64 });
         assert!(c.describe(OutputKind::NextToken).contains("KV cache of 64"));
+        assert!(c.describe(OutputKind::NextToken).contains("all of them"));
+
+        // With key_positions [F]: attention over the filled part, F's bound the cache's
+        // length, input_ids' the most tokens a call takes; a fixed or shorter F is not that input.
+        let filled = plan(vec![shape(&[1, 64], true, "long"), shape(&[64], true, "long"), shape(&[256], true, "long")], logits.clone());
+        let c = InputConvention::of(&filled, OutputKind::NextToken).unwrap();
+        assert_eq!(c, InputConvention { with_mask: false, cache_position: true, key_positions: true, fixed_len: None, chunk: 64, max_len: 256 });
+        assert!(c.describe(OutputKind::NextToken).contains("filled part"));
+        let fixed_f = plan(vec![shape(&[1, 64], true, "long"), shape(&[64], true, "long"), shape(&[64], false, "long")], logits.clone());
+        assert!(InputConvention::of(&fixed_f, OutputKind::NextToken).is_err());
+        let shorter_f = plan(vec![shape(&[1, 64], true, "long"), shape(&[64], true, "long"), shape(&[32], true, "long")], logits.clone());
+        assert!(InputConvention::of(&shorter_f, OutputKind::NextToken).is_err());
 
         let window = plan(vec![shape(&[1, 32], false, "long"), shape(&[1, 32], false, "long")], shape(&[1, 32, 512], false, "float"));
         let c = InputConvention::of(&window, OutputKind::NextToken).unwrap();
-        assert_eq!(c, InputConvention { with_mask: true, cache_position: false, fixed_len: Some(32), max_len: 32 });
+        assert_eq!(c, InputConvention { with_mask: true, cache_position: false, key_positions: false, fixed_len: Some(32), chunk: 32, max_len: 32 });
         assert!(c.describe(OutputKind::NextToken).contains("left-padded"));
 
         // A KV-cache program in a directory of another task, and shapes runlens cannot drive, say why.

@@ -32,7 +32,8 @@ pub fn representative_input(plan: Option<&PlanCoverage>) -> (Vec<i64>, Vec<i64>)
 /// The probe's inputs as `(data, sizes)` per input of `forward`, for every
 /// convention runlens drives: `input_ids` (and `attention_mask`) `[1, S]` from
 /// [`representative_input`], or for a decoder with its KV cache inside
-/// (a second input of rank 1) `input_ids [1, S]` and `cache_position [S] = 0..S`.
+/// (a second input of rank 1) `input_ids [1, S]` and `cache_position [S] = 0..S`,
+/// and `key_positions [S] = 0..S` when it takes a third.
 /// Ids are kept below the output's last dimension when it is smaller than
 /// them (a small vocabulary: the tiny GPT-2 has 512 tokens).
 pub fn probe_inputs(plan: Option<&PlanCoverage>) -> Vec<(Vec<i64>, Vec<i64>)> {
@@ -51,8 +52,12 @@ pub fn probe_inputs(plan: Option<&PlanCoverage>) -> Vec<(Vec<i64>, Vec<i64>)> {
     let second = plan.and_then(|p| p.input_shapes.get(1));
     let inputs = plan.map_or(2, |p| p.inputs);
     if second.is_some_and(|s| s.sizes.len() == 1) {
-        let positions = (0..len).collect();
-        return vec![(ids, vec![1, len]), (positions, vec![len])];
+        let positions: Vec<i64> = (0..len).collect();
+        let mut kv = vec![(ids, vec![1, len]), (positions.clone(), vec![len])];
+        if inputs >= 3 {
+            kv.push((positions, vec![len]));
+        }
+        return kv;
     }
     if inputs >= 2 {
         vec![(ids, vec![1, len]), (mask, vec![1, len])]
@@ -101,6 +106,12 @@ mod tests {
         assert_eq!(inputs[0].1, vec![1, 8]);
         assert!(inputs[0].0.iter().all(|&id| (0..512).contains(&id)));
         assert_eq!(inputs[1], ((0..8).collect(), vec![8]));
+        // One whose attention reads the filled part gets key_positions 0..S as well.
+        p.inputs = 3;
+        p.input_shapes.push(InputShape { sizes: vec![64], dynamic: true, dtype: "long".into() });
+        let inputs = probe_inputs(Some(&p));
+        assert_eq!(inputs.len(), 3);
+        assert_eq!(inputs[2], ((0..8).collect(), vec![8]));
         // An encoder keeps its ids and its mask.
         let mut p = plan(vec![1, 128], true);
         p.output_shapes.push(InputShape { sizes: vec![1, 8, 30522], dynamic: true, dtype: "float".into() });
