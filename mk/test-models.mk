@@ -69,7 +69,7 @@ DECODER_MODELS := $(DECODER_ARCHS:%=models/tiny-%/manifest.json)
 # the same graph as tiny-llama and is left out.
 QUANTIZED_DECODERS := tiny-qwen2 tiny-llama tiny-qwen3
 QUANTIZED_PROGRAMS := --programs portable,portable-nocache,xnnpack,xnnpack-nocache,xnnpack-int8,xnnpack-8da4w --group-size 32
-decoder_programs_of = $(if $(filter $(1),$(QUANTIZED_DECODERS)),$(QUANTIZED_PROGRAMS))
+decoder_programs_of = $(if $(filter $(1),$(QUANTIZED_DECODERS)),$(QUANTIZED_PROGRAMS),--programs portable$(,)portable-nocache$(,)xnnpack$(,)xnnpack-nocache)
 GPT2_FIGURES_CKPT := $(CHECKPOINTS)/gpt2-random
 GPT2_FIGURES_MODEL := models/gpt2-random
 

@@ -4,11 +4,16 @@
     python python/export.py                      # all-MiniLM-L6-v2 from its PyPI package -> models/minilm
     python python/export.py --model DIR --task fill-mask [--out OUT] [--max-seq-len N]
                             [--programs portable,xnnpack] [--sentences FILE]
-    python python/export.py --model DIR --task text-generation [--max-seq-len 64] [--max-new-tokens 24]
+    python python/export.py --model DIR --task text-generation [--max-seq-len 1024] [--max-new-tokens 24]
+                            [--programs portable,xnnpack,xnnpack-int8,xnnpack-8da4w] [--group-size G]
 
 DIR is a Hugging Face checkpoint directory as `save_pretrained` (or a hub
-download) writes it: config.json, weights (model.safetensors or
-pytorch_model.bin), tokenizer files. Tasks: feature-extraction (mean-pooled,
+download) writes it: config.json, weights (model.safetensors, shards with
+model.safetensors.index.json, or pytorch_model.bin; float32, bfloat16 or
+float16), tokenizer files (tokenizer.json, or a SentencePiece tokenizer.model
+that transformers converts). Whatever the weights' dtype, the model is loaded
+and every program computed in float32 (the manifest's source_dtype and
+compute_dtype). Tasks: feature-extraction (mean-pooled,
 L2-normalised embedding), fill-mask (masked-LM logits), text-classification
 (class logits), text-generation (next-token logits, greedy continuation);
 architectures: bert and distilbert for the first three; gpt2, llama (Llama 2 /
@@ -20,34 +25,46 @@ Writes to OUT (default models/minilm, or models/<DIR's name>):
   xnnpack.pte         the same program with XnnpackPartitioner
   xnnpack-int8.pte    XNNPACK, linear layers dynamically quantized to int8
   xnnpack-static.pte  XNNPACK with a fixed sequence length of --max-seq-len
-  text-generation instead writes (runlens_export/decoder.py; L = --max-seq-len, default 64):
-  portable.pte, xnnpack.pte                   KV cache of L inside the program: (input_ids [1, S],
-                                              cache_position [S]) -> [1, V], S 1..L
-  portable-nocache.pte, xnnpack-nocache.pte   a left-padded window of L: (input_ids, attention_mask)
-                                              [1, L] -> [1, V], recomputed per token
-  xnnpack-int8.pte, xnnpack-8da4w.pte         opt-in (--programs): the KV-cache XNNPACK program with
-                                              8-bit per-channel / 4-bit grouped (--group-size, default
-                                              128) linear weights and 8-bit dynamic activations,
-                                              8-bit / 4-bit (groups of 32) embeddings
+  text-generation instead writes (runlens_export/decoder.py; L = --max-seq-len, default
+  1024 capped by the model's position limit: a chat template's system line plus a few
+  turns fit, while a prefill's planned activation memory grows with L x L per head):
+  portable.pte, xnnpack.pte                   KV cache of L inside the program (input_ids [1, S],
+                                              cache_position [S], ...) -> [1, V], S 1..L
+  xnnpack-int8.pte, xnnpack-8da4w.pte         the KV-cache XNNPACK program with 8-bit per-channel /
+                                              4-bit grouped linear weights and 8-bit dynamic
+                                              activations, 8-bit / 4-bit (groups of 32) embeddings
                                               (runlens_export/quantize.py); each checked against its
-                                              quantized model in PyTorch (<name>.reference.json)
-  tokenizer.json, config.json, model.safetensors   what the eager path reads
+                                              quantized model in PyTorch (<name>.reference.json).
+                                              4-bit groups: --group-size, else the largest of 128,
+                                              64, 32 that divides every linear layer's input width
+  portable-nocache.pte, xnnpack-nocache.pte   opt-in (--programs): a left-padded window of L:
+                                              (input_ids, attention_mask) [1, L] -> [1, V],
+                                              the whole window recomputed per token
+  config.json, the weights, tokenizer.json    what the eager path reads: the checkpoint's own
+                      safetensors copied as they are (one file, or the shards and their index)
+                      when their names are the class's, else one float32 model.safetensors
+                      written by transformers (pytorch_model.bin, a head the task drops, GPT-2)
   text-generation also: generation_config.json (its eos ids), tokenizer_config.json
-                      (the special tokens' text) and chat_template.jinja (when the
-                      checkpoint has a template) beside tokenizer.json
+                      (the special tokens' text) and chat_template.jinja (the checkpoint's,
+                      or the template from its tokenizer_config.json) beside tokenizer.json
   reference.json      Python transformers' outputs for the task on the sentences
                       (text-generation: greedy `generate` on assets/prompts.txt)
-  manifest.json       task, architecture, programs, versions, sha256s, the command
+  manifest.json       task, architecture, dtypes, programs, versions, sha256s, the command
 
-`--programs` picks which programs to write (default all; text-generation: all
-but the two quantized ones). Every
-program written is then run by ExecuTorch's Python runtime on the reference
-sentences and must agree with transformers (text-generation: the same greedy
-ids from a Python loop; `--no-check` skips that). Files are
-made in a staging directory and moved into OUT at the end, manifest.json last;
-an export that fails leaves OUT as it was (when a program disagrees, the
-programs stay in OUT's staging folder, .<name>.export-tmp, for a look). Exit codes: 0 done, 1 a program
-disagrees with transformers, 2 bad options or a checkpoint it cannot export.
+`--programs` picks which programs to write (default all; text-generation: the
+four KV-cache programs). Every program written is then run by ExecuTorch's
+Python runtime on the reference sentences and must agree with transformers
+(text-generation: the same greedy ids from a Python loop; a quantized program:
+with its quantized model run by PyTorch; `--no-check` skips that). Files are
+made in a staging directory (OUT's .<name>.export-tmp) and moved into OUT at the
+end, manifest.json last. A float program that disagrees fails the export and
+leaves OUT as it was (the programs stay in the staging folder for a look). A
+quantized program that fails its check is left out of OUT and of the manifest's
+programs, named in its "failed_checks" and kept in the staging folder; the rest
+is written. Progress: each step as [k/n] with the elapsed time, a line every
+~12 s during a long one, a table of sizes and times at the end.
+Exit codes: 0 done, 1 a program disagrees (or a quantized one failed its
+check), 2 bad options or a checkpoint it cannot export.
 """
 
 from __future__ import annotations
@@ -67,10 +84,12 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 
 import torch  # noqa: E402
 
-from runlens_export.checkpoint import Checkpoint  # noqa: E402
+from runlens_export.checkpoint import COMPUTE_DTYPE, Checkpoint  # noqa: E402
 from runlens_export.files import ExportError, say, sha256, write_atomic  # noqa: E402
-from runlens_export.decoder import GENERATION_PROGRAMS  # noqa: E402
+from runlens_export.decoder import DEFAULT_GENERATION_PROGRAMS, GENERATION_PROGRAMS  # noqa: E402
 from runlens_export.programs import PROGRAMS  # noqa: E402
+from runlens_export.progress import PROGRESS, summary_table  # noqa: E402
+from runlens_export.quantize import pick_group_size  # noqa: E402
 from runlens_export.tasks import ASSETS, TASKS, SentenceEmbedder, Task, TextGeneration  # noqa: E402,F401  (SentenceEmbedder: bench_python.py)
 
 MANIFEST_VERSION = 2
@@ -82,13 +101,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--task", choices=sorted(TASKS), default="feature-extraction")
     ap.add_argument("--out", type=Path, help="the model directory to write (default models/minilm or models/<DIR's name>)")
     ap.add_argument("--max-seq-len", type=int,
-                    help="the longest sequence the programs take (default 128; text-generation: 64, prompt + new tokens)")
-    ap.add_argument("--programs", help=f"comma list of {', '.join(PROGRAMS)}; text-generation: "
-                    f"{', '.join(GENERATION_PROGRAMS)} (default all but the quantized xnnpack-int8 and "
-                    "xnnpack-8da4w)")
+                    help="the longest sequence the programs take (default 128; text-generation: 1024, prompt + new "
+                    "tokens, enough for a chat template's system line and a few turns; both capped by the model's "
+                    "position limit. A longer L costs memory: a prefill's planned activations grow with L x L per "
+                    "head, the KV cache with L)")
+    ap.add_argument("--programs", help=f"comma list of {', '.join(PROGRAMS)} (default all); text-generation: "
+                    f"{', '.join(GENERATION_PROGRAMS)} (default {', '.join(DEFAULT_GENERATION_PROGRAMS)}: the "
+                    "window programs, which recompute the whole window per token, are opt-in)")
     ap.add_argument("--group-size", type=int,
-                    help="text-generation, xnnpack-8da4w: input channels per 4-bit weight scale (default 128, "
-                    "ExecuTorch's recipe; must divide every linear layer's input width)")
+                    help="text-generation, xnnpack-8da4w: input channels per 4-bit weight scale; must divide every "
+                    "linear layer's input width and be a multiple of 32 (XNNPACK). Default: the largest of 128 "
+                    "(ExecuTorch's recipe), 64, 32 that divides them all (SmolLM2's 576: 64)")
     ap.add_argument("--sentences", type=Path, help="one sentence a line (default assets/sentences.txt, fill-mask: "
                     "assets/fill-mask.txt, text-generation: the prompts in assets/prompts.txt)")
     ap.add_argument("--max-new-tokens", type=int, default=TASKS["text-generation"].max_new_tokens,
@@ -120,37 +143,65 @@ def read_sentences(path: Path) -> list[str]:
     return lines
 
 
-def check_max_seq_len(n: int, ckpt: Checkpoint) -> None:
+def choose_max_seq_len(asked: int | None, task: Task, ckpt: Checkpoint) -> tuple[int, str]:
+    """L and where it came from: --max-seq-len (2..the model's position limit), else
+    the task's default capped by that limit."""
     geometry = ckpt.geometry
-    if not 2 <= n <= geometry.max_positions:
-        raise ExportError(f"--max-seq-len {n}: must be 2..{geometry.max_positions} "
-                          f"({ckpt.path}/config.json {geometry.max_positions_key})")
+    limit = f"{ckpt.path}/config.json {geometry.max_positions_key} {geometry.max_positions}"
+    if asked is not None:
+        if not 2 <= asked <= geometry.max_positions:
+            raise ExportError(f"--max-seq-len {asked}: must be 2..{geometry.max_positions} ({limit})")
+        return asked, "--max-seq-len"
+    if task.default_max_seq_len > geometry.max_positions:
+        return geometry.max_positions, f"the default {task.default_max_seq_len} capped by {limit}"
+    return task.default_max_seq_len, "the default"
 
 
-def commit(stage: Path, out: Path) -> list[str]:
-    """Moves the staged files into `out`, manifest.json last; returns their names."""
+def commit(stage: Path, out: Path, held: set[str]) -> list[str]:
+    """Moves the staged files but `held` into `out`, manifest.json last; returns
+    their names. The stage is removed when nothing is held back in it."""
     out.mkdir(parents=True, exist_ok=True)
-    names = sorted(p.name for p in stage.iterdir() if p.name != "manifest.json")
+    names = sorted(p.name for p in stage.iterdir() if p.name != "manifest.json" and p.name not in held)
     for name in [*names, "manifest.json"]:
         os.replace(stage / name, out / name)
-    stage.rmdir()
+    if not held:
+        stage.rmdir()
     return names
+
+
+def program_files(entry: dict) -> set[str]:
+    """A program's files in the stage: the .pte, its sidecar, reference and graph."""
+    stem = entry["file"].removesuffix(".pte")
+    return {entry["file"], entry.get("modules") or "", entry.get("reference") or "", f"{stem}.graph.json"} - {""}
+
+
+def step_count(task: Task, names: list[str], check: bool) -> int:
+    """load, eager files, reference, a step per program, the check, the writing."""
+    return 3 + len(names) + int(check) + 1
+
+
+def plan_line(task: Task, names: list[str], out: Path, max_seq_len: int, why_len: str, group: tuple | None) -> str:
+    specs = task.program_specs()
+    files = ", ".join(specs[n].file for n in specs if n in names)
+    line = f"will write {out}: {files}; L = {max_seq_len} ({why_len})"
+    if group is not None:
+        line += f"; 4-bit weights in groups of {group[0]} ({group[1]})"
+    return line
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     task = TASKS[args.task]
-    if args.max_seq_len is None:
-        args.max_seq_len = task.default_max_seq_len
+    check = not args.no_check
     try:
         if args.max_new_tokens < 1:
             raise ExportError(f"--max-new-tokens {args.max_new_tokens}: must be at least 1")
+        names = program_names(args.programs, task)
         if isinstance(task, TextGeneration):
             task.max_new_tokens = args.max_new_tokens
-            task.check_window = not args.no_check
-            task.group_size = args.group_size
-        names = program_names(args.programs, task)
+            # The eager window wrapper is checked only when a window program is (it re-runs L per token).
+            task.check_window = check and any(not task.program_specs()[n].cache for n in names)
         if args.model is None:
             if task.name != "feature-extraction":
                 raise ExportError("without --model, export.py exports all-MiniLM-L6-v2 for feature-extraction only; "
@@ -163,13 +214,22 @@ def main(argv: list[str]) -> int:
             if out.resolve() == args.model.resolve():
                 raise ExportError(f"--out {out} is the checkpoint directory itself; name another directory")
         class_name = ckpt.class_for(task.name)
-        check_max_seq_len(args.max_seq_len, ckpt)
+        max_seq_len, why_len = choose_max_seq_len(args.max_seq_len, task, ckpt)
         lines = read_sentences(args.sentences or ASSETS / task.sentences)
-        say(f"{ckpt.architecture} (model_type {ckpt.model_type}) as {class_name} for {task.name}: {task.output}")
-        model = ckpt.load(class_name, task.name)
-        tokenizer = ckpt.tokenizer()
-        texts = task.texts(lines, tokenizer)
-        extra = task.extra_fields(model, tokenizer)
+        source_dtype = ckpt.source_dtype
+        PROGRESS.plan(step_count(task, names, check))
+        with PROGRESS.step(f"loading {ckpt.architecture} (model_type {ckpt.model_type}, {source_dtype} weights) as "
+                           f"{class_name} in {COMPUTE_DTYPE} for {task.name}: {task.output}"):
+            model = ckpt.load(class_name, task.name)
+            tokenizer = ckpt.tokenizer()
+            texts = task.texts(lines, tokenizer)
+            extra = task.extra_fields(model, tokenizer)
+        group = None
+        if any(getattr(task.program_specs()[n], "quantized_in_groups", False) for n in names):
+            group = pick_group_size(model, args.group_size)
+            if isinstance(task, TextGeneration):
+                task.group_size = group[0]
+        say(plan_line(task, names, out, max_seq_len, why_len, group))
     except ExportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -181,60 +241,83 @@ def main(argv: list[str]) -> int:
     stage.mkdir(parents=True)
     keep_stage = False
     try:
-        ckpt.write_eager_files(model, class_name, tokenizer, stage, resave=ckpt.arch.resave_weights)
-        files = task.write_files(ckpt, model, tokenizer, stage)
-        rows = task.reference(model, tokenizer, texts, args.max_seq_len)
-        versions = {"torch": torch.__version__, "transformers": __import__("transformers").__version__}
-        reference_extra = {k: extra[k] for k in ("max_new_tokens",) if k in extra}
-        reference = {"model": ckpt.name, "task": task.name, "max_seq_len": args.max_seq_len, **reference_extra,
-                     **versions, "sentences": rows}
-        write_atomic(stage / "reference.json", json.dumps(reference).encode())
+        with PROGRESS.step("the eager column's files: config.json, the weights, tokenizer.json"):
+            eager = ckpt.write_eager_files(model, class_name, tokenizer, stage, resave=ckpt.arch.resave_weights)
+            files = task.write_files(ckpt, model, tokenizer, stage)
+        with PROGRESS.step(f"reference.json: transformers' outputs ({task.name})"):
+            rows = task.reference(model, tokenizer, texts, max_seq_len)
+            versions = {"torch": torch.__version__, "transformers": __import__("transformers").__version__}
+            reference_extra = {k: extra[k] for k in ("max_new_tokens",) if k in extra}
+            reference = {"model": ckpt.name, "task": task.name, "max_seq_len": max_seq_len, **reference_extra,
+                         **versions, "sentences": rows}
+            write_atomic(stage / "reference.json", json.dumps(reference).encode())
 
-        programs = task.lower(model, names, args.max_seq_len, stage)
-        if not args.no_check:
-            say("checking every program against transformers (ExecuTorch's Python runtime)")
-            if "pad_token_id" in extra:
-                pad_id = extra["pad_token_id"]
-            else:
-                pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-            failures = task.verify(stage, programs, rows, pad_id, args.max_seq_len)
-            if failures:
-                for f in failures:
-                    print(f"error: {f}", file=sys.stderr)
-                print(f"error: {len(failures)} program output(s) disagree with transformers; {out} left as it was, "
+        programs = task.lower(model, names, max_seq_len, stage)
+        failed: dict[str, list[str]] = {}
+        if check:
+            with PROGRESS.step("checking every program against transformers (ExecuTorch's Python runtime)"):
+                if "pad_token_id" in extra:
+                    pad_id = extra["pad_token_id"]
+                else:
+                    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+                failed = task.verify(stage, programs, rows, pad_id, max_seq_len)
+            quantized = {e["name"] for e in programs if e.get("quantization")}
+            for name, why in failed.items():
+                for w in why:
+                    print(f"error: {name}: {w}", file=sys.stderr)
+            float_bad = [n for n in failed if n not in quantized]
+            if float_bad:
+                print(f"error: {', '.join(float_bad)} disagree(s) with transformers; {out} left as it was, "
                       f"the programs kept in {stage} for a look (--no-check writes them)", file=sys.stderr)
                 keep_stage = True
                 return 1
 
-        artefacts = sorted(p.name for p in stage.iterdir() if p.is_file() and not p.name.endswith(".tmp"))
-        manifest = {
-            "runlens_manifest": MANIFEST_VERSION,
-            "model": ckpt.name,
-            "source": ckpt.source,
-            "task": task.name,
-            "architecture": class_name,
-            "model_type": ckpt.model_type,
-            "max_seq_len": args.max_seq_len,
-            **extra,
-            "tokenizer": "tokenizer.json",
-            **files,
-            "reference": "reference.json",
-            "eager": {"config": "config.json", "weights": "model.safetensors"},
-            "programs": programs,
-            **versions,
-            "executorch": executorch.version.__version__,
-            "command": " ".join([Path(sys.executable).name, *sys.argv]),
-            "sha256": {name: sha256(stage / name) for name in artefacts},
-        }
-        write_atomic(stage / "manifest.json", (json.dumps(manifest, indent=2) + "\n").encode())
-        written = commit(stage, out)
+        kept = [e for e in programs if e["name"] not in failed]
+        held = set().union(*(program_files(e) for e in programs if e["name"] in failed))
+        with PROGRESS.step(f"writing {out}"):
+            artefacts = sorted(p.name for p in stage.iterdir()
+                               if p.is_file() and not p.name.endswith(".tmp") and p.name not in held)
+            manifest = {
+                "runlens_manifest": MANIFEST_VERSION,
+                "model": ckpt.name,
+                "source": ckpt.source,
+                "task": task.name,
+                "architecture": class_name,
+                "model_type": ckpt.model_type,
+                "source_dtype": source_dtype,
+                "compute_dtype": COMPUTE_DTYPE,
+                "max_seq_len": max_seq_len,
+                **extra,
+                "tokenizer": "tokenizer.json",
+                **files,
+                "reference": "reference.json",
+                "eager": eager,
+                "programs": kept,
+                **({"failed_checks": [{"name": n, "file": e["file"], "why": "; ".join(failed[n])}
+                                      for e in programs for n in [e["name"]] if n in failed]} if failed else {}),
+                **versions,
+                "executorch": executorch.version.__version__,
+                "command": " ".join([Path(sys.executable).name, *sys.argv]),
+                "sha256": {name: sha256(stage / name) for name in artefacts},
+            }
+            write_atomic(stage / "manifest.json", (json.dumps(manifest, indent=2) + "\n").encode())
+            written = commit(stage, out, held)
+        keep_stage = bool(held)
     except ExportError as e:
         print(f"error: {e}; {out} left as it was", file=sys.stderr)
         return 2
     finally:
+        PROGRESS.stop()
         if not keep_stage:
             shutil.rmtree(stage, ignore_errors=True)
-    say(f"done: {', '.join(written)}, manifest.json in {out}")
+    say(f"done: {len(written)} files and manifest.json in {out}")
+    for line in summary_table(out, written, programs, failed, stage):
+        print(line, flush=True)
+    if failed:
+        print(f"error: {', '.join(failed)} failed the check against the quantized model in PyTorch: left out of "
+              f"{out}/manifest.json (\"failed_checks\" says why), the files kept in {stage} for a look; "
+              f"the other programs are written", file=sys.stderr)
+        return 1
     return 0
 
 

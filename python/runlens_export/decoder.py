@@ -162,11 +162,11 @@ GENERATION_PROGRAMS: dict[str, DecoderProgramSpec] = {
         DecoderProgramSpec("xnnpack-8da4w", "ExecuTorch XNNPACK, 4-bit weights", "xnnpack", XNNPACK, True, "8da4w"),
     )
 }
-# What an export writes when --programs is not given: the float programs. The
-# quantized ones are opt-in (--programs ...,xnnpack-int8,xnnpack-8da4w): each is
-# a quantized copy of the model exported and lowered again, about a minute even
-# for the tiny test models on the 2-core machine.
-DEFAULT_GENERATION_PROGRAMS = tuple(n for n, p in GENERATION_PROGRAMS.items() if p.quantization is None)
+# What an export writes when --programs is not given: what a Pi user runs, the
+# KV-cache programs in float32 (portable, xnnpack) and quantized (xnnpack-int8,
+# xnnpack-8da4w). The window programs recompute the whole window per token (the
+# portable one would take hours a reply at SmolLM2's sizes): opt-in with --programs.
+DEFAULT_GENERATION_PROGRAMS = tuple(n for n, p in GENERATION_PROGRAMS.items() if p.cache)
 
 
 def export_with_cache(model: torch.nn.Module, max_len: int):
@@ -196,45 +196,43 @@ def to_program(ep, delegate: bool, pte=None):
 
 def lower_decoder(model: torch.nn.Module, names: list[str], max_seq_len: int, out: Path,
                   group_size: int | None = None, quantized: dict | None = None) -> list[dict]:
-    """Writes the named programs into `out`; returns their manifest entries in
-    the order of GENERATION_PROGRAMS. A quantized program is lowered from a
-    quantized copy of `model` (quantize.py, `group_size` for grouped schemes);
-    the copies are left in `quantized` (program name -> model) for the check."""
-    from .quantize import DEFAULT_GROUP_SIZE, SCHEMES, quantized_copy
+    """Writes the named programs into `out`, one progress step each (progress.py);
+    returns their manifest entries in the order of GENERATION_PROGRAMS. A quantized
+    program is lowered from a quantized copy of `model` (quantize.py, `group_size`
+    for grouped schemes, None: quantize.pick_group_size's); the copies are left in
+    `quantized` (program name -> model) for the check."""
+    from .modules import sidecar
+    from .progress import PROGRESS
+    from .quantize import SCHEMES, pick_group_size, quantized_copy
 
     model.requires_grad_(False)
-    group_size = group_size or DEFAULT_GROUP_SIZE
     wanted = [GENERATION_PROGRAMS[n] for n in GENERATION_PROGRAMS if n in names]
+    if any(spec.quantized_in_groups for spec in wanted):
+        group_size, _ = pick_group_size(model, group_size)
     exported = {}
     for spec in wanted:
-        if spec.quantization:
-            say(f"{spec.name}: quantizing a copy of the model ({spec.quantization})")
-            qmodel = quantized_copy(model, SCHEMES[spec.quantization], group_size)
-            if quantized is not None:
-                quantized[spec.name] = qmodel
-            say(f"torch.export of the quantized model with a static KV cache of {max_seq_len}")
-            ep = export_with_cache(qmodel, max_seq_len)
-            say(f"lowering {spec.file} (XnnpackPartitioner)")
-            from .modules import sidecar
-
-            program, nodes = to_program(ep, True, out / spec.file)
-            write_atomic(out / spec.file, program.buffer)
-            write_atomic(out / spec.modules_file, sidecar(spec.file, nodes, program))
-            continue
-        if spec.cache not in exported:
-            if spec.cache:
-                say(f"torch.export with a static KV cache of {max_seq_len}, input length dynamic 1..{max_seq_len}")
-                exported[True] = export_with_cache(model, max_seq_len)
+        with PROGRESS.step(f"{spec.file}: {spec.title}", program=spec.name):
+            if spec.quantization:
+                say(f"quantizing a copy of the model ({spec.quantization})")
+                qmodel = quantized_copy(model, SCHEMES[spec.quantization], group_size)
+                if quantized is not None:
+                    quantized[spec.name] = qmodel
+                say(f"torch.export of the quantized model with a static KV cache of {max_seq_len}")
+                ep = export_with_cache(qmodel, max_seq_len)
             else:
-                say(f"torch.export of a left-padded window of {max_seq_len} (no cache)")
-                exported[False] = export_window(model, max_seq_len)
-        say(f"lowering {spec.file} ({'XnnpackPartitioner' if spec.delegate else 'no delegate'})")
-        from .modules import sidecar
-
-        program, nodes = to_program(exported[spec.cache], spec.delegate is not None, out / spec.file)
-        write_atomic(out / spec.file, program.buffer)
-        # The sidecar of `runlens layers`: each instruction's module (modules.py).
-        write_atomic(out / spec.modules_file, sidecar(spec.file, nodes, program))
+                if spec.cache not in exported:
+                    if spec.cache:
+                        say(f"torch.export with a static KV cache of {max_seq_len}, input length dynamic 1..{max_seq_len}")
+                        exported[True] = export_with_cache(model, max_seq_len)
+                    else:
+                        say(f"torch.export of a left-padded window of {max_seq_len} (no cache)")
+                        exported[False] = export_window(model, max_seq_len)
+                ep = exported[spec.cache]
+            say(f"lowering {spec.file} ({'XnnpackPartitioner' if spec.delegate else 'no delegate'})")
+            program, nodes = to_program(ep, spec.delegate is not None, out / spec.file)
+            write_atomic(out / spec.file, program.buffer)
+            # The sidecar of `runlens layers`: each instruction's module (modules.py).
+            write_atomic(out / spec.modules_file, sidecar(spec.file, nodes, program))
     return [spec.manifest_entry(max_seq_len, group_size) for spec in wanted]
 
 

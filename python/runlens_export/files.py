@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
 T0 = time.monotonic()
+_LINE = threading.Lock()  # say() is also called from progress.py's heartbeat thread
+_last_line = T0
 
 
 def say(msg: str) -> None:
     """A progress line with the wall time and this process's CPU time so far
     (the CPU figure is the one that holds on a busy machine)."""
-    print(f"[export {time.monotonic() - T0:5.1f}s, cpu {time.process_time():5.1f}s] {msg}", flush=True)
+    global _last_line
+    with _LINE:
+        now = time.monotonic()
+        print(f"[export {now - T0:6.1f}s, cpu {time.process_time():6.1f}s] {msg}", flush=True)
+        _last_line = now
+
+
+def last_line() -> float:
+    """When say() last printed (time.monotonic())."""
+    return _last_line
 
 
 class ExportError(Exception):

@@ -128,26 +128,25 @@ def lower(wrapper: torch.nn.Module, names: list[str], max_seq_len: int, out: Pat
         write_atomic(out / spec.file, program.buffer)
         write_atomic(out / spec.modules_file, sidecar(spec.file, nodes, program))
 
+    from .progress import PROGRESS
+
     wanted = [PROGRAMS[n] for n in PROGRAMS if n in names]
     example = example_inputs(min(16, max_seq_len))
     seq = torch.export.Dim("seq", min=2, max=max_seq_len)
     dynamic_shapes = ({1: seq}, {1: seq})
     ep = None
-    if any(not p.static for p in wanted):
-        say(f"torch.export with a dynamic sequence length 2..{max_seq_len}")
-        ep = torch.export.export(wrapper, example, dynamic_shapes=dynamic_shapes, strict=False)
-
     for spec in wanted:
-        if spec.name == "portable":
-            say("lowering portable.pte (no delegate)")
-            write(ep, spec)
-        elif spec.name == "xnnpack":
-            say("lowering xnnpack.pte (XnnpackPartitioner)")
-            write(ep, spec)
-        elif spec.name == "xnnpack-int8":
-            say("quantizing the linear layers to int8 (dynamic, per-channel) and lowering xnnpack-int8.pte")
-            write(quantize_linear_int8(ep, example, dynamic_shapes), spec)
-        elif spec.name == "xnnpack-static":
-            say(f"torch.export with a fixed length {max_seq_len} and lowering xnnpack-static.pte")
-            write(torch.export.export(wrapper, example_inputs(max_seq_len), strict=False), spec)
+        with PROGRESS.step(f"{spec.file}: {spec.title}", program=spec.name):
+            if ep is None and not spec.static:
+                say(f"torch.export with a dynamic sequence length 2..{max_seq_len}")
+                ep = torch.export.export(wrapper, example, dynamic_shapes=dynamic_shapes, strict=False)
+            if spec.name in ("portable", "xnnpack"):
+                say(f"lowering {spec.file} ({'XnnpackPartitioner' if spec.delegate else 'no delegate'})")
+                write(ep, spec)
+            elif spec.name == "xnnpack-int8":
+                say("quantizing the linear layers to int8 (dynamic, per-channel) and lowering xnnpack-int8.pte")
+                write(quantize_linear_int8(ep, example, dynamic_shapes), spec)
+            elif spec.name == "xnnpack-static":
+                say(f"torch.export with a fixed length {max_seq_len} and lowering xnnpack-static.pte")
+                write(torch.export.export(wrapper, example_inputs(max_seq_len), strict=False), spec)
     return [spec.manifest_entry(max_seq_len) for spec in wanted]

@@ -44,7 +44,13 @@ from .files import ExportError, say
 
 # ExecuTorch's LLM export recipe for Llama 3.2 (examples/models/llama README):
 # 8da4w with group size 128, and 4-bit embeddings in groups of 32 (`--embedding-quantize 4,32`).
+# Without --group-size the largest of GROUP_SIZES that divides every linear layer's
+# input width (SmolLM2's 576 takes 64). XNNPACK delegates a grouped 4-bit weight only
+# when its group is a multiple of 32 (executorch/backends/xnnpack/operators/node_visitor.py
+# asserts it at lowering), so 16 is not among them.
 DEFAULT_GROUP_SIZE = 128
+GROUP_SIZES = (128, 64, 32)
+XNNPACK_GROUP_MULTIPLE = 32
 EMBEDDING_GROUP_SIZE = 32
 # The embedding operators the programs call, as lowering.py's check and the
 # manifest name them; their kernels are in libexecutorch_kernels_quantized.
@@ -100,6 +106,37 @@ def conv1d_to_linear(model: torch.nn.Module) -> int:
 
 def linear_layers(model: torch.nn.Module) -> list[tuple[str, torch.nn.Linear]]:
     return [(n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+
+
+def linear_widths(model: torch.nn.Module) -> list[int]:
+    """The distinct input widths of the model's linear layers (nn.Linear, and
+    transformers' Conv1D, whose weight is stored [in, out])."""
+    from transformers.pytorch_utils import Conv1D
+
+    widths = {m.in_features for _, m in linear_layers(model)}
+    widths |= {int(m.weight.shape[0]) for m in model.modules() if isinstance(m, Conv1D)}
+    return sorted(widths)
+
+
+def pick_group_size(model: torch.nn.Module, asked: int | None) -> tuple[int, str]:
+    """The 4-bit weights' group and why: `asked` (--group-size) when it divides every
+    linear layer's input width and XNNPACK takes it, else an ExportError; without
+    it the largest of GROUP_SIZES that divides them all."""
+    widths = linear_widths(model)
+    if asked is not None:
+        narrow = [w for w in widths if asked < 1 or w % asked]
+        if narrow or asked % XNNPACK_GROUP_MULTIPLE:
+            fits = [g for g in GROUP_SIZES if all(w % g == 0 for w in widths)]
+            why = (f"must divide every linear layer's input width ({', '.join(map(str, narrow))} do not)" if narrow
+                   else f"XNNPACK takes groups that are a multiple of {XNNPACK_GROUP_MULTIPLE} only")
+            raise ExportError(f"--group-size {asked}: {why}; "
+                              + (f"pass {fits[0]} or leave it out" if fits else "no group of 128, 64 or 32 fits"))
+        return asked, "--group-size"
+    for g in GROUP_SIZES:
+        if all(w % g == 0 for w in widths):
+            return g, f"the largest of {', '.join(map(str, GROUP_SIZES))} dividing every linear input width ({', '.join(map(str, widths))})"
+    raise ExportError(f"no 4-bit weight group of {', '.join(map(str, GROUP_SIZES))} divides every linear layer's input "
+                      f"width ({', '.join(map(str, widths))}): leave xnnpack-8da4w out of --programs")
 
 
 def float_parts() -> list[str]:
@@ -226,10 +263,7 @@ def quantized_copy(model: torch.nn.Module, scheme: Scheme, group_size: int) -> t
     if not layers:
         raise ExportError(f"{type(model).__name__} has no linear layers to quantize")
     if scheme.grouped:
-        narrow = sorted({m.in_features for _, m in layers if m.in_features % group_size})
-        if group_size < 1 or narrow:
-            raise ExportError(f"--group-size {group_size}: must divide every linear layer's input width "
-                              f"({', '.join(map(str, narrow))} do not); pass one that does (e.g. 32)")
+        group_size, _ = pick_group_size(q, group_size)
     granularity = PerGroup(group_size) if scheme.grouped else PerAxis(0)
     dtype = torch.int4 if scheme.bits == 4 else torch.int8
     quantize_(q, Int8DynamicActivationIntxWeightConfig(weight_dtype=dtype, weight_granularity=granularity))

@@ -114,7 +114,7 @@ class Task:
 
         return lower(self.wrap(model), names, max_seq_len, out)
 
-    def verify(self, out: Path, programs: list[dict], rows: list[dict], pad_id: int, max_seq_len: int) -> list[str]:
+    def verify(self, out: Path, programs: list[dict], rows: list[dict], pad_id: int, max_seq_len: int) -> dict[str, list[str]]:
         from .verify import verify
 
         return verify(out, programs, self, rows, pad_id)
@@ -269,9 +269,14 @@ class TextGeneration(Task):
     name = "text-generation"
     sentences = "prompts.txt"
     output = "[1, V] next-token logits (KV-cache and window programs)"
-    default_max_seq_len = 64  # the tiny test model's L; GPT-2-sized figures use 192
+    # L without --max-seq-len, capped by the model's own position limit (export.py): a chat
+    # template's system line plus a few turns fit (a Qwen template's default system line and
+    # one question are about 30 tokens, a reply a few hundred), and the static cache holds L
+    # positions. Not more by default: the planned activation memory of a prefill grows with
+    # L x L per head (its attention scores), and the cache with L.
+    default_max_seq_len = 1024
     max_new_tokens = 24  # what reference.json is generated with (export.py --max-new-tokens)
-    check_window = True  # run the padded-window wrapper in eager against generate (off with --no-check)
+    check_window = True  # the padded-window wrapper in eager against generate (export.py: with a window program checked)
     group_size = None  # 8da4w's weight group (export.py --group-size; None: quantize.py's default)
 
     def program_specs(self) -> dict:
@@ -462,14 +467,25 @@ def continuation_text(tokenizer, prompt: list[int], generated: list[int]) -> str
 
 
 def generate(model, ids: list[int], max_new_tokens: int, stop: set[int]) -> list[int]:
-    """transformers' greedy generate: the new ids, the EOS id included when it stopped there."""
+    """transformers' greedy generate: the new ids, the EOS id included when it stopped there.
+    Pure argmax, as the programs' loop: the checkpoint's generation_config.json (Qwen2.5's
+    has repetition_penalty 1.1, top_k, temperature) fills every setting a call leaves
+    unset in transformers 5, so it is swapped for a bare one during the call."""
+    from transformers import GenerationConfig
+
     eos = sorted(stop)
-    with torch.inference_mode():
-        out = model.generate(
-            torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-            do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=eos or None,
-            pad_token_id=eos[0] if eos else None,
-        )
+    saved = model.generation_config
+    model.generation_config = GenerationConfig(eos_token_id=eos or None, pad_token_id=eos[0] if eos else None,
+                                               bos_token_id=saved.bos_token_id)
+    try:
+        with torch.inference_mode():
+            out = model.generate(
+                torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=eos or None,
+                pad_token_id=eos[0] if eos else None,
+            )
+    finally:
+        model.generation_config = saved
     return out[0, len(ids):].tolist()
 
 

@@ -1,7 +1,8 @@
 """Each written program run by ExecuTorch's Python runtime (the wheel's own
 C++ runtime, not runlens) on the reference sentences, compared with Python
-transformers' outputs in reference.json. A program that disagrees beyond the
-task's tolerance (tasks.py) fails the export."""
+transformers' outputs in reference.json. The checks return what failed by
+program name (export.py: a float program that disagrees fails the export, a
+quantized one that fails is left out and named in the manifest)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ from pathlib import Path
 import torch
 
 from .files import say
+from .progress import PROGRESS
 from .tasks import Task
+
+# program name -> why it failed (one line a prompt or sentence)
+Failures = dict[str, list[str]]
 
 
 def run_program(path: Path, ids: list[int], pad_id: int, fixed_len: int | None) -> torch.Tensor:
@@ -30,27 +35,29 @@ def execute(method, ids: list[int], pad_id: int, fixed_len: int | None) -> torch
     return method.execute([input_ids, mask])[0]
 
 
-def verify(out: Path, programs: list[dict], task: Task, rows: list[dict], pad_id: int) -> list[str]:
-    """Runs every program on every reference sentence; returns the failures
-    (empty when all agree) after logging one line per program."""
+def verify(out: Path, programs: list[dict], task: Task, rows: list[dict], pad_id: int) -> Failures:
+    """Runs every program on every reference sentence; returns the failures by
+    program (empty when all agree) after logging one line per program."""
     from executorch.runtime import Runtime
 
     runtime = Runtime.get()
-    failures = []
+    failures: Failures = {}
     for entry in programs:
-        method = runtime.load_program(out / entry["file"]).load_method("forward")
-        quantized = entry["quantization"] is not None
-        bad = []
-        summaries = []
-        for row in rows:
-            output = execute(method, row["ids"], pad_id, entry["fixed_len"])
-            result = task.compare(row, output, quantized)
-            summaries.append(result.summary)
-            if not result.ok:
-                bad.append(f"{row['text']!r}: {result.summary}")
+        with PROGRESS.timed(entry["name"], "check"):
+            method = runtime.load_program(out / entry["file"]).load_method("forward")
+            quantized = entry["quantization"] is not None
+            bad = []
+            summaries = []
+            for row in rows:
+                output = execute(method, row["ids"], pad_id, entry["fixed_len"])
+                result = task.compare(row, output, quantized)
+                summaries.append(result.summary)
+                if not result.ok:
+                    bad.append(f"{row['text']!r}: {result.summary}")
         verdict = f"{len(bad)} DISAGREE" if bad else "ok"
         say(f"  {entry['name']:15} vs transformers on {len(rows)} sentences: {verdict} ({worst_line(summaries)})")
-        failures += [f"{entry['file']} {b}" for b in bad]
+        if bad:
+            failures[entry["name"]] = bad
     return failures
 
 
@@ -66,7 +73,7 @@ def worst_line(summaries: list[str]) -> str:
 
 
 def verify_generation(out: Path, programs: list[dict], rows: list[dict], pad_id: int, max_seq_len: int,
-                      max_new_tokens: int, stop, models: dict | None = None) -> list[str]:
+                      max_new_tokens: int, stop, models: dict | None = None) -> Failures:
     """Each text-generation program's greedy ids (a Python loop over ExecuTorch's
     runtime) against transformers' `generated_ids`. The prompts run longest first
     on one loaded program, so a KV-cache program shows it keeps its cache between
@@ -74,34 +81,44 @@ def verify_generation(out: Path, programs: list[dict], rows: list[dict], pad_id:
     is not disturbed by the longer one's stale entries."""
     from executorch.runtime import Runtime
 
-    from .decoder import decoder_for, first_divergence, greedy
+    from .decoder import decoder_for
     from .quantize import load_quantized_kernels
 
     if any(entry.get("quantization") for entry in programs):
         load_quantized_kernels()  # the quantized embeddings' operators
     runtime = Runtime.get()
     order = sorted(range(len(rows)), key=lambda i: -len(rows[i]["ids"]))
-    failures = []
+    failures: Failures = {}
     for entry in programs:
-        method = runtime.load_program(out / entry["file"]).load_method("forward")
-        decoder = decoder_for(entry, method.execute, max_seq_len, pad_id)
-        if entry.get("quantization"):
-            failures += verify_quantized(out, entry, decoder, models, rows, order, max_seq_len, max_new_tokens, stop)
-            continue
-        bad = []
-        for i in order:
-            row = rows[i]
-            got = greedy(decoder, row["ids"], max_new_tokens, stop)
-            if got != row["generated_ids"]:
-                bad.append(f"{row['text']!r}: greedy ids differ from transformers' at new token "
-                           f"{first_divergence(got, row['generated_ids'])} ({got} vs {row['generated_ids']})")
-        n = sum(len(rows[i]["generated_ids"]) for i in order)
-        lens = ", ".join(str(len(rows[i]["ids"])) for i in order)
-        verdict = f"{len(bad)} DISAGREE" if bad else "ok, same ids"
-        say(f"  {entry['name']:16} vs transformers, {len(rows)} prompts of {lens} tokens in turn on one loaded "
-            f"program, {n} new tokens: {verdict}")
-        failures += [f"{entry['file']} {b}" for b in bad]
+        with PROGRESS.timed(entry["name"], "check"):
+            method = runtime.load_program(out / entry["file"]).load_method("forward")
+            decoder = decoder_for(entry, method.execute, max_seq_len, pad_id)
+            if entry.get("quantization"):
+                bad = verify_quantized(out, entry, decoder, models, rows, order, max_seq_len, max_new_tokens, stop)
+            else:
+                bad = verify_float(entry, decoder, rows, order, max_new_tokens, stop)
+        if bad:
+            failures[entry["name"]] = bad
     return failures
+
+
+def verify_float(entry: dict, decoder, rows: list[dict], order: list[int], max_new_tokens: int, stop) -> list[str]:
+    """A float32 program's greedy ids against transformers' on every prompt; what disagrees."""
+    from .decoder import first_divergence, greedy
+
+    bad = []
+    for i in order:
+        row = rows[i]
+        got = greedy(decoder, row["ids"], max_new_tokens, stop)
+        if got != row["generated_ids"]:
+            bad.append(f"{row['text']!r}: greedy ids differ from transformers' at new token "
+                       f"{first_divergence(got, row['generated_ids'])} ({got} vs {row['generated_ids']})")
+    n = sum(len(rows[i]["generated_ids"]) for i in order)
+    lens = ", ".join(str(len(rows[i]["ids"])) for i in order)
+    verdict = f"{len(bad)} DISAGREE" if bad else "ok, same ids"
+    say(f"  {entry['name']:16} vs transformers, {len(rows)} prompts of {lens} tokens in turn on one loaded "
+        f"program, {n} new tokens: {verdict}")
+    return bad
 
 
 # A quantized program against the same quantized model run by PyTorch (torchao's
@@ -162,6 +179,7 @@ def verify_quantized(out: Path, entry: dict, decoder, models: dict, rows: list[d
 
     qmodel, fmodel = models[entry["name"]], models["float"]
     bad, ties, sentences, cosines, diffs, agree, total = [], [], [], [], [], 0, 0
+    q_cosines, rel_diffs = [], []
     for i in order:
         row = rows[i]
         ids = torch.tensor([row["ids"]], dtype=torch.long)
@@ -175,6 +193,8 @@ def verify_quantized(out: Path, entry: dict, decoder, models: dict, rows: list[d
         diff = float((p_first - q_first).abs().max())
         cos_q = cosine(p_first, q_first)
         diffs.append(diff)
+        q_cosines.append(cos_q)
+        rel_diffs.append(diff / max(float(q_first.abs().max()), 1e-30))
         margins = top2_margins(qmodel, row["ids"], expected)
         if got != expected:
             k = first_divergence(got, expected)
@@ -209,8 +229,8 @@ def verify_quantized(out: Path, entry: dict, decoder, models: dict, rows: list[d
     for tie in ties:
         say(f"  {entry['name']:16} ids part at a near-tie, then agree teacher-forced: {tie}")
     say(f"  {entry['name']:16} vs the quantized model in PyTorch, {len(rows)} prompts: {verdict} "
-        f"(worst first-logits max|diff| {max(diffs):.2e})")
+        f"(first logits: worst max|diff| {max(diffs):.2e}, relative {max(rel_diffs):.2e}; min cosine {min(q_cosines):.6f})")
     say(f"  {entry['name']:16} vs float32 (reported, not checked): first-logits cosine min "
         f"{vs_float['first_logits_cosine_min']}, mean {vs_float['first_logits_cosine_mean']}; top-1 agreement "
         f"{agree}/{total} teacher-forced on float32's greedy ids")
-    return [f"{entry['file']} {b}" for b in bad]
+    return bad
