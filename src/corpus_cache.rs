@@ -35,12 +35,11 @@ impl CorpusCache {
     /// gives no sha256 for the file that computes them.
     pub fn path(&self, kind: &BackendSpec, corpus: &[Encoded]) -> Option<PathBuf> {
         let manifest = self.models.manifest();
-        let file = match kind.pte_file() {
+        let sha = match kind.pte_file() {
             // A program given with --program has no sha256 in the manifest: no cache.
-            Some(path) => path.strip_prefix(self.models.root()).ok()?.to_str()?.to_string(),
-            None => manifest.eager.as_ref().map_or("model.safetensors", |e| e.weights.as_str()).to_string(),
+            Some(path) => manifest.sha256.get(path.strip_prefix(self.models.root()).ok()?.to_str()?)?.clone(),
+            None => self.models.weights_sha256()?,
         };
-        let sha = manifest.sha256.get(&file)?;
         let mut h = Fnv::default();
         for e in corpus {
             e.ids.iter().for_each(|id| h.write(&id.to_le_bytes()));

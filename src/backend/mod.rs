@@ -320,7 +320,7 @@ pub fn files_present(spec: &BackendSpec, dir: &ModelDir) -> Result<(), crate::mo
     match &spec.source {
         Source::Program(file) if file.is_file() => Ok(()),
         Source::Program(file) => Err(crate::model::ModelsMissing { path: file.clone() }),
-        Source::Eager(_) => dir.config().and_then(|_| dir.weights()).map(drop),
+        Source::Eager(_) => dir.config().and_then(|_| dir.weight_files()).map(drop),
     }
 }
 

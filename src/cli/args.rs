@@ -67,7 +67,7 @@ fn parse_threads(list: &str) -> Result<ThreadList, String> {
 pub enum Command {
     /// Tokenize TEXT and run it through each backend once; print outputs, latency and parity.
     Run(run::RunArgs),
-    /// Read a .pte file and show how much of it is delegated (no runtime needed).
+    /// Read a .pte file and show how much of it is delegated (no runtime needed); or describe a model directory.
     Inspect(InspectArgs),
     /// Time every backend at several sequence lengths, optionally against the course's Python flow.
     Bench(bench::BenchArgs),
@@ -96,7 +96,7 @@ pub struct InspectArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// The .pte file to read.
+    /// The .pte file to read, or a model directory (what it holds: model, weights and their dtypes, programs).
     pub file: PathBuf,
 }
 

@@ -1,5 +1,7 @@
 //! `runlens inspect [--json] FILE.pte`: delegation coverage read from the file,
 //! and what of it the runtime linked into runlens has no kernel for.
+//! `runlens inspect [--json] DIR`: what a model directory holds (its manifest:
+//! model, task, context, the weights' files and dtypes, the programs).
 
 use std::path::Path;
 
@@ -25,8 +27,91 @@ struct MissingJson {
     backends: Vec<String>,
 }
 
-/// Prints the coverage table of `file`, or with `json` exactly one JSON object.
+/// `inspect DIR --json`: the model directory as its manifest describes it.
+#[derive(Serialize)]
+struct DirJson<'a> {
+    dir: String,
+    model: &'a str,
+    task: &'a str,
+    architecture: Option<&'a str>,
+    model_type: Option<&'a str>,
+    max_seq_len: usize,
+    /// The checkpoint's dtype and what the float columns compute in (null in older manifests).
+    source_dtype: Option<&'a str>,
+    compute_dtype: Option<&'a str>,
+    /// Eager's weights: the file (or index) first, then the shards it names.
+    weights: Vec<String>,
+    weight_bytes: u64,
+    programs: Vec<ProgramJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct ProgramJson<'a> {
+    name: &'a str,
+    file: &'a str,
+    title: &'a str,
+    bytes: Option<u64>,
+    quantization: Option<String>,
+}
+
+/// Describes the model directory `root`: one line each for the model, the weights, every program.
+fn describe_dir(root: &Path, json: bool) -> anyhow::Result<()> {
+    let dir = crate::model::ModelDir::open(root)?;
+    let m = dir.manifest();
+    let size = |p: &Path| std::fs::metadata(p).ok().map(|m| m.len());
+    let weights = dir.weight_files().unwrap_or_default();
+    let weight_bytes = weights.iter().filter_map(|f| size(f)).sum::<u64>();
+    let name = |p: &Path| p.strip_prefix(dir.root()).unwrap_or(p).display().to_string();
+    let programs: Vec<ProgramJson> = m
+        .programs
+        .iter()
+        .map(|p| ProgramJson { name: &p.name, file: &p.file, title: &p.title, bytes: size(&dir.root().join(&p.file)), quantization: p.quantization_summary() })
+        .collect();
+    let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
+    if json {
+        let out = DirJson {
+            dir: dir.root().display().to_string(),
+            model: &m.model,
+            task: m.task.name(),
+            architecture: m.architecture.as_deref(),
+            model_type: m.model_type.as_deref(),
+            max_seq_len: m.max_seq_len,
+            source_dtype: m.source_dtype.as_deref(),
+            compute_dtype: m.compute_dtype.as_deref(),
+            weights: weights.iter().map(|f| name(f)).collect(),
+            weight_bytes,
+            programs,
+        };
+        println!("{}", serde_json::to_string(&out)?);
+        return Ok(());
+    }
+    let arch = match (&m.architecture, &m.model_type) {
+        (Some(a), Some(t)) => format!(" · {a} ({t})"),
+        (Some(a), None) | (None, Some(a)) => format!(" · {a}"),
+        (None, None) => String::new(),
+    };
+    println!("{} · {}{arch} · {} tokens at most", m.model, m.task, m.max_seq_len);
+    let files = match weights.as_slice() {
+        [] => format!("{} (missing)", dir.weights_name()),
+        [one] => name(one),
+        [index, shards @ ..] => format!("{} and {} shards", name(index), shards.len()),
+    };
+    let dtypes = m.dtypes().map(|d| format!(", {d}")).unwrap_or_default();
+    println!("eager weights: {files}, {}{dtypes}", mb(weight_bytes));
+    for p in &programs {
+        let bytes = p.bytes.map_or("missing".to_string(), mb);
+        let scheme = p.quantization.as_deref().map(|q| format!(" · {q}")).unwrap_or_default();
+        println!("program {}: {} ({bytes}) · {}{scheme}", p.name, p.file, p.title);
+    }
+    Ok(())
+}
+
+/// Prints the coverage table of `file`, or with `json` exactly one JSON object;
+/// a model directory is described instead.
 pub fn run(file: &Path, json: bool) -> anyhow::Result<()> {
+    if file.is_dir() {
+        return describe_dir(file, json);
+    }
     let report =
         pte::inspect_file(file).with_context(|| format!("cannot inspect {}", file.display()))?;
     let missing: Vec<(String, MissingKernels)> = report

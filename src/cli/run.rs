@@ -45,6 +45,11 @@ pub struct RunReport {
     pub text: String,
     pub model: String,
     pub task: String,
+    /// The checkpoint's dtype and what the float columns compute in (the manifest's; absent in older ones).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_dtype: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compute_dtype: Option<String>,
     /// text-generation: how the text reached the model (`chat`: through its chat template; `raw`); `ids` are what was fed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_format: Option<crate::model::PromptFormat>,
@@ -122,6 +127,8 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
         text: input.text.clone(),
         model: dir.model_name().to_string(),
         task: ctx.task.to_string(),
+        source_dtype: dir.manifest().source_dtype.clone(),
+        compute_dtype: dir.manifest().compute_dtype.clone(),
         prompt_format: ctx.task.takes_a_prompt().then(|| setup.prompter.format()),
         truncated: input.truncated,
         tokens: input.tokens.clone(),

@@ -132,8 +132,45 @@ impl ModelDir {
         self.require(self.manifest.eager.as_ref().map_or("config.json", |e| e.config.as_str()))
     }
 
+    /// The weights' name in the directory as the manifest gives it: `model.safetensors`,
+    /// or a sharded checkpoint's `model.safetensors.index.json`.
+    pub fn weights_name(&self) -> &str {
+        self.manifest.eager.as_ref().map_or("model.safetensors", |e| e.weights.as_str())
+    }
+
+    /// The file eager reads its weights from (the index of a sharded checkpoint).
     pub fn weights(&self) -> Result<PathBuf, ModelsMissing> {
-        self.require(self.manifest.eager.as_ref().map_or("model.safetensors", |e| e.weights.as_str()))
+        self.require(self.weights_name())
+    }
+
+    /// Every file of the weights: the one file, or the index and each shard it
+    /// names; [`ModelsMissing`] names the first absent. An index that cannot be
+    /// read gives just itself here: loading says what is wrong with it.
+    pub fn weight_files(&self) -> Result<Vec<PathBuf>, ModelsMissing> {
+        let first = self.weights()?;
+        let shards = if super::safetensors::is_index(&first) { super::safetensors::shard_files(&first).unwrap_or_default() } else { Vec::new() };
+        for shard in &shards {
+            if !shard.is_file() {
+                return Err(ModelsMissing { path: shard.clone() });
+            }
+        }
+        Ok([vec![first], shards].concat())
+    }
+
+    /// The weights' sha256 from the manifest: the file's, or for a sharded
+    /// checkpoint one over the index's and every shard's (all must be listed);
+    /// `None` when the manifest lacks one.
+    pub fn weights_sha256(&self) -> Option<String> {
+        use sha2::{Digest, Sha256};
+        let files = self.weight_files().ok()?;
+        let names: Vec<String> = files.iter().map(|f| f.strip_prefix(&self.root).ok().map(|n| n.to_string_lossy().into_owned())).collect::<Option<_>>()?;
+        let shas: Vec<&String> = names.iter().map(|n| self.manifest.sha256.get(n)).collect::<Option<_>>()?;
+        if let [one] = shas.as_slice() {
+            return Some(one.to_string());
+        }
+        let mut h = Sha256::new();
+        shas.iter().for_each(|s| h.update(s.as_bytes()));
+        Some(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
     }
 
     pub fn reference(&self) -> Result<PathBuf, ModelsMissing> {
@@ -154,5 +191,35 @@ mod missing_tests {
         assert!(device.contains("/dev/null is not a regular file (a device"), "{device}");
         let absent = ModelsMissing { path: tmp.path().join("nope.pte") }.to_string();
         assert!(absent.starts_with("missing model file") && absent.contains("nope.pte"), "{absent}");
+    }
+
+    #[test]
+    fn a_sharded_checkpoint_needs_every_shard_and_hashes_them_all() {
+        let tmp = tempfile::tempdir().unwrap();
+        let manifest = |sha: &str| {
+            format!(
+                r#"{{"runlens_manifest": 2, "model": "m", "task": "text-generation", "max_seq_len": 64,
+                    "eager": {{"config": "config.json", "weights": "model.safetensors.index.json"}}, "sha256": {{{sha}}}}}"#
+            )
+        };
+        let index = tmp.path().join("model.safetensors.index.json");
+        std::fs::write(&index, r#"{"weight_map": {"a": "m-1.safetensors", "b": "m-2.safetensors", "c": "m-1.safetensors"}}"#).unwrap();
+        std::fs::write(tmp.path().join("m-1.safetensors"), b"x").unwrap();
+        std::fs::write(tmp.path().join("manifest.json"), manifest("")).unwrap();
+        let dir = ModelDir::open(tmp.path()).unwrap();
+        let missing = dir.weight_files().unwrap_err();
+        assert_eq!(missing.path, tmp.path().join("m-2.safetensors"));
+        std::fs::write(tmp.path().join("m-2.safetensors"), b"y").unwrap();
+        let files = dir.weight_files().unwrap();
+        assert_eq!(files, [index.clone(), tmp.path().join("m-1.safetensors"), tmp.path().join("m-2.safetensors")]);
+        assert_eq!(dir.weights_sha256(), None, "no sha256 listed");
+        let listed = r#""model.safetensors.index.json": "aa", "m-1.safetensors": "bb""#;
+        std::fs::write(tmp.path().join("manifest.json"), manifest(listed)).unwrap();
+        assert_eq!(ModelDir::open(tmp.path()).unwrap().weights_sha256(), None, "a shard without its sha256");
+        std::fs::write(tmp.path().join("manifest.json"), manifest(&format!(r#"{listed}, "m-2.safetensors": "cc""#))).unwrap();
+        let sha = ModelDir::open(tmp.path()).unwrap().weights_sha256().unwrap();
+        assert_eq!(sha.len(), 64);
+        std::fs::write(tmp.path().join("manifest.json"), manifest(&format!(r#"{listed}, "m-2.safetensors": "cd""#))).unwrap();
+        assert_ne!(ModelDir::open(tmp.path()).unwrap().weights_sha256().unwrap(), sha, "a shard's change changes it");
     }
 }

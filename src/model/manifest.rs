@@ -101,6 +101,13 @@ pub struct Manifest {
     /// text-generation: the `max_new_tokens` reference.json was generated with.
     #[serde(default)]
     pub max_new_tokens: Option<usize>,
+    /// The checkpoint's own dtype (`"bfloat16"`, `"float16"`, `"float32"`), as its config.json says;
+    /// absent in manifests written before it was recorded.
+    #[serde(default)]
+    pub source_dtype: Option<String>,
+    /// What the float columns compute in (`"float32"`, whatever the checkpoint's dtype).
+    #[serde(default)]
+    pub compute_dtype: Option<String>,
 }
 
 impl Manifest {
@@ -110,6 +117,19 @@ impl Manifest {
             self.eos_token_id.into_iter().collect()
         } else {
             self.eos_token_ids.clone()
+        }
+    }
+}
+
+impl Manifest {
+    /// One line on the weights' dtypes, e.g. `stored as bfloat16, computed in float32`;
+    /// None when the manifest records neither.
+    pub fn dtypes(&self) -> Option<String> {
+        match (&self.source_dtype, &self.compute_dtype) {
+            (Some(s), Some(c)) => Some(format!("stored as {s}, computed in {c}")),
+            (Some(s), None) => Some(format!("stored as {s}")),
+            (None, Some(c)) => Some(format!("computed in {c}")),
+            (None, None) => None,
         }
     }
 }
@@ -300,6 +320,11 @@ impl Manifest {
                 return Err(bad(format!("program file {:?} must be a plain name inside the directory", p.file)));
             }
         }
+        for file in self.eager.iter().flat_map(|e| [&e.config, &e.weights]) {
+            if Path::new(file).is_absolute() || file.contains("..") {
+                return Err(bad(format!("eager's file {file:?} must be a plain name inside the directory")));
+            }
+        }
         Ok(())
     }
 }
@@ -357,6 +382,21 @@ mod tests {
     }
 
     #[test]
+    fn reads_the_dtypes_when_recorded_and_manifests_without_them() {
+        let m = parse(
+            r#"{"runlens_manifest": 2, "model": "q", "task": "text-generation", "max_seq_len": 1024,
+                "source_dtype": "bfloat16", "compute_dtype": "float32",
+                "eager": {"config": "config.json", "weights": "model.safetensors.index.json"}}"#,
+        )
+        .unwrap();
+        assert_eq!((m.source_dtype.as_deref(), m.compute_dtype.as_deref()), (Some("bfloat16"), Some("float32")));
+        assert_eq!(m.dtypes().as_deref(), Some("stored as bfloat16, computed in float32"));
+        assert_eq!(m.eager.unwrap().weights, "model.safetensors.index.json");
+        let old = parse(r#"{"runlens_manifest": 2, "model": "g", "task": "text-generation", "max_seq_len": 64}"#).unwrap();
+        assert_eq!((old.source_dtype.as_deref(), old.compute_dtype.as_deref(), old.dtypes()), (None, None, None));
+    }
+
+    #[test]
     fn reads_version_2_and_rejects_older_or_broken_ones() {
         let m = parse(
             r#"{"runlens_manifest": 2, "model": "tiny", "task": "fill-mask", "max_seq_len": 64,
@@ -386,6 +426,12 @@ mod tests {
         )
         .unwrap_err();
         assert!(escape.to_string().contains("plain name"), "{escape}");
+        let escape = parse(
+            r#"{"runlens_manifest": 2, "model": "x", "task": "fill-mask", "max_seq_len": 64,
+                "eager": {"config": "config.json", "weights": "/tmp/model.safetensors.index.json"}}"#,
+        )
+        .unwrap_err();
+        assert!(escape.to_string().contains("eager's file") && escape.to_string().contains("plain name"), "{escape}");
         assert!(matches!(parse("{not json").unwrap_err(), ManifestError::Bad { .. }));
     }
 }

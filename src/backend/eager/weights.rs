@@ -1,4 +1,5 @@
-//! The checkpoint's tensors, read once from `model.safetensors`, and a
+//! The checkpoint's tensors, read once from `model.safetensors` (or the shards
+//! of `model.safetensors.index.json`), and a
 //! checked lookup: every tensor the encoder takes must be there, with the shape
 //! the config implies, or loading fails with an error naming it.
 
@@ -56,32 +57,37 @@ pub struct Weights {
 }
 
 impl Weights {
-    /// Reads every tensor of `file`, one at a time: its bytes into a buffer, then
-    /// into its own tensor, so loading holds the model once plus its largest
-    /// tensor (tch's `read_safetensors` reads the whole file first: twice the
-    /// model at the peak, 4 GB for Qwen2.5-0.5B in float32).
+    /// Reads every tensor of `file` (`model.safetensors`, or a sharded checkpoint's
+    /// `model.safetensors.index.json` and every shard it names), one at a time:
+    /// its bytes into a buffer, then into its own tensor, so loading holds the
+    /// model once plus its largest tensor (tch's `read_safetensors` reads the
+    /// whole file first: twice the model at the peak, 4 GB for Qwen2.5-0.5B in
+    /// float32). BF16 and F16 tensors stay so until [`WeightPath::get`] widens them.
     pub fn read(file: &Path) -> Result<Weights, WeightError> {
         use std::io::{Read, Seek, SeekFrom};
         let read_error = |e: anyhow::Error| WeightError::Read { file: file.to_path_buf(), why: format!("{e:#}") };
-        let header = crate::model::safetensors::read_header(file).map_err(read_error)?;
-        let mut f = std::fs::File::open(file).map_err(|e| read_error(e.into()))?;
-        let mut tensors = HashMap::with_capacity(header.tensors.len());
+        let checkpoint = crate::model::safetensors::Checkpoint::read(file).map_err(read_error)?;
+        let mut tensors = HashMap::with_capacity(checkpoint.tensors().count());
         let mut bytes = Vec::new();
-        for (name, info) in header.tensors {
-            let kind = kind_of(&info.dtype).ok_or_else(|| WeightError::Dtype { name: name.clone(), file: file.to_path_buf(), dtype: info.dtype.clone() })?;
-            let elements = info.shape.iter().try_fold(1u64, |n, d| u64::try_from(*d).ok().and_then(|d| n.checked_mul(d)));
-            if elements.and_then(|n| n.checked_mul(kind.elt_size_in_bytes() as u64)) != Some(info.len()) {
-                return Err(read_error(anyhow::anyhow!(
-                    "tensor {name}: {} bytes do not hold a {} of shape {:?}", info.len(), info.dtype, info.shape
-                )));
+        for shard in &checkpoint.shards {
+            let shard_error = |e: anyhow::Error| WeightError::Read { file: shard.file.clone(), why: format!("{e:#}") };
+            let mut f = std::fs::File::open(&shard.file).map_err(|e| shard_error(e.into()))?;
+            for (name, info) in &shard.header.tensors {
+                let kind = kind_of(&info.dtype).ok_or_else(|| WeightError::Dtype { name: name.clone(), file: shard.file.clone(), dtype: info.dtype.clone() })?;
+                let elements = info.shape.iter().try_fold(1u64, |n, d| u64::try_from(*d).ok().and_then(|d| n.checked_mul(d)));
+                if elements.and_then(|n| n.checked_mul(kind.elt_size_in_bytes() as u64)) != Some(info.len()) {
+                    return Err(shard_error(anyhow::anyhow!(
+                        "tensor {name}: {} bytes do not hold a {} of shape {:?}", info.len(), info.dtype, info.shape
+                    )));
+                }
+                bytes.resize(info.len() as usize, 0);
+                f.seek(SeekFrom::Start(shard.header.data_start + info.data_offsets[0]))
+                    .and_then(|_| f.read_exact(&mut bytes))
+                    .map_err(|e| shard_error(anyhow::Error::new(e).context(format!("reading tensor {name}"))))?;
+                let tensor = Tensor::f_from_data_size(&bytes, &info.shape, kind)
+                    .map_err(|source| WeightError::Prepare { name: name.clone(), file: shard.file.clone(), source })?;
+                tensors.insert(name.clone(), tensor);
             }
-            bytes.resize(info.len() as usize, 0);
-            f.seek(SeekFrom::Start(header.data_start + info.data_offsets[0]))
-                .and_then(|_| f.read_exact(&mut bytes))
-                .map_err(|e| read_error(anyhow::Error::new(e).context(format!("reading tensor {name}"))))?;
-            let tensor = Tensor::f_from_data_size(&bytes, &info.shape, kind)
-                .map_err(|source| WeightError::Prepare { name: name.clone(), file: file.to_path_buf(), source })?;
-            tensors.insert(name, tensor);
         }
         Ok(Weights {
             file: file.to_path_buf(),
@@ -201,5 +207,73 @@ impl<'a> WeightPath<'a> {
         } else {
             format!("{}.{name}", self.prefix)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A safetensors file of `tensors` (name, dtype, shape, little-endian bytes).
+    fn write_safetensors(path: &Path, tensors: &[(&str, &str, &[i64], Vec<u8>)]) {
+        let mut header = serde_json::Map::new();
+        let mut data = Vec::new();
+        for (name, dtype, shape, bytes) in tensors {
+            let offsets = [data.len(), data.len() + bytes.len()];
+            header.insert(name.to_string(), serde_json::json!({"dtype": dtype, "shape": shape, "data_offsets": offsets}));
+            data.extend_from_slice(bytes);
+        }
+        let header = serde_json::to_vec(&header).unwrap();
+        let mut file = (header.len() as u64).to_le_bytes().to_vec();
+        file.extend(header);
+        file.extend(data);
+        std::fs::write(path, file).unwrap();
+    }
+
+    fn halves(bits: &[u16]) -> Vec<u8> {
+        bits.iter().flat_map(|b| b.to_le_bytes()).collect()
+    }
+
+    /// Two shards (bfloat16 and float16 beside float32) and their index, as
+    /// `save_pretrained(max_shard_size=...)` lays a bfloat16 checkpoint out.
+    fn sharded_checkpoint(dir: &Path, weight_map: &str) -> PathBuf {
+        let f32s: Vec<u8> = [0.5f32, -2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        // bfloat16 1.5, -0.25, 3.0; float16 1.5, -0.25
+        write_safetensors(&dir.join("model-00001-of-00002.safetensors"), &[("a", "BF16", &[3], halves(&[0x3FC0, 0xBE80, 0x4040])), ("b", "F32", &[2], f32s)]);
+        write_safetensors(&dir.join("model-00002-of-00002.safetensors"), &[("c", "F16", &[1, 2], halves(&[0x3E00, 0xB400]))]);
+        let index = dir.join("model.safetensors.index.json");
+        std::fs::write(&index, format!(r#"{{"metadata": {{"total_size": 18}}, "weight_map": {weight_map}}}"#)).unwrap();
+        index
+    }
+
+    const MAP: &str = r#"{"a": "model-00001-of-00002.safetensors", "b": "model-00001-of-00002.safetensors", "c": "model-00002-of-00002.safetensors"}"#;
+
+    #[test]
+    fn every_shard_of_an_index_is_read_and_half_precision_widened_to_f32() {
+        let tmp = tempfile::tempdir().unwrap();
+        let weights = Weights::read(&sharded_checkpoint(tmp.path(), MAP)).unwrap();
+        let values = |name: &str, shape: &[i64]| Vec::<f32>::try_from(weights.root("").get(name, shape).unwrap().flatten(0, -1)).unwrap();
+        assert_eq!(values("a", &[3]), [1.5, -0.25, 3.0]);
+        assert_eq!(values("b", &[2]), [0.5, -2.0]);
+        assert_eq!(values("c", &[1, 2]), [1.5, -0.25]);
+        assert_eq!(weights.root("").get("c", &[1, 2]).unwrap().kind(), Kind::Float);
+        let e = weights.root("").get("d", &[1]).unwrap_err().to_string();
+        assert!(e.contains("`d` is missing") && e.contains("model.safetensors.index.json"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_shard_or_tensor_and_an_escaping_shard_are_clear_errors() {
+        let tmp = tempfile::tempdir().unwrap();
+        let index = sharded_checkpoint(tmp.path(), MAP);
+        std::fs::remove_file(tmp.path().join("model-00002-of-00002.safetensors")).unwrap();
+        let e = Weights::read(&index).err().unwrap().to_string();
+        assert!(e.contains("names the shard model-00002-of-00002.safetensors, which is not there"), "{e}");
+        let tmp = tempfile::tempdir().unwrap();
+        let index = sharded_checkpoint(tmp.path(), r#"{"a": "model-00001-of-00002.safetensors", "z": "model-00002-of-00002.safetensors"}"#);
+        let e = Weights::read(&index).err().unwrap().to_string();
+        assert!(e.contains("puts tensor z in model-00002-of-00002.safetensors, which lacks it"), "{e}");
+        let index = sharded_checkpoint(tmp.path(), r#"{"a": "../model-00001-of-00002.safetensors"}"#);
+        let e = Weights::read(&index).err().unwrap().to_string();
+        assert!(e.contains("not a file name inside the checkpoint's directory"), "{e}");
     }
 }
