@@ -24,7 +24,9 @@ model.safetensors, tokenizer.json, tokenizer_config.json, chat_template.jinja).
 
 Sizes unlike any published model's (hidden 64, 2 layers); `--size smollm2-135m`
 (llama) and `--size qwen2.5-0.5b` (qwen2) give those models' published sizes
-for the figures (FIGURE_SIZES), with random weights. Training is
+for the figures (FIGURE_SIZES), with random weights; `--size hub` (llama, qwen2,
+llama2-sp) the tiny model laid out as the hub ships a checkpoint
+(python/hub_checkpoints.py). Training is
 deterministic: the same seed writes the same files.
 """
 
@@ -209,6 +211,10 @@ FIGURE_SIZES = {
 }
 for _size, (_arch, _, _) in FIGURE_SIZES.items():
     DECODERS[_arch] = replace(DECODERS[_arch], sizes=DECODERS[_arch].sizes + (_size,))
+# `--size hub` (python/hub_checkpoints.py): the tiny model written as the hub ships a
+# checkpoint: bfloat16, sharded with an index, a position limit of 4096, an end-id list.
+for _arch in ("llama", "qwen2", "llama2-sp"):
+    DECODERS[_arch] = replace(DECODERS[_arch], sizes=DECODERS[_arch].sizes + ("hub",))
 
 LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
                    "<|eom_id|>", "<|eot_id|>"]
@@ -288,15 +294,10 @@ def sentencepiece_tokenizer(vocab: int, lines: list[str]):
     return tok
 
 
-def build_decoder(arch: str, size: str, seed: int, init_range: float, out: Path, lines: list[str]):
-    """Write the checkpoint of `arch` into `out`; returns the model."""
-    import transformers as tf
-    from transformers import GenerationConfig, PreTrainedTokenizerFast
+def decoder_tokenizer(d: Decoder, lines: list[str]):
+    """The family's tokenizer trained on `lines`: (the fast tokenizer, bos id, config.json's eos, generation_config's end ids)."""
+    from transformers import PreTrainedTokenizerFast
 
-    d, vocab_size = DECODERS[arch], None
-    if size in FIGURE_SIZES:
-        _, sizes, vocab_size = FIGURE_SIZES[size]
-        d = replace(d, **sizes)
     if d.tokenizer == "sentencepiece":
         tok = sentencepiece_tokenizer(d.vocab, lines)
         fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
@@ -318,7 +319,12 @@ def build_decoder(arch: str, size: str, seed: int, init_range: float, out: Path,
         eos = tok.token_to_id("<|im_end|>")
         eos_list = [eos, tok.token_to_id("<|endoftext|>")]
     fast.chat_template = d.template
-    vocab = vocab_size or len(fast)
+    return fast, bos, eos, eos_list
+
+
+def decoder_model(d: Decoder, vocab: int, seed: int, init_range: float, bos, eos):
+    """The family's model with seeded random weights, float32."""
+    import transformers as tf
 
     common = dict(
         vocab_size=vocab, hidden_size=d.hidden, intermediate_size=d.ffn, num_hidden_layers=d.layers,
@@ -342,6 +348,23 @@ def build_decoder(arch: str, size: str, seed: int, init_range: float, out: Path,
             for layer in model.model.layers:
                 for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
                     proj.bias.normal_(0.0, init_range)
+    return model
+
+
+def build_decoder(arch: str, size: str, seed: int, init_range: float, out: Path, lines: list[str]):
+    """Write the checkpoint of `arch` into `out`; returns the model."""
+    from transformers import GenerationConfig
+
+    if size == "hub":
+        from hub_layout import build_hub_decoder
+
+        return build_hub_decoder(DECODERS[arch], seed, init_range, out, lines)
+    d, vocab_size = DECODERS[arch], None
+    if size in FIGURE_SIZES:
+        _, sizes, vocab_size = FIGURE_SIZES[size]
+        d = replace(d, **sizes)
+    fast, bos, eos, eos_list = decoder_tokenizer(d, lines)
+    model = decoder_model(d, vocab_size or len(fast), seed, init_range, bos, eos)
     model.generation_config = GenerationConfig(
         bos_token_id=bos, eos_token_id=eos_list if eos_list is not None else eos,
         pad_token_id=fast.pad_token_id,
