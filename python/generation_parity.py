@@ -17,7 +17,8 @@ For the prompt ids given (runlens' `ids`, so both sides start from the same toke
                        by one (teacher-forced, not the program's own picks); the fraction of
                        positions (one per reference new id) where the program's argmax is the
                        reference's id.
-KV-cache programs (`cache: "static"`) take (input_ids [1, S], cache_position [S]); window
+KV-cache programs (`cache: "static"`) take (input_ids [1, S], cache_position [S]) and, when their
+attention reads only the filled cache (`attends: "filled"`), key_positions [F]; window
 programs (`cache: null`) the sequence left-padded into their window with its mask
 (docs/model-directory.md).
 

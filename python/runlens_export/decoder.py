@@ -3,14 +3,22 @@ that drive them (verify, bench_generate.py, course.py).
 
 Two kinds of program (docs/model-directory.md, "text-generation"):
 
-  KV cache (`cache: "static"`)   forward(input_ids int64 [1, S] (S 1..L), cache_position int64 [S])
+  KV cache (`cache: "static"`)   forward(input_ids int64 [1, S] (S 1..C), cache_position int64 [S],
+                                 key_positions int64 [F] (F 1..L))
                                  -> float32 [1, V]: the logits of the last input position.
       The keys and values of every layer live in the program as mutable buffers
       of length L (static_cache.py: keys stored transposed, written in place at
       `cache_position` by standard ops, attention as bmm on the buffers, no copy
-      of a whole cache per call); the causal mask hides every entry after the
-      query's position, so a new prompt simply starts again at position 0. The
-      buffers start as zeros (InitializedMutableBufferPass).
+      of a whole cache per call). key_positions is 0..F-1 with F = the last
+      position written + 1: attention reads those F entries only (its shape
+      carries the filled length), so a step costs what the filled part needs,
+      not L (`attends: "filled"` in the manifest). A call takes at most C =
+      min(L, PREFILL_CHUNK) new tokens (`prefill_chunk`): a longer prompt is fed in
+      chunks, as ExecuTorch's LLM runner does, so the memory the program plans for
+      a prefill's attention scores (heads x C x L floats) stays small at a long
+      context instead of growing with L x L. The causal mask hides every
+      entry after the query's position, so a new prompt simply starts again at
+      position 0. The buffers start as zeros (InitializedMutableBufferPass).
   window (`cache: null`)         forward(input_ids int64 [1, L], attention_mask int64 [1, L])
                                  -> float32 [1, V]: the logits of position L-1.
       The course's way: the sequence left-padded with the pad id into a window of
@@ -56,11 +64,13 @@ class DecoderWithStaticCache(torch.nn.Module):
         # One sequence; num_key_value_heads x head_dim per layer, as the architecture's config says.
         self.cache = StaticKV(geometry.layers, geometry.kv_heads, geometry.head_dim, max_len, model.dtype)
 
-    def forward(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, cache_position: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:
         # transformers keeps no cache of its own (use_cache=False): the attention writes
-        # and reads self.cache, handed down with the positions and the mask.
+        # self.cache and reads its first len(key_positions) entries, handed down with the
+        # positions and the mask.
+        kwargs = self.cache.call_kwargs(cache_position, key_positions, self.cache.key_cache_0.dtype)
         out = self.model(input_ids=input_ids, use_cache=False, position_ids=cache_position.unsqueeze(0),
-                         logits_to_keep=1, **self.cache.call_kwargs(cache_position, self.cache.key_cache_0.dtype))
+                         logits_to_keep=1, **kwargs)
         return out.logits[:, -1, :]  # [1, V]
 
 
@@ -102,7 +112,7 @@ class DecoderProgramSpec:
               if self.delegate else "no delegate: every operator on ExecuTorch's default CPU kernels")
         if self.cache:
             how = (f"KV cache of {max_seq_len} positions inside the program (static, mutable buffers on the default "
-                   f"kernels); prompt in one call, then one token per call")
+                   f"kernels), attention over the filled part only; prompt in one call, then one token per call")
         else:
             how = (f"no cache: a left-padded window of {max_seq_len} tokens, the whole window recomputed for "
                    f"every new token (the course's way)")
@@ -123,6 +133,10 @@ class DecoderProgramSpec:
             "quantization": self.quantization,
             "fixed_len": None if self.cache else max_seq_len,
             "cache": "static" if self.cache else None,
+            # What its attention reads: the filled part of the cache (key_positions' length).
+            "attends": "filled" if self.cache else None,
+            # The most new tokens a call takes (a longer prompt goes in chunks).
+            "prefill_chunk": prefill_chunk(max_seq_len) if self.cache else None,
             "modules": self.modules_file,
         }
         if self.quantization:
@@ -169,15 +183,31 @@ GENERATION_PROGRAMS: dict[str, DecoderProgramSpec] = {
 DEFAULT_GENERATION_PROGRAMS = tuple(n for n, p in GENERATION_PROGRAMS.items() if p.cache)
 
 
+# The most new tokens a KV-cache program takes in one call: longer prompts go in chunks.
+# 256 keeps a prefill's planned attention scores at heads x 256 x L floats (Qwen2.5-0.5B,
+# L = 2048: 29 MB a score tensor instead of 235 MB for S = L) while a prompt of up to
+# 256 tokens, most chat turns, is still one call.
+PREFILL_CHUNK = 256
+
+
+def prefill_chunk(max_len: int) -> int:
+    return min(max_len, PREFILL_CHUNK)
+
+
 def export_with_cache(model: torch.nn.Module, max_len: int):
-    """torch.export of DecoderWithStaticCache, S dynamic 1..max_len. strict=True, as
+    """torch.export of DecoderWithStaticCache, S (the new tokens, 1..prefill_chunk)
+    and F (the filled length, 1..max_len) dynamic apart: the example continues a sequence (3 new
+    tokens after 2) so that neither is specialised to the other. strict=True, as
     transformers' integration does: the non-strict trace of the in-place cache
     updates fails later in to_edge's decompositions."""
     wrapper = DecoderWithStaticCache(model, max_len).eval()
-    seq = torch.export.Dim("seq", min=1, max=max_len)
-    example = (torch.zeros(1, 4, dtype=torch.long), torch.arange(4, dtype=torch.long))
+    seq = torch.export.Dim("seq", min=1, max=prefill_chunk(max_len))
+    filled = torch.export.Dim("filled", min=1, max=max_len)
+    f = min(5, max_len)
+    n = max(1, min(3, f - 1, prefill_chunk(max_len)))
+    example = (torch.zeros(1, n, dtype=torch.long), torch.arange(f - n, f, dtype=torch.long), torch.arange(f, dtype=torch.long))
     with attention_for_export(model):
-        return torch.export.export(wrapper, example, dynamic_shapes=({1: seq}, {0: seq}), strict=True)
+        return torch.export.export(wrapper, example, dynamic_shapes=({1: seq}, {0: seq}, {0: filled}), strict=True)
 
 
 def export_window(model: torch.nn.Module, length: int, per_position: bool = False):
@@ -242,20 +272,30 @@ Forward = Callable[[list[torch.Tensor]], list[torch.Tensor]]
 
 
 class CacheDecoder:
-    """A KV-cache program: prefill with the prompt at positions 0..n-1, then one token per call."""
+    """A KV-cache program: prefill with the prompt at positions 0..n-1 (in calls of at most
+    `chunk` tokens), then one token per call; `filled`: the program takes key_positions 0..n
+    (programs from before it take two inputs and read the whole cache)."""
 
-    def __init__(self, forward: Forward, max_len: int):
-        self.forward, self.max_len, self.length = forward, max_len, 0
+    def __init__(self, forward: Forward, max_len: int, filled: bool = True, chunk: int | None = None):
+        self.forward, self.max_len, self.filled, self.length = forward, max_len, filled, 0
+        self.chunk = chunk or max_len
+
+    def run(self, ids: list[int], start: int) -> torch.Tensor:
+        end = start + len(ids)
+        inputs = [torch.tensor([ids], dtype=torch.long), torch.arange(start, end, dtype=torch.long)]
+        if self.filled:
+            inputs.append(torch.arange(end, dtype=torch.long))
+        self.length = end
+        return self.forward(inputs)[0]
 
     def prefill(self, prompt: list[int]) -> torch.Tensor:
-        n = len(prompt)
-        self.length = n
-        return self.forward([torch.tensor([prompt], dtype=torch.long), torch.arange(n, dtype=torch.long)])[0]
+        prompt = list(prompt)
+        for start in range(0, len(prompt), self.chunk):
+            logits = self.run(prompt[start:start + self.chunk], start)
+        return logits
 
     def step(self, token: int) -> torch.Tensor:
-        position = self.length
-        self.length += 1
-        return self.forward([torch.tensor([[token]], dtype=torch.long), torch.tensor([position], dtype=torch.long)])[0]
+        return self.run([token], self.length)
 
 
 class WindowDecoder:
@@ -286,7 +326,7 @@ class WindowDecoder:
 def decoder_for(entry: dict, forward: Forward, max_seq_len: int, pad_id: int):
     """The driver of a program from its manifest entry."""
     if entry.get("cache") == "static":
-        return CacheDecoder(forward, max_seq_len)
+        return CacheDecoder(forward, max_seq_len, filled=entry.get("attends") == "filled", chunk=entry.get("prefill_chunk"))
     return WindowDecoder(forward, entry.get("fixed_len") or max_seq_len, pad_id)
 
 

@@ -13,10 +13,14 @@ the group size). Here, with standard operators only:
   write   index_copy_ at cache_position (an in-place `index_put_` on the buffer
           once lowering re-inplaces it: lowering.py), the only default-kernel
           work per layer, as large as the new entries
-  attend  bmm on 3-d views of the buffers: the query heads of each KV head are
-          folded into its rows ([kv_heads, group * S, head_dim]), so grouped-
-          query attention never repeats the cache; the mask, [S, L] from
-          cache_position, is made once per call and added by broadcasting
+  attend  bmm on the filled part of the buffers only: the program's third input,
+          key_positions int64 [F] = 0..F-1 (F = the last position written + 1),
+          carries the filled length in its shape (dynamic, 1..L), so a decode
+          step at position p reads p + 1 cached entries, not L; the query heads
+          of each KV head are folded into its rows ([kv_heads, group * S,
+          head_dim]), so grouped-query attention never repeats the cache; the
+          mask, [S, F] from cache_position and key_positions, is made once per
+          call and added by broadcasting
 
 The attention runs as a transformers attention implementation (registered in
 AttentionInterface under ATTENTION, set on the model only while it is exported:
@@ -49,28 +53,28 @@ class StaticKV(torch.nn.Module):
         for i in range(layers):
             self.register_buffer(f"key_cache_{i}", torch.zeros(kv_heads, head_dim, max_len, dtype=dtype), persistent=False)
             self.register_buffer(f"value_cache_{i}", torch.zeros(kv_heads, max_len, head_dim, dtype=dtype), persistent=False)
-        # Not mutated: a constant of the program, compared with cache_position for the mask.
-        self.register_buffer("positions", torch.arange(max_len), persistent=False)
-
-    def mask(self, cache_position: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        """[S, L]: 0 where query s may see cache entry j (j <= its position), the dtype's
-        minimum elsewhere, as transformers' eager mask; every entry after the query's
-        position is hidden, so what an earlier, longer sequence left there is never read."""
-        visible = self.positions.unsqueeze(0) <= cache_position.unsqueeze(1)
+    @staticmethod
+    def mask(cache_position: torch.Tensor, key_positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """[S, F]: 0 where query s may see cache entry j (j <= its position), the dtype's
+        minimum elsewhere, as transformers' eager mask. Entries past F are never read;
+        within F, those after a query's own position (the later prompt tokens of the
+        same call) are hidden."""
+        visible = key_positions.unsqueeze(0) <= cache_position.unsqueeze(1)
         return torch.where(visible, 0.0, torch.finfo(dtype).min).to(dtype)
 
-    def write(self, layer: int, key: torch.Tensor, value: torch.Tensor, cache_position: torch.Tensor):
+    def write(self, layer: int, key: torch.Tensor, value: torch.Tensor, cache_position: torch.Tensor, filled: int):
         """Writes the S new keys and values ([1, kv_heads, S, head_dim] each) at
-        cache_position; returns the layer's whole cache (keys [kv_heads, head_dim, L],
-        values [kv_heads, L, head_dim])."""
+        cache_position; returns the layer's first `filled` entries (keys
+        [kv_heads, head_dim, F], values [kv_heads, F, head_dim]), the only ones attention reads."""
         keys, values = getattr(self, f"key_cache_{layer}"), getattr(self, f"value_cache_{layer}")
         keys.index_copy_(2, cache_position, key[0].transpose(1, 2))
         values.index_copy_(1, cache_position, value[0])
-        return keys, values
+        return keys[:, :, :filled], values[:, :filled, :]
 
-    def call_kwargs(self, cache_position: torch.Tensor, dtype: torch.dtype) -> dict:
+    def call_kwargs(self, cache_position: torch.Tensor, key_positions: torch.Tensor, dtype: torch.dtype) -> dict:
         """What the model passes down to `attend` on every layer."""
-        return {"runlens_kv": self, "runlens_position": cache_position, "runlens_mask": self.mask(cache_position, dtype)}
+        return {"runlens_kv": self, "runlens_position": cache_position, "runlens_filled": key_positions.shape[0],
+                "runlens_mask": self.mask(cache_position, key_positions, dtype)}
 
 
 def attend(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -82,7 +86,7 @@ def attend(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, valu
         raise ExportError(f"{ATTENTION} attention runs only inside the KV-cache program's wrapper (decoder.py)")
     if kwargs.get("sliding_window") is not None:
         raise ExportError("sliding-window attention has no static KV cache here; export full attention only")
-    keys, values = kv.write(module.layer_idx, key, value, kwargs["runlens_position"])
+    keys, values = kv.write(module.layer_idx, key, value, kwargs["runlens_position"], kwargs["runlens_filled"])
     _, heads, s, d = query.shape
     kv_heads, length = keys.shape[0], keys.shape[2]
     group = heads // kv_heads
@@ -90,7 +94,7 @@ def attend(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, valu
         scaling = d ** -0.5
     # Query head h = g * group + r reads KV head g: rows r * S + s of group g.
     q = query.reshape(kv_heads, group * s, d)
-    scores = torch.bmm(q, keys) * scaling  # [kv_heads, group * S, L]
+    scores = torch.bmm(q, keys) * scaling  # [kv_heads, group * S, F]
     scores = scores.view(kv_heads, group, s, length) + kwargs["runlens_mask"]
     probs = torch.softmax(scores, dim=-1).view(kv_heads, group * s, length)
     out = torch.bmm(probs, values)  # [kv_heads, group * S, d]
