@@ -14,6 +14,7 @@
 //! - [`layers`]: time per module of every backend, through the export's module sidecar (`runlens layers`);
 //! - [`bench`]: `runlens bench`'s measurements, Python comparison and outputs;
 //! - [`footprint`]: what each stack costs (disk, memory, time to the first result), `runlens footprint`;
+//! - [`memory`]: what each column will hold and what the process may use, checked before anything loads, `runlens memory`;
 //! - [`heat`]: SoC temperature, CPU clock and throttling (status bar, bench rows);
 //! - [`corpus_cache`]: the nearest-sentence corpus's embeddings kept between starts;
 //! - [`schedule`]: one worker thread per backend, latest input wins;
@@ -33,6 +34,7 @@ pub mod footprint;
 pub mod heat;
 pub mod jobs;
 pub mod layers;
+pub mod memory;
 pub mod model;
 pub mod profile;
 pub mod pte;

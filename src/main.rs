@@ -7,7 +7,8 @@ use runlens::model::{ManifestError, ModelsMissing};
 /// Exit code 2: the model directory or one of its files (a program's graph for
 /// `layers --model-explorer` included) is missing or old,
 /// `--backends` names one it does not have, or `--prompt-format chat` a template
-/// it does not have, or `--trace` a file that cannot be written; 1: anything else.
+/// it does not have, or `--trace` a file that cannot be written, or the columns
+/// asked for need more memory than the process may use (before any loaded); 1: anything else.
 fn exit_code(err: &anyhow::Error) -> u8 {
     if err.downcast_ref::<ModelsMissing>().is_some()
         || err.downcast_ref::<ManifestError>().is_some()
@@ -15,6 +16,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         || err.downcast_ref::<runlens::model::NoChatTemplate>().is_some()
         || err.downcast_ref::<runlens::layers::model_explorer::NoGraph>().is_some()
         || err.downcast_ref::<runlens::timeline::TraceFileError>().is_some()
+        || err.downcast_ref::<runlens::memory::NotEnoughMemory>().is_some()
     {
         2
     } else {
@@ -27,9 +29,11 @@ fn open_explorer(common: &runlens::cli::Common) -> anyhow::Result<runlens::tui::
     let runlens::cli::Setup { dir: models, prompter, ctx } = common.setup()?;
     let catalog = common.catalog(&models)?;
     let backends = common.backends(&models)?;
+    // Every column loads at once: refused here, before the terminal is taken over.
+    common.check_memory(&models, &backends, runlens::memory::Holding::Together)?;
     common.set_threads()?;
     let theme = runlens::ui::Theme::new(runlens::ui::GlyphSet::choose(common.glyphs));
-    runlens::tui::run(runlens::tui::TuiOptions { models, prompter: std::sync::Arc::new(prompter), backends, catalog, ctx, threads: Some(common.thread_count()), theme })
+    runlens::tui::run(runlens::tui::TuiOptions { models, prompter: std::sync::Arc::new(prompter), backends, catalog, ctx, threads: Some(common.thread_count()), theme, memory_budget: common.memory_budget })
 }
 
 fn main() -> ExitCode {
@@ -49,6 +53,7 @@ fn main() -> ExitCode {
         Some(Command::Profile(args)) => runlens::cli::profile::run(&cli.common, args).map(|()| true),
         Some(Command::Layers(args)) => runlens::cli::layers::run(&cli.common, args).map(|()| true),
         Some(Command::Footprint(args)) => runlens::cli::footprint::run(&cli.common, args),
+        Some(Command::Memory(args)) => runlens::cli::memory::run(&cli.common, args).map(|()| true),
         Some(Command::FootprintProbe(args)) => runlens::cli::footprint::probe(&cli.common, args).map(|()| true),
         Some(Command::Inspect(args)) => runlens::cli::inspect::run(&args.file, args.json).map(|()| true),
         None => {

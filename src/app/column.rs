@@ -49,6 +49,8 @@ impl Output {
 pub struct Column {
     pub kind: BackendSpec,
     pub phase: Phase,
+    /// When its load began, when not with the explorer's start (F5 switched it).
+    pub since: Option<Instant>,
     pub description: Option<String>,
     pub load_time: Option<Duration>,
     /// The weights a decode step reads, as the loaded backend reports them (a decoder).
@@ -87,6 +89,7 @@ impl Column {
         Column {
             kind,
             phase: Phase::Loading,
+            since: None,
             description: None,
             load_time: None,
             weight_bytes: None,

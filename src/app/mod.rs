@@ -130,6 +130,12 @@ pub struct App {
     variants: Vec<BackendSpec>,
     /// The latest temperature / clock / throttling reading (status bar).
     heat: Option<crate::heat::HeatSample>,
+    /// What each backend will hold at its peak, by name (`crate::memory`'s estimate), and
+    /// what the process held before any loaded: shown while columns load.
+    needs: std::collections::HashMap<String, u64>,
+    base: Option<u64>,
+    /// The process's resident memory, sampled while columns load.
+    resident: Option<u64>,
 }
 
 impl App {
@@ -175,6 +181,9 @@ impl App {
             prompter: None,
             variants: config.variants,
             heat: None,
+            needs: std::collections::HashMap::new(),
+            base: None,
+            resident: None,
         };
         if app.corpus.state != CorpusState::Empty {
             app.assign_corpus();
@@ -275,7 +284,7 @@ impl App {
     pub fn state(&self, index: usize) -> ColumnState<'_> {
         let c = &self.columns[index];
         match &c.phase {
-            Phase::Loading => ColumnState::Loading(self.now.saturating_duration_since(self.started)),
+            Phase::Loading => ColumnState::Loading(self.now.saturating_duration_since(c.since.unwrap_or(self.started))),
             Phase::Failed(e) => ColumnState::Failed(e),
             Phase::Ready => match (c.running, c.pending) {
                 (Some((generation, at)), _) => ColumnState::Running {
@@ -502,6 +511,34 @@ impl App {
         self
     }
 
+    /// What each backend will hold at its peak, by name, and what the process held before any loaded.
+    pub fn with_needs(mut self, needs: std::collections::HashMap<String, u64>, base: Option<u64>) -> App {
+        self.needs = needs;
+        self.base = base;
+        self
+    }
+
+    /// The estimated peak of column `index`'s backend, when known.
+    pub fn need(&self, index: usize) -> Option<u64> {
+        self.needs.get(&self.columns[index].kind.name).copied()
+    }
+
+    /// While columns load: (what the process holds now, what it should hold once every column has loaded).
+    pub fn load_progress(&self) -> Option<(u64, u64)> {
+        let expected: Option<u64> = self.columns.iter().enumerate().map(|(i, _)| self.need(i)).sum();
+        Some((self.resident?, self.base? + expected?))
+    }
+
+    /// A column is loading.
+    pub fn is_loading(&self) -> bool {
+        self.columns.iter().any(|c| c.phase == Phase::Loading)
+    }
+
+    /// The process's resident memory now (sampled by the event loop while columns load).
+    pub fn set_resident(&mut self, bytes: Option<u64>) {
+        self.resident = bytes;
+    }
+
     /// text-generation: the weights a decode step of column `index` reads, when known
     /// (as its loaded backend counted them; before the load, a program's constants
     /// from its coverage).
@@ -579,6 +616,7 @@ impl App {
         let Some((index, to)) = self.next_variant() else { return };
         let from = self.columns[index].kind.clone();
         self.columns[index] = Column::loading(to.clone());
+        self.columns[index].since = Some(self.now);
         let job = self.encoded.clone().map(|input| Job { generation: self.generation, input });
         if let Some(job) = &job {
             self.columns[index].pending = Some(job.generation);

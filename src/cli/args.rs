@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use super::{bench, footprint, layers, profile, run};
+use super::{bench, footprint, layers, memory, profile, run};
 use crate::backend::BackendSpec;
 
 #[derive(Debug, Parser)]
@@ -43,6 +43,9 @@ pub struct Common {
     /// text-generation: how typed text reaches the model: chat (one user message through the model's chat template) or raw (the text as it is) [default: chat when the model has a template, else raw]
     #[arg(long, global = true, value_name = "FORMAT", value_enum)]
     pub prompt_format: Option<crate::model::PromptFormat>,
+    /// What runlens may hold in all, e.g. 3.5G or 900M (binary units), instead of what it measures (MemAvailable, the cgroup's limit); a set of columns that needs more is refused before loading (docs/memory.md)
+    #[arg(long, global = true, value_name = "SIZE", env = "RUNLENS_MEMORY_BUDGET", value_parser = crate::memory::size::parse)]
+    pub memory_budget: Option<u64>,
 }
 
 /// The value of `--threads`: one count, or for `bench` a comma list to sweep.
@@ -77,6 +80,8 @@ pub enum Command {
     Layers(layers::LayersArgs),
     /// What each stack costs: disk, resident memory and time to the first result, Python and runlens (full and lite).
     Footprint(footprint::FootprintArgs),
+    /// What each column of a model directory will hold in memory, which sets fit here and on a 2, 4, 8 and 16 GB Raspberry Pi 5 (estimated, nothing loaded).
+    Memory(memory::MemoryArgs),
     /// One stack for `footprint` to measure (waits on stdin between load and run).
     #[command(hide = true)]
     FootprintProbe(footprint::ProbeArgs),

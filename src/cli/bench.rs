@@ -63,6 +63,7 @@ pub fn run(common: &Common, args: &BenchArgs) -> anyhow::Result<()> {
     for spec in &kinds {
         backend::files_present(spec, &dir)?;
     }
+    common.check_memory(&dir, &kinds, crate::memory::Holding::OneAtATime)?;
     let mut lens: Vec<usize> = args.seq_lens.iter().map(|&l| l as usize).collect();
     lens.dedup();
     if let Some(&l) = lens.iter().find(|&&l| l > dir.max_seq_len()) {
@@ -164,6 +165,7 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
     for spec in &kinds {
         backend::files_present(spec, dir)?;
     }
+    common.check_memory(dir, &kinds, crate::memory::Holding::OneAtATime)?;
     let mut lens: Vec<usize> = args.prompt_lens.iter().map(|&l| l as usize).collect();
     lens.sort_unstable();
     lens.dedup();

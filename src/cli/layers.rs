@@ -55,6 +55,7 @@ pub fn run(common: &Common, args: &LayersArgs) -> anyhow::Result<()> {
     for spec in &specs {
         backend::files_present(spec, dir)?;
     }
+    common.check_memory(dir, &specs, crate::memory::Holding::OneAtATime)?;
     if args.model_explorer.is_some() {
         layers::model_explorer::check_graphs(&specs)?;
     }

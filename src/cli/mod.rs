@@ -8,6 +8,7 @@ pub mod bench;
 pub mod footprint;
 pub mod inspect;
 pub mod layers;
+pub mod memory;
 pub mod profile;
 pub mod run;
 
@@ -128,6 +129,14 @@ impl Common {
             }
         }
         Ok(chosen)
+    }
+
+    /// Refuse `specs` ([`crate::memory::NotEnoughMemory`], exit 2) when, held as
+    /// the command holds them, they need more memory than this process may use;
+    /// before any loads ([`crate::memory`]).
+    pub fn check_memory(&self, dir: &ModelDir, specs: &[BackendSpec], holding: crate::memory::Holding) -> anyhow::Result<()> {
+        let catalog = self.catalog(dir)?;
+        crate::memory::check(specs, &catalog, dir, holding, self.memory_budget).map_err(Into::into)
     }
 
     /// The task context of the directory (mask token, labels, top-k).

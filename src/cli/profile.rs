@@ -50,6 +50,7 @@ pub fn run(common: &Common, args: &ProfileArgs) -> anyhow::Result<()> {
     for spec in &specs {
         backend::files_present(spec, dir)?;
     }
+    common.check_memory(dir, &specs, crate::memory::Holding::OneAtATime)?;
     let input = setup.encode(&args.text)?;
     common.set_threads()?;
     let mut timeline = super::timeline_for("profile", common, &setup, &input);

@@ -122,6 +122,7 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
     for spec in &specs {
         backend::files_present(spec, dir)?;
     }
+    common.check_memory(dir, &specs, crate::memory::Holding::OneAtATime)?;
     let input = setup.encode(&args.text)?;
     let mut report = RunReport {
         text: input.text.clone(),

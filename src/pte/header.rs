@@ -63,6 +63,12 @@ pub(crate) fn show_magic(magic: &[u8]) -> String {
 
 /// Checks the file identifier and reads the extended header, if any.
 pub(crate) fn read_layout(bytes: &[u8]) -> Result<Layout, PteError> {
+    layout_of(bytes, bytes.len() as u64)
+}
+
+/// [`read_layout`] from the first bytes of a file of `len` bytes (at least
+/// its headers; [`super::sizes`] reads no more than the program).
+pub(crate) fn layout_of(bytes: &[u8], len: u64) -> Result<Layout, PteError> {
     let magic = bytes.get(4..8).ok_or(PteError::TooShort {
         len: bytes.len(),
         need: 8,
@@ -72,14 +78,15 @@ pub(crate) fn read_layout(bytes: &[u8]) -> Result<Layout, PteError> {
             found: show_magic(magic),
         });
     }
+    // Every offset is <= len; on a 32-bit machine len may not fit in usize.
+    let fits = |n: u64| usize::try_from(n).map_err(|_| PteError::BadHeader(format!("{n} bytes do not fit in memory")));
     let Some(header) = read_extended_header(bytes)? else {
         return Ok(Layout {
             header: None,
-            program_len: bytes.len(),
+            program_len: fits(len)?,
             segment_base: 0,
         });
     };
-    let len = bytes.len() as u64;
     let header_end = EXTENDED_AT as u64 + u64::from(header.length);
     if header.program_size > len {
         return Err(PteError::BadHeader(format!(
@@ -110,11 +117,10 @@ pub(crate) fn read_layout(bytes: &[u8]) -> Result<Layout, PteError> {
             )));
         }
     }
-    // Both values are <= bytes.len(), so they fit in usize.
     Ok(Layout {
         header: Some(header),
-        program_len: header.program_size as usize,
-        segment_base: header.segment_base_offset as usize,
+        program_len: fits(header.program_size)?,
+        segment_base: fits(header.segment_base_offset)?,
     })
 }
 

@@ -47,10 +47,17 @@ pub(super) async fn session(
         corpus: app::corpus_sentences(),
         variants: opts.catalog.iter().filter(|k| k.given || backend::files_present(k, &opts.models).is_ok()).cloned().collect(),
     };
-    let app = App::new(config, tokenize, Instant::now()).with_prompter(opts.prompter.clone());
+    // What each column will hold (shown while it loads), from the same estimate the memory check used.
+    let needs = crate::memory::needs(&config.variants, &opts.models).into_iter().map(|n| (n.name, n.peak)).collect();
+    let base = crate::memory::resident_now();
+    let app = App::new(config, tokenize, Instant::now()).with_prompter(opts.prompter.clone()).with_needs(needs, base);
 
     let dir = opts.models.clone();
-    let loader: Loader = Arc::new(move |kind| crate::task::load_backend(kind, &dir));
+    let admission = crate::memory::Admission::new(&opts.backends, dir.clone(), opts.memory_budget);
+    let loader: Loader = Arc::new(move |kind| {
+        admission.admit(kind)?;
+        crate::task::load_backend(kind, &dir)
+    });
     let worker_tx = tx.clone();
     let sink: Sink = Arc::new(move |event| {
         let _ = worker_tx.send(Event::Worker(event));
@@ -161,6 +168,10 @@ impl Session<'_> {
         match event {
             Event::Tick => {
                 self.dirty |= self.app.tick();
+                if self.app.is_loading() {
+                    // A load's progress: the process's resident memory against what the columns will hold.
+                    self.app.set_resident(crate::memory::resident_now());
+                }
                 if self.app.is_busy() && self.app.now() >= self.last_tick + TICK {
                     self.last_tick = self.app.now();
                     self.dirty = true;

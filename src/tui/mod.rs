@@ -55,6 +55,8 @@ pub struct TuiOptions {
     pub threads: Option<usize>,
     /// Glyphs and colours (`--glyphs`, else from `TERM`).
     pub theme: ui::Theme,
+    /// `--memory-budget`: what a column switched to later (F5) is checked against, else what is free then.
+    pub memory_budget: Option<u64>,
 }
 
 /// Everything the event loop reacts to.

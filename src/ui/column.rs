@@ -152,6 +152,16 @@ pub fn parity_colour(p: &Parity) -> Color {
     }
 }
 
+/// While a column loads: "loading the model… 1.41 of ~2.73 GiB resident" (the
+/// process's memory against what every column will hold, when estimated).
+fn loading_hint(app: &App) -> String {
+    use crate::memory::size::show;
+    match app.load_progress() {
+        Some((now, expected)) => format!("loading the model… {} of ~{} resident", show(now), show(expected)),
+        None => "loading the model…".to_string(),
+    }
+}
+
 impl BackendColumn<'_> {
     /// The path's name; a column with other programs names the key that switches them.
     fn title(&self, width: u16) -> String {
@@ -165,7 +175,10 @@ impl BackendColumn<'_> {
         let column = &app.columns()[self.index];
         let current_error = column.run_error.as_ref().is_some_and(|(g, _)| *g == app.generation());
         let (text, style) = match app.state(self.index) {
-            ColumnState::Loading(d) => (format!("◌ loading {}", format::secs(d)), Style::new().fg(Color::Yellow)),
+            ColumnState::Loading(d) => {
+                let need = app.need(self.index).map(|n| format!(" · needs ~{}", crate::memory::size::show(n))).unwrap_or_default();
+                (format!("◌ loading {}{need}", format::secs(d)), Style::new().fg(Color::Yellow))
+            }
             ColumnState::Failed(_) => ("✖ failed to load".to_string(), Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)),
             ColumnState::Running { elapsed, stale } => (
                 format!("▶ running {}{}", format::secs(elapsed), if stale { " (old)" } else { "" }),
@@ -209,9 +222,9 @@ impl BackendColumn<'_> {
         }
         let Some(output) = &column.output else {
             let hint = match (&column.phase, app.encoded()) {
-                (Phase::Loading, _) => "loading the model…",
-                (_, None) => "type a sentence above",
-                (_, Some(_)) => "waiting for the first result…",
+                (Phase::Loading, _) => loading_hint(app),
+                (_, None) => "type a sentence above".into(),
+                (_, Some(_)) => "waiting for the first result…".into(),
             };
             line_at(buf, s.header, 0, &Line::styled(hint, DIM));
             return;
@@ -249,13 +262,13 @@ impl BackendColumn<'_> {
         let live = app.live(self.index);
         let running = column.running.is_some_and(|(g, _)| g == app.generation());
         let hint = match (&column.phase, app.encoded()) {
-            (Phase::Loading, _) => "loading the model…",
-            (_, None) => "type a prompt above",
-            _ if running => "prefilling the prompt…",
-            _ => "waiting for its turn…",
+            (Phase::Loading, _) => loading_hint(app),
+            (_, None) => "type a prompt above".into(),
+            _ if running => "prefilling the prompt…".into(),
+            _ => "waiting for its turn…".into(),
         };
         let divergence = app.divergence(self.index);
-        GenerationPanel { live, divergence, hint }.render(s.task_area(), buf);
+        GenerationPanel { live, divergence, hint: &hint }.render(s.task_area(), buf);
         let reference = app.reference().map(|r| app.columns()[r].kind.name()).unwrap_or("-");
         let weight_bytes = app.weight_bytes_per_token(self.index);
         let logits = match app.parity(self.index) {

@@ -13,6 +13,7 @@ mod bad_input;
 mod counting;
 mod instructions;
 mod mutations;
+mod sizes;
 
 /// planus 1.3's `Builder::finish` writes the file identifier before the root
 /// offset (planus-org/planus#377); put them in flatbuffers' order.

@@ -5,22 +5,22 @@
 use super::*;
 
 /// xorshift64*: reproducible without a dependency.
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
-    fn below(&mut self, n: usize) -> usize {
+    pub(super) fn below(&mut self, n: usize) -> usize {
         (self.next() % n.max(1) as u64) as usize
     }
 }
 
-fn mutate(rng: &mut Rng, bytes: &mut Vec<u8>) {
+pub(super) fn mutate(rng: &mut Rng, bytes: &mut Vec<u8>) {
     match rng.below(6) {
         // Random bytes here and there.
         0 => {

@@ -1,0 +1,273 @@
+//! What one column will hold, read from its files before anything loads: an
+//! ExecuTorch program from its own headers ([`crate::pte::read_sizes`]), eager
+//! from the checkpoint's safetensors header(s) and `config.json`. Each figure
+//! is a sum of named parts, so that a message and `runlens memory` can say
+//! what the bytes are; the constants were measured (docs/memory.md).
+
+use std::path::Path;
+
+use anyhow::Context;
+use serde::Serialize;
+
+use crate::backend::{BackendSpec, Source, WeightFormat};
+use crate::model::ModelDir;
+
+const MIB: u64 = 1 << 20;
+
+/// What an ExecuTorch program costs the process besides its data: its method's
+/// allocations, XNNPACK's runtime and the kernels' code pages (measured on the
+/// tiny models, where the data is a few MB: docs/memory.md).
+pub const PROGRAM_RUNTIME: u64 = 8 * MIB;
+/// What eager costs besides its weights: the libtorch code a forward touches,
+/// its thread pool and allocator (measured as for [`PROGRAM_RUNTIME`]).
+pub const EAGER_RUNTIME: u64 = 16 * MIB;
+
+/// One named part of a column's figure.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Part {
+    pub what: &'static str,
+    pub bytes: u64,
+}
+
+/// What one column needs: what it holds once loaded (`steady`) and the most
+/// at any moment of its load and first run (`peak`, at least `steady`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ColumnNeed {
+    pub name: String,
+    /// The explorer's column it shares (F5 cycles its variants).
+    pub column: String,
+    pub quantized: bool,
+    pub steady: u64,
+    pub peak: u64,
+    /// The parts of `steady`.
+    pub parts: Vec<Part>,
+    /// What takes it above `steady` while it loads, when anything does.
+    pub transient: Option<Part>,
+}
+
+impl ColumnNeed {
+    fn new(spec: &BackendSpec, parts: Vec<Part>, transient: Option<Part>) -> ColumnNeed {
+        let steady = parts.iter().map(|p| p.bytes).sum();
+        let transient = transient.filter(|t| t.bytes > steady);
+        ColumnNeed {
+            name: spec.name.clone(),
+            column: spec.column.clone(),
+            quantized: spec.is_quantized(),
+            steady,
+            peak: transient.as_ref().map_or(steady, |t| t.bytes),
+            parts,
+            transient,
+        }
+    }
+
+    /// "2.61 GiB: float32 weights 1.84 GiB, KV cache 96 MiB, ..." for messages.
+    pub fn describe(&self) -> String {
+        use super::size::show;
+        let parts: Vec<String> = self.parts.iter().filter(|p| p.bytes > 0).map(|p| format!("{} {}", p.what, show(p.bytes))).collect();
+        let peak = match &self.transient {
+            Some(t) => format!("; {} while loading ({})", show(t.bytes), t.what),
+            None => String::new(),
+        };
+        format!("{} ({}{peak})", show(self.peak), parts.join(", "))
+    }
+}
+
+/// The need of `spec` in `dir`: an error names the file that could not be read.
+pub fn of_spec(spec: &BackendSpec, dir: &ModelDir) -> anyhow::Result<ColumnNeed> {
+    match &spec.source {
+        Source::Program(path) => of_program(spec, path),
+        Source::Eager(format) => of_eager(spec, dir, *format),
+    }
+}
+
+fn of_program(spec: &BackendSpec, path: &Path) -> anyhow::Result<ColumnNeed> {
+    let s = crate::pte::read_sizes(path).with_context(|| format!("{}: cannot read the program's sizes", path.display()))?;
+    let parts = vec![
+        Part { what: "constants read in place", bytes: s.constants_in_place },
+        Part { what: "weights XNNPACK packs", bytes: s.delegate_weights },
+        Part { what: "planned memory", bytes: s.planned },
+        Part { what: "ExecuTorch runtime", bytes: PROGRAM_RUNTIME },
+    ];
+    // runlens' reader takes the whole file in before the runtime maps it (backend::executorch::Program::open).
+    let transient = Part { what: "the file read whole by runlens' checks", bytes: s.file_bytes + PROGRAM_RUNTIME };
+    Ok(ColumnNeed::new(spec, parts, Some(transient)))
+}
+
+/// The tensors of a checkpoint as eager holds them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Tensors {
+    /// Every tensor in float32.
+    float32: u64,
+    /// The part of the stored bytes not already float32 (held beside the widened copies while loading).
+    stored_narrow: u64,
+    /// The largest tensor as stored (the read buffer).
+    largest: u64,
+    /// The linear layers' weights in float32, and in the format asked for.
+    linear_float32: u64,
+    linear_packed: u64,
+}
+
+fn of_eager(spec: &BackendSpec, dir: &ModelDir, format: WeightFormat) -> anyhow::Result<ColumnNeed> {
+    let weights = dir.weights()?;
+    let checkpoint = crate::model::safetensors::Checkpoint::read(&weights)?;
+    let t = tensors(checkpoint.tensors().map(|(name, info, _)| (name, info.dtype.as_str(), info.shape.as_slice())), format);
+    let geometry = Geometry::read(&dir.config()?)?;
+    let decoder = dir.task().takes_a_prompt();
+    let len = dir.max_seq_len() as u64;
+    let (kv, scores) = match (decoder, geometry) {
+        (true, Some(g)) => (g.kv_cache(len), g.attention_scores(len)),
+        _ => (0, 0),
+    };
+    let weights_part = match format {
+        WeightFormat::Float => Part { what: "float32 weights", bytes: t.float32 },
+        _ => Part { what: "weights (linear layers quantized)", bytes: t.float32 - t.linear_float32 + t.linear_packed },
+    };
+    let parts = vec![
+        weights_part,
+        Part { what: "KV cache", bytes: kv },
+        Part { what: "a full-length prefill's attention", bytes: scores },
+        Part { what: "libtorch's working set", bytes: EAGER_RUNTIME },
+    ];
+    // The model is built in float32 (a narrower checkpoint widened beside its stored
+    // bytes), then a quantized column packs its linear layers one at a time.
+    let built = t.float32 + t.stored_narrow + t.largest + kv + EAGER_RUNTIME;
+    let transient = Part { what: "the float32 model as it is built", bytes: built };
+    Ok(ColumnNeed::new(spec, parts, Some(transient)))
+}
+
+/// Bytes per element of a safetensors dtype; `None` for one eager cannot read.
+fn dtype_bytes(dtype: &str) -> Option<u64> {
+    Some(match dtype {
+        "F64" | "I64" => 8,
+        "F32" | "I32" => 4,
+        "F16" | "BF16" => 2,
+        "I8" | "U8" | "BOOL" => 1,
+        _ => return None,
+    })
+}
+
+/// What eager holds of these tensors (name, dtype, shape) in `format`. The
+/// linear layers it quantizes are the 2-D `*.weight` tensors other than
+/// embeddings; a head tied to the token embedding is packed as a copy of it.
+fn tensors<'a>(list: impl Iterator<Item = (&'a str, &'a str, &'a [i64])>, format: WeightFormat) -> Tensors {
+    let mut t = Tensors::default();
+    let mut embedding: Option<(u64, u64)> = None;
+    let mut has_head = false;
+    for (name, dtype, shape) in list {
+        let elements = shape.iter().map(|&d| u64::try_from(d).unwrap_or(0)).fold(1u64, u64::saturating_mul);
+        let stored = dtype_bytes(dtype).unwrap_or(4).saturating_mul(elements);
+        t.float32 += elements * 4;
+        if dtype != "F32" {
+            t.stored_narrow += stored;
+        }
+        t.largest = t.largest.max(stored);
+        let [rows, cols] = *shape else { continue };
+        let (rows, cols) = (rows.max(0) as u64, cols.max(0) as u64);
+        let is_embedding = ["embed", "wte", "wpe", "position", "token_type"].iter().any(|e| name.contains(e));
+        has_head |= name.contains("lm_head");
+        if is_embedding {
+            embedding = embedding.max(Some((rows, cols)));
+        } else if name.ends_with("weight") {
+            t.linear_float32 += elements * 4;
+            t.linear_packed += packed(rows, cols, format);
+        }
+    }
+    if let (false, Some((rows, cols))) = (has_head || format == WeightFormat::Float, embedding) {
+        t.linear_packed += packed(rows, cols, format);
+    }
+    t
+}
+
+/// A [rows, cols] linear weight in `format` (eager/quant.rs): int8 with a bfloat16
+/// scale per row; int4 in rows padded to 16, with a bfloat16 scale and zero per group.
+fn packed(rows: u64, cols: u64, format: WeightFormat) -> u64 {
+    match format {
+        WeightFormat::Float => rows * cols * 4,
+        WeightFormat::Int8 => rows * cols + rows * 2,
+        WeightFormat::Int4 { group_size } => {
+            let rows = rows.div_ceil(16) * 16;
+            let groups = cols.div_ceil(group_size.max(1) as u64);
+            rows * cols / 2 + groups * rows * 4
+        }
+    }
+}
+
+/// What the KV cache and attention of a decoder take, from `config.json`
+/// (transformers' names for GPT-2 and the Llama family).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    pub layers: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub head_dim: u64,
+}
+
+impl Geometry {
+    /// `None` when the config names no layers or heads (then the parts are left out).
+    pub fn read(config: &Path) -> anyhow::Result<Option<Geometry>> {
+        let text = std::fs::read_to_string(config).with_context(|| format!("cannot read {}", config.display()))?;
+        let value: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", config.display()))?;
+        Ok(Geometry::of(&value))
+    }
+
+    pub fn of(config: &serde_json::Value) -> Option<Geometry> {
+        let field = |names: &[&str]| names.iter().find_map(|n| config.get(n)?.as_u64()).filter(|&n| n > 0);
+        let layers = field(&["num_hidden_layers", "n_layer", "num_layers"])?;
+        let heads = field(&["num_attention_heads", "n_head"])?;
+        let kv_heads = field(&["num_key_value_heads"]).unwrap_or(heads);
+        let head_dim = field(&["head_dim"]).or_else(|| Some(field(&["hidden_size", "n_embd", "d_model"])? / heads))?;
+        Some(Geometry { layers, heads, kv_heads, head_dim })
+    }
+
+    /// layers x 2 (keys, values) x KV heads x head_dim x `len` positions, float32.
+    pub fn kv_cache(&self, len: u64) -> u64 {
+        self.layers * 2 * self.kv_heads * self.head_dim * len * 4
+    }
+
+    /// The scores of one layer's attention over a full-length prefill, and their softmax: heads x len² x float32, twice.
+    pub fn attention_scores(&self, len: u64) -> u64 {
+        2 * self.heads * len * len * 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_cache_geometry_of_each_family() {
+        let qwen = serde_json::json!({"num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2, "hidden_size": 896});
+        let g = Geometry::of(&qwen).unwrap();
+        assert_eq!((g.layers, g.heads, g.kv_heads, g.head_dim), (24, 14, 2, 64));
+        // Qwen2.5-0.5B at 2048 positions: 24 x 2 x 2 x 64 x 2048 x 4 bytes = 48 MiB.
+        assert_eq!(g.kv_cache(2048), 48 * MIB);
+        let gpt2 = serde_json::json!({"n_layer": 12, "n_head": 12, "n_embd": 768});
+        assert_eq!(Geometry::of(&gpt2).unwrap().kv_cache(1024), 12 * 2 * 12 * 64 * 1024 * 4);
+        let qwen3 = serde_json::json!({"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": null, "head_dim": 12, "hidden_size": 32});
+        assert_eq!(Geometry::of(&qwen3).unwrap().head_dim, 12);
+        assert_eq!(Geometry::of(&qwen3).unwrap().kv_heads, 4);
+        assert_eq!(Geometry::of(&serde_json::json!({"hidden_size": 8})), None);
+        assert_eq!(Geometry::of(&serde_json::json!({"num_hidden_layers": 2, "num_attention_heads": 0, "hidden_size": 8})), None);
+    }
+
+    #[test]
+    fn counts_a_checkpoint_as_eager_holds_it() {
+        let list = [
+            ("model.embed_tokens.weight", "BF16", &[100i64, 64][..]),
+            ("model.layers.0.self_attn.q_proj.weight", "BF16", &[64, 64][..]),
+            ("model.layers.0.self_attn.q_proj.bias", "BF16", &[64][..]),
+            ("model.norm.weight", "F32", &[64][..]),
+        ];
+        let float = tensors(list.iter().copied(), WeightFormat::Float);
+        assert_eq!(float.float32, (6400 + 4096 + 64 + 64) * 4);
+        assert_eq!(float.stored_narrow, (6400 + 4096 + 64) * 2);
+        assert_eq!(float.largest, 6400 * 2);
+        // The tied head: packed as a copy of the embedding in a quantized format.
+        let int8 = tensors(list.iter().copied(), WeightFormat::Int8);
+        assert_eq!(int8.linear_float32, 4096 * 4);
+        assert_eq!(int8.linear_packed, (4096 + 64 * 2) + (6400 + 100 * 2));
+        let int4 = tensors(list.iter().copied(), WeightFormat::Int4 { group_size: 32 });
+        assert_eq!(int4.linear_packed, (64 * 32 + 2 * 64 * 4) + (112 * 32 + 2 * 112 * 4));
+        assert_eq!(float.linear_packed, float.linear_float32);
+    }
+}
