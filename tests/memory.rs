@@ -1,0 +1,190 @@
+//! The memory check (docs/memory.md): under a memory limit, a set of columns
+//! that does not fit is refused before anything loads (exit 2, a message that
+//! names memory, the figures and a set that fits), and the set it names runs;
+//! nothing is killed. The limit is a real cgroup where the test can make one
+//! (root and cgroup v1's memory controller: a child of this process's own
+//! memory cgroup, removed after), and always one given with `--memory-budget`
+//! and `RUNLENS_MEMORY_BUDGET`; the test says on stderr which ran.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::{model_path, runlens};
+
+const TEXT: &str = "The cat sat on the mat.";
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The set a refusal suggests: the list after "--backends ".
+fn suggested(message: &str) -> String {
+    let at = message.find("fit one at a time: --backends ").or_else(|| message.find("fit together: --backends ")).unwrap_or_else(|| panic!("no set that fits is named:\n{message}"));
+    let rest = &message[at..];
+    let list = &rest[rest.find("--backends ").unwrap() + "--backends ".len()..];
+    list.split_whitespace().next().unwrap().to_string()
+}
+
+/// Asserts a refusal: exit 2 before anything ran, a message naming memory and figures.
+fn assert_refused(out: &Output, what: &str) -> String {
+    let message = stderr(out);
+    assert_eq!(out.status.code(), Some(2), "{what}: expected exit 2\n{message}");
+    assert!(out.stdout.is_empty(), "{what}: something ran before the refusal: {}", String::from_utf8_lossy(&out.stdout));
+    for words in ["not enough memory", "Nothing was loaded", "MiB", "may take", "--memory-budget"] {
+        assert!(message.contains(words), "{what}: the message lacks {words:?}:\n{message}");
+    }
+    message
+}
+
+/// What `runlens memory --json` says of MiniLM: (its columns' peaks by name, the default set).
+fn estimates(model: &str) -> (Vec<(String, u64)>, Vec<String>) {
+    let out = runlens(&["--model", model, "memory", "--json"]);
+    assert!(out.status.success(), "runlens memory: {}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let columns = report["columns"].as_array().unwrap().iter().map(|c| (c["name"].as_str().unwrap().to_string(), c["peak"].as_u64().unwrap())).collect();
+    let asked = report["asked"].as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_string()).collect();
+    (columns, asked)
+}
+
+/// What runlens holds before loading, in bytes, as a refusal of `run` states it ("runlens' own 124 MiB").
+fn runlens_itself(model: &str) -> u64 {
+    let out = runlens(&["--model", model, "--memory-budget", "1M", "run", TEXT]);
+    let message = assert_refused(&out, "a 1 MiB budget");
+    let at = message.find("runlens' own ").expect("the message says what runlens holds") + "runlens' own ".len();
+    let mut words = message[at..].split_whitespace();
+    let value: f64 = words.next().unwrap().parse().unwrap();
+    let unit = match words.next().unwrap().trim_end_matches(',') {
+        "KiB" => 1u64 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        u => panic!("unit {u}"),
+    };
+    (value * unit as f64) as u64
+}
+
+#[test]
+fn a_budget_refuses_a_set_that_does_not_fit_and_the_named_set_runs() {
+    eprintln!("memory test: an injected limit (--memory-budget, RUNLENS_MEMORY_BUDGET)");
+    let model = model_path("minilm");
+    let (columns, asked) = estimates(&model);
+    let peak = |name: &str| columns.iter().find(|(n, _)| n == name).map(|(_, p)| *p).unwrap();
+    let largest = asked.iter().map(|n| peak(n)).max().unwrap();
+    let smallest = columns.iter().map(|(_, p)| *p).min().unwrap();
+    assert!(smallest < largest, "{columns:?}");
+    let held = runlens_itself(&model);
+
+    // One at a time (run): room between the smallest column and the largest asked for.
+    let budget = (held + (smallest + largest) / 2).to_string();
+    let out = runlens(&["--model", &model, "--memory-budget", &budget, "run", TEXT]);
+    let message = assert_refused(&out, "run");
+    let set = suggested(&message);
+    assert!(message.contains("one at a time"), "{message}");
+    for name in set.split(',') {
+        // (runlens' own memory, read to 3 figures, may differ by a MiB from this run's)
+        assert!(peak(name) <= (smallest + largest) / 2 + (1 << 20), "{name} is suggested but does not fit: {message}");
+    }
+    // The set it names runs under the same budget.
+    let out = runlens(&["--model", &model, "--memory-budget", &budget, "--backends", &set, "run", "--json", TEXT]);
+    assert!(out.status.success(), "the suggested set {set} failed: {}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["backends"].as_array().unwrap().len(), set.split(',').count());
+
+    // The explorer holds every column at once: refused before the terminal is touched
+    // (no terminal here), given as RUNLENS_MEMORY_BUDGET.
+    let together: u64 = asked.iter().map(|n| peak(n)).sum();
+    let out = Command::new(env!("CARGO_BIN_EXE_runlens"))
+        .args(["--model", &model])
+        .env("RUNLENS_MEMORY_BUDGET", (held + together / 2).to_string())
+        .output()
+        .unwrap();
+    let message = assert_refused(&out, "the explorer");
+    assert!(message.contains("together") && message.contains(&asked.join(", ")), "{message}");
+    suggested(&message);
+    // Every command that loads checks: bench, profile and layers too.
+    for command in [&["bench", "--seq-lens", "8", "--iters", "1"][..], &["profile", TEXT], &["layers", TEXT]] {
+        let mut args = vec!["--model", model.as_str(), "--memory-budget", "1M"];
+        args.extend(command);
+        assert_refused(&runlens(&args), command[0]);
+    }
+}
+
+/// A memory cgroup (v1) made for the test below this process's own, removed on drop.
+#[cfg(feature = "eager")]
+struct Cgroup {
+    dir: std::path::PathBuf,
+}
+
+#[cfg(feature = "eager")]
+impl Cgroup {
+    /// `Err` says why the machine cannot give one (not root, no v1 memory controller).
+    fn make(limit: u64) -> Result<Cgroup, String> {
+        let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| format!("/proc/self/cgroup: {e}"))?;
+        let own = runlens::memory::limit::own_cgroup(&own, 1).ok_or("no cgroup v1 memory controller")?;
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
+        let (point, root) = runlens::memory::limit::cgroup_mounts(&mounts).v1_memory.ok_or("the v1 memory controller is not mounted")?;
+        let parent = runlens::memory::limit::cgroup_levels(&point, &root, &own).remove(0);
+        let dir = parent.join(format!("runlens-test-{}", std::process::id()));
+        std::fs::create_dir(&dir).map_err(|e| format!("cannot make {}: {e} (not root?)", dir.display()))?;
+        let cgroup = Cgroup { dir };
+        std::fs::write(cgroup.dir.join("memory.limit_in_bytes"), limit.to_string()).map_err(|e| format!("cannot set the limit: {e}"))?;
+        Ok(cgroup)
+    }
+
+    /// `runlens ARGS` with its process put into the cgroup before it starts.
+    fn runlens(&self, args: &[&str]) -> Output {
+        Command::new("sh")
+            .args(["-c", r#"echo $$ > "$0/cgroup.procs" && exec "$@""#])
+            .arg(&self.dir)
+            .arg(env!("CARGO_BIN_EXE_runlens"))
+            .args(args)
+            .output()
+            .expect("sh starts")
+    }
+
+    /// How many processes the kernel's OOM killer ended in the cgroup (`oom_kill` of memory.oom_control).
+    fn oom_kills(&self) -> u64 {
+        let text = std::fs::read_to_string(self.dir.join("memory.oom_control")).unwrap_or_default();
+        runlens::memory::limit::stat_value(&text, "oom_kill").unwrap_or(0)
+    }
+}
+
+#[cfg(feature = "eager")]
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        // Its processes have exited; an empty cgroup is removed with rmdir.
+        if let Err(e) = std::fs::remove_dir(&self.dir) {
+            eprintln!("memory test: cannot remove {}: {e}", self.dir.display());
+        }
+    }
+}
+
+/// The full build only: the lite build (no libtorch) is small enough to run
+/// MiniLM's default columns under this limit (the injected one adapts to it).
+#[cfg(feature = "eager")]
+#[test]
+fn a_real_cgroup_limit_refuses_before_loading_and_kills_nothing() {
+    // The limit under which `runlens run` on MiniLM was OOM-killed (exit 137, no word).
+    const LIMIT: u64 = 150 << 20;
+    let model = model_path("minilm");
+    // Its libraries in the page cache (charged where they were first read) and every
+    // program's probe verdict cached, as after any earlier start.
+    let every: Vec<String> = estimates(&model).0.into_iter().map(|(name, _)| name).collect();
+    let warm = runlens(&["--model", &model, "--backends", &every.join(","), "run", TEXT]);
+    assert!(warm.status.success(), "{}", stderr(&warm));
+    let cgroup = match Cgroup::make(LIMIT) {
+        Ok(c) => c,
+        Err(why) => return eprintln!("memory test: no real cgroup ({why}); the injected limit ran alone"),
+    };
+    eprintln!("memory test: a real cgroup v1 limit of 150 MiB at {}", cgroup.dir.display());
+    let out = cgroup.runlens(&["--model", &model, "run", TEXT]);
+    let message = assert_refused(&out, "run under the cgroup");
+    assert!(message.contains("cgroup v1 limit 150 MiB"), "the limit is not the cgroup's:\n{message}");
+    let set = suggested(&message);
+    let out = cgroup.runlens(&["--model", &model, "--backends", &set, "run", TEXT]);
+    assert!(out.status.success(), "the suggested set {set} failed under the cgroup ({:?}): {}", out.status, stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(set.split(',').next().unwrap()));
+    let out = cgroup.runlens(&["--model", &model]);
+    assert_refused(&out, "the explorer under the cgroup");
+    assert_eq!(cgroup.oom_kills(), 0, "the OOM killer ended a process in {}", cgroup.dir.display());
+}
