@@ -5,7 +5,8 @@ checkpoint (issue 33; `tiny_checkpoint.py --arch llama,qwen2,llama2-sp --size hu
     Qwen2.5, Llama 3.2, SmolLM2 and TinyLlama are published;
   - sharded: `save_pretrained(max_shard_size=SHARD_SIZE)` writes
     model-0000k-of-0000n.safetensors and model.safetensors.index.json;
-  - a position limit of 4096, well above the export's default context;
+  - a position limit of 4096, well above the export's default context; every
+    width a multiple of 32 (llama2-sp's FFN 176 -> 192), as published models' are;
   - chat_template.jinja beside the tokenizer (transformers 5 writes it there);
   - generation_config.json's eos_token_id a list of two ids (llama: <|eot_id|>,
     <|end_of_text|>, both in config.json too; qwen2: <|im_end|>, <|endoftext|>, the
@@ -137,7 +138,9 @@ def build_hub_decoder(d, seed: int, init_range: float, out: Path, lines: list[st
 
     from tiny_decoders import decoder_model, decoder_tokenizer
 
-    d = replace(d, positions=HUB_POSITIONS)
+    # Widths a 4-bit group of 32 divides, as published models' are (the export's default
+    # xnnpack-8da4w needs one; tiny-llama2-sp's FFN of 176 has none).
+    d = replace(d, positions=HUB_POSITIONS, ffn=-(-d.ffn // 32) * 32)
     if d.tokenizer == "sentencepiece":
         sentencepiece_files(d.vocab, lines, d.template, out)
         bos, eos, ends = 1, 2, []
