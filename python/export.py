@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import sys
@@ -79,8 +80,17 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-# torch.export's pytree emits one FutureWarning per node; they drown the progress lines.
+# torch.export's pytree emits one FutureWarning per node; they drown the progress lines,
+# as do torchao's enum registrations (a logger of torch's pytree), ExecuTorch's note on
+# mutable buffers (the KV cache: InitializedMutableBufferPass runs) and dynamo's on
+# transformers' output collector.
 warnings.filterwarnings("ignore", category=FutureWarning)
+warnings.filterwarnings("ignore", message="Mutation on a buffer in the model is detected")
+warnings.filterwarnings("ignore", message="While compiling, we found certain side effects")
+logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
+# transformers' progress bars redraw one line with carriage returns: not in a log file.
+if not sys.stderr.isatty():
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 import torch  # noqa: E402
 

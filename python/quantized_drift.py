@@ -13,7 +13,8 @@ the static KV cache and lowered to XNNPACK (decoder.py), and its first-step
 logits on each prompt compared with the quantized model's in PyTorch: cosine,
 max|diff| and max|diff| over the reference's largest |logit|. For scale, the
 same quantized model against float32 (the distance a program that skipped or
-botched its quantization would show).
+botched its quantization would show), and what share of verify.py's bounds
+(QuantizedBounds) the program used.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import torch  # noqa: E402
 from runlens_export.decoder import CacheDecoder, export_with_cache, to_program  # noqa: E402
 from runlens_export.files import say  # noqa: E402
 from runlens_export.quantize import SCHEMES, load_quantized_kernels, pick_group_size, quantized_copy  # noqa: E402
-from runlens_export.verify import cosine  # noqa: E402
+from runlens_export.verify import QuantizedBounds, cosine  # noqa: E402
 
 # Published sizes (config.json of each): class, config fields.
 SIZES = {
@@ -71,11 +72,14 @@ def measure(model, scheme: str, prompts: list[list[int]], max_seq_len: int) -> l
         with torch.no_grad():
             want = qmodel(input_ids=torch.tensor([ids])).logits[0, -1]
             flt = model(input_ids=torch.tensor([ids])).logits[0, -1]
-        diff = float((got - want).abs().max())
+        diff, bounds = float((got - want).abs().max()), QuantizedBounds.of(want, flt)
         rows.append({"scheme": scheme, "group_size": group, "len": len(ids), "cosine": cosine(got, want),
                      "max_diff": diff, "relative": diff / float(want.abs().max()),
                      "logits_max": float(want.abs().max()), "same_top1": int(got.argmax()) == int(want.argmax()),
-                     "quantized_vs_float_cosine": cosine(want, flt)})
+                     "quantized_vs_float_cosine": cosine(want, flt),
+                     "quantized_vs_float_max_diff": float((want - flt).abs().max()),
+                     "allowed_min_cosine": 1.0 - bounds.drift, "allowed_max_diff": bounds.max_diff,
+                     "used": max(diff / bounds.max_diff, (1.0 - cosine(got, want)) / bounds.drift)})
     return rows
 
 
@@ -108,7 +112,8 @@ def main(argv: list[str]) -> int:
                     print(f"{size:13} std {init_range:<5} {scheme:13} len {row['len']:3}: cosine {row['cosine']:.7f} "
                           f"max|diff| {row['max_diff']:.2e} (relative {row['relative']:.2e}, |logits| <= "
                           f"{row['logits_max']:.1f}), top-1 {'same' if row['same_top1'] else 'DIFFERENT'}; "
-                          f"quantized vs float32 cosine {row['quantized_vs_float_cosine']:.5f}", flush=True)
+                          f"quantized vs float32 cosine {row['quantized_vs_float_cosine']:.5f}, max|diff| "
+                          f"{row['quantized_vs_float_max_diff']:.3f}; {row['used']:.0%} of verify.py's bounds", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"command": " ".join(["python", *sys.argv]), "rows": results}, f, indent=1)

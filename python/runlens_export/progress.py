@@ -52,8 +52,8 @@ class Progress:
     def step(self, what: str, program: str | None = None, phase: str = "export"):
         """One numbered step; its time goes to `program`'s `phase` when given."""
         self.done += 1
-        of = f"/{self.total}" if self.total is not None else ""
-        files.say(f"[{self.done}{of}] {what}")
+        label = f"[{self.done}/{self.total}]" if self.total is not None else f"[{self.done}]"
+        files.say(f"{label} {what}")
         self.current, self.step_start = what, time.monotonic()
         self._start_heartbeat()
         try:
@@ -64,7 +64,7 @@ class Progress:
                 self.times[program][phase] += spent
             self.current = None
             if spent >= self.heartbeat:
-                files.say(f"      {what}: {clock(spent)}")
+                files.say(f"{label} done in {clock(spent)}")
 
     @contextmanager
     def timed(self, program: str, phase: str):
