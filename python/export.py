@@ -235,10 +235,21 @@ def main(argv: list[str]) -> int:
             texts = task.texts(lines, tokenizer)
             extra = task.extra_fields(model, tokenizer)
         group = None
-        if any(getattr(task.program_specs()[n], "quantized_in_groups", False) for n in names):
-            group = pick_group_size(model, args.group_size)
-            if isinstance(task, TextGeneration):
-                task.group_size = group[0]
+        grouped = [n for n in names if getattr(task.program_specs()[n], "quantized_in_groups", False)]
+        if grouped:
+            try:
+                group = pick_group_size(model, args.group_size)
+                if isinstance(task, TextGeneration):
+                    task.group_size = group[0]
+            except ExportError as e:
+                if args.group_size is not None:
+                    raise
+                if args.programs is not None:
+                    raise ExportError(f"{e}: leave {', '.join(grouped)} out of --programs") from None
+                # A default set: a model no group fits (only toy widths) still gets the rest.
+                say(f"leaving {', '.join(grouped)} out: {e}")
+                names = [n for n in names if n not in grouped]
+                PROGRESS.add_steps(-len(grouped))
         say(plan_line(task, names, out, max_seq_len, why_len, group))
     except ExportError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -136,7 +136,7 @@ def pick_group_size(model: torch.nn.Module, asked: int | None) -> tuple[int, str
         if all(w % g == 0 for w in widths):
             return g, f"the largest of {', '.join(map(str, GROUP_SIZES))} dividing every linear input width ({', '.join(map(str, widths))})"
     raise ExportError(f"no 4-bit weight group of {', '.join(map(str, GROUP_SIZES))} divides every linear layer's input "
-                      f"width ({', '.join(map(str, widths))}): leave xnnpack-8da4w out of --programs")
+                      f"width ({', '.join(map(str, widths))}; XNNPACK takes multiples of {XNNPACK_GROUP_MULTIPLE} only)")
 
 
 def float_parts() -> list[str]:
