@@ -34,6 +34,7 @@ class Progress:
         self.done = 0
         self.heartbeat = heartbeat
         self.current: str | None = None
+        self.label = ""
         self.detail: str | None = None  # what inside the step (the program being checked)
         self.step_start = 0.0
         # program name -> phase ("export", "check") -> seconds
@@ -54,7 +55,7 @@ class Progress:
         self.done += 1
         label = f"[{self.done}/{self.total}]" if self.total is not None else f"[{self.done}]"
         files.say(f"{label} {what}")
-        self.current, self.step_start = what, time.monotonic()
+        self.current, self.label, self.step_start = what, label, time.monotonic()
         self._start_heartbeat()
         try:
             yield
@@ -90,7 +91,7 @@ class Progress:
             now = time.monotonic()
             if now - files.last_line() >= self.heartbeat:
                 detail = f"{self.detail}, " if self.detail else ""
-                files.say(f"      ... still {what} ({detail}{clock(now - self.step_start)} in this step)")
+                files.say(f"{self.label} ... still {what} ({detail}{clock(now - self.step_start)} in this step)")
 
     def stop(self) -> None:
         self._stop.set()
