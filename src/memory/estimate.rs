@@ -125,7 +125,7 @@ fn of_eager(spec: &BackendSpec, dir: &ModelDir, format: WeightFormat) -> anyhow:
     let parts = vec![
         weights_part,
         Part { what: "KV cache", bytes: kv },
-        Part { what: "a full-length prefill's attention", bytes: scores },
+        Part { what: "a full-length prompt's attention scores", bytes: scores },
         Part { what: "libtorch's working set", bytes: EAGER_RUNTIME },
     ];
     // The model is built in float32 (a narrower checkpoint widened beside its stored
@@ -224,9 +224,11 @@ impl Geometry {
         self.layers * 2 * self.kv_heads * self.head_dim * len * 4
     }
 
-    /// The scores of one layer's attention over a full-length prefill, and their softmax: heads x len² x float32, twice.
+    /// One layer's attention over a full-length prompt: heads x len² float32 scores,
+    /// four copies (the scores, masked, their softmax, and what the allocator keeps
+    /// of the freed ones: 3.4 measured on a tiny Qwen2 with a 1005-token prompt).
     pub fn attention_scores(&self, len: u64) -> u64 {
-        2 * self.heads * len * len * 4
+        4 * self.heads * len * len * 4
     }
 }
 
