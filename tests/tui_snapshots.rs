@@ -188,6 +188,24 @@ fn loading() {
     check("loading", s.screen(80, 24));
 }
 
+/// A loading column says what it will need at its peak, and how far the process's
+/// resident memory has come towards what every column will hold (docs/memory.md).
+#[test]
+fn loading_columns_say_what_they_will_need() {
+    let mut s = Scene::new();
+    let needs = [("eager", 147u64), ("portable", 98), ("xnnpack", 96)].map(|(name, mib)| (name.to_string(), mib << 20));
+    s.app = s.app.with_needs(needs.into_iter().collect(), Some(120 << 20));
+    s.app.set_resident(Some(300 << 20));
+    s.at(1_250).load(spec("xnnpack"), 900);
+    let screen = s.screen(120, 40);
+    assert!(screen.contains("◌ loading 1.2 s · needs ~147 MiB") && screen.contains("needs ~98 MiB"), "{screen}");
+    assert!(screen.contains("loading… 300 MiB of ~461 MiB resident"), "{screen}");
+    // Without estimates (a directory whose files cannot be read), the line is as before.
+    let mut plain = Scene::new();
+    plain.at(1_250);
+    assert!(plain.screen(120, 40).contains("◌ loading 1.2 s ") && !plain.screen(120, 40).contains("needs ~"));
+}
+
 #[test]
 fn results_shown() {
     let s = Scene::with_results();

@@ -152,12 +152,12 @@ pub fn parity_colour(p: &Parity) -> Color {
     }
 }
 
-/// While a column loads: "loading the model… 1.41 of ~2.73 GiB resident" (the
+/// While a column loads: "loading… 1.41 GiB of ~2.73 GiB resident" (the
 /// process's memory against what every column will hold, when estimated).
 fn loading_hint(app: &App) -> String {
     use crate::memory::size::show;
     match app.load_progress() {
-        Some((now, expected)) => format!("loading the model… {} of ~{} resident", show(now), show(expected)),
+        Some((now, expected)) => format!("loading… {} of ~{} resident", show(now), show(expected)),
         None => "loading the model…".to_string(),
     }
 }
