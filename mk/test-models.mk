@@ -185,4 +185,28 @@ $(EAGER_LLAMA)/.stamp: python/eager_llama_reference.py | $(VENV_STAMP)
 	@touch $@
 
 clean-test-models:
-	rm -rf $(EAGER_LLAMA) $(LLM_FLOW) $(TINY_MODELS) $(COURSE) models/tiny-gpt2 models/soak-gpt2 models/course-gpt2 $(DECODER_MODELS:%/manifest.json=%) $(CHECKPOINTS)/tiny-* $(TINY_CKPT_STAMP) $(DECODER_CKPT_STAMP)
+	rm -rf $(EAGER_LLAMA) $(LLM_FLOW) $(TINY_MODELS) $(COURSE) models/tiny-gpt2 models/soak-gpt2 models/course-gpt2 $(DECODER_MODELS:%/manifest.json=%) $(CHECKPOINTS)/tiny-* $(TINY_CKPT_STAMP) $(DECODER_CKPT_STAMP) $(HUB_MODELS:%/manifest.json=%) $(CHECKPOINTS)/hub-* $(HUB_CKPT_STAMP)
+
+# Issue 33: checkpoints as the hub ships them (python/hub_layout.py): the tiny Llama, Qwen2
+# and SentencePiece Llama in bfloat16, sharded with model.safetensors.index.json,
+# chat_template.jinja, a position limit of 4096, an end-id list of two in
+# generation_config.json (hub-llama2-sp: tokenizer.model only, no tokenizer.json), exported
+# with the export's defaults (no --programs, no --max-seq-len); transformers' float32 greedy
+# ids for them (python/hub_reference.py, hub_reference.json beside each checkpoint) for
+# tests/hub_checkpoints.rs.
+HUB_ARCHS := llama qwen2 llama2-sp
+HUB_CKPT_STAMP := $(CHECKPOINTS)/.hub-stamp
+HUB_MODELS := $(HUB_ARCHS:%=models/hub-%/manifest.json)
+HUB_REFERENCES := $(HUB_ARCHS:%=$(CHECKPOINTS)/hub-%/hub_reference.json)
+
+test-models-files: $(HUB_MODELS) $(HUB_REFERENCES)
+
+$(HUB_CKPT_STAMP): python/tiny_checkpoint.py python/tiny_decoders.py python/hub_layout.py $(GPT2_TOKENIZER_TEXT) assets/prompts.txt | $(VENV_STAMP)
+	$(VPY) python/tiny_checkpoint.py --arch $(subst $(space),$(,),$(HUB_ARCHS)) --size hub --seed 0 --out $(CHECKPOINTS)
+	@touch $@
+
+$(HUB_MODELS): models/hub-%/manifest.json: $(HUB_CKPT_STAMP) $(EXPORT_PY) assets/prompts.txt
+	$(VPY) python/export.py --model $(CHECKPOINTS)/hub-$* --task text-generation --out models/hub-$* --threads 1
+
+$(HUB_REFERENCES): $(CHECKPOINTS)/hub-%/hub_reference.json: $(HUB_CKPT_STAMP) python/hub_reference.py
+	$(VPY) python/hub_reference.py --checkpoint $(CHECKPOINTS)/hub-$*
