@@ -16,7 +16,10 @@ const MIB: u64 = 1 << 20;
 
 /// What an ExecuTorch program costs the process besides its data: its method's
 /// allocations, XNNPACK's runtime and the kernels' code pages (measured on the
-/// tiny models, where the data is a few MB: docs/memory.md).
+/// tiny models, where the data is a few MB: docs/memory.md); and a tenth of its
+/// planned memory for the scratch that grows with the input (XNNPACK's
+/// workspace: xnnpack-8da4w at SmolLM2-135M's sizes went 18 MiB past its
+/// planned 181 MiB with a 2031-token prompt).
 pub const PROGRAM_RUNTIME: u64 = 8 * MIB;
 /// What eager costs besides its weights: the libtorch code a forward touches,
 /// its thread pool and allocator (measured as for [`PROGRAM_RUNTIME`]).
@@ -86,7 +89,7 @@ fn of_program(spec: &BackendSpec, path: &Path) -> anyhow::Result<ColumnNeed> {
         Part { what: "constants read in place", bytes: s.constants_in_place },
         Part { what: "weights XNNPACK packs", bytes: s.delegate_weights },
         Part { what: "planned memory", bytes: s.planned },
-        Part { what: "ExecuTorch runtime", bytes: PROGRAM_RUNTIME },
+        Part { what: "ExecuTorch runtime and scratch", bytes: PROGRAM_RUNTIME + s.planned / 10 },
     ];
     // runlens' reader takes the whole file in before the runtime maps it (backend::executorch::Program::open).
     let transient = Part { what: "the file read whole by runlens' checks", bytes: s.file_bytes + PROGRAM_RUNTIME };
