@@ -210,3 +210,14 @@ $(HUB_MODELS): models/hub-%/manifest.json: $(HUB_CKPT_STAMP) $(EXPORT_PY) assets
 
 $(HUB_REFERENCES): $(CHECKPOINTS)/hub-%/hub_reference.json: $(HUB_CKPT_STAMP) python/hub_reference.py
 	$(VPY) python/hub_reference.py --checkpoint $(CHECKPOINTS)/hub-$*
+
+# Issue 33, a decode step that follows the filled length (tests/long_context.rs,
+# docs/kv-cache.md): the hub-layout Qwen2 exported twice, L = 256 and L = 2048, the
+# float KV-cache programs only (portable, xnnpack; about 40 s each).
+CONTEXT_MODELS := models/context-256/manifest.json models/context-2048/manifest.json
+
+test-models-files: $(CONTEXT_MODELS)
+
+$(CONTEXT_MODELS): models/context-%/manifest.json: $(HUB_CKPT_STAMP) $(EXPORT_PY) assets/prompts.txt
+	$(VPY) python/export.py --model $(CHECKPOINTS)/hub-qwen2 --task text-generation --max-seq-len $* \
+	  --programs portable,xnnpack --out models/context-$* --threads 1
