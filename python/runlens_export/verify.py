@@ -129,21 +129,22 @@ def verify_float(entry: dict, decoder, rows: list[dict], order: list[int], max_n
 # prompt may meet none and agree to 1e-6); each such step moves the logits, and a deeper,
 # wider or more sensitive model carries it further. What it may move is bounded
 # against what quantizing itself moved the same logits (the quantized model against
-# float32, first step): 1 - cosine(program, model) may be a quarter of quantization's
-# own 1 - cosine (an error half its size) and max|diff| three quarters of its max|diff|,
-# never less than the floors nor more than the ceilings below (cosine between 0.999 and
-# 0.99; max|diff| between 10% and 25% of the model's largest |logit|). Measured with
-# python/quantized_drift.py (docs/quantization.md), random GPT-2-124M and SmolLM2-135M
-# sizes: 1 - cosine up to 1.7e-4 with weights of std 0.02 (17% of the floor), 2.6e-3
-# (int8) and 4.7e-3 (8da4w) with std 0.2 (33% and 47% of what they were allowed);
-# max|diff| up to 42% of its allowance (GPT-2-124M, std 0.2, int8: 1.79 where quantizing
-# moved a logit by 5.72); a bfloat16-rounded tiny Qwen2's 8da4w 3.1e-4 and 0.16. A program
-# computing other weights lands at the quantized model's own distance from float32 or
-# further (8da4w: cosine 0.61-0.95 to float32; int8 with std 0.2 weights 0.94-0.97), and
-# fails; one that skipped int8 quantization altogether can pass where int8 moves the
-# logits less than the floor (std 0.02: 1 - cosine 4.6e-4), which the files' sizes catch
+# float32, first step): 1 - cosine(program, model) may be half of quantization's own
+# 1 - cosine and max|diff| three quarters of its max|diff|, never less than the floors
+# nor more than the ceilings below (cosine between 0.999 and 0.99; max|diff| between 10%
+# and 25% of the model's largest |logit|). Measured with python/quantized_drift.py
+# (docs/quantization.md), random GPT-2-124M and SmolLM2-135M sizes: 1 - cosine up to
+# 1.7e-4 with weights of std 0.02 (17% of the floor); with std 0.2, whose logits reach
+# +-27 and which carry any change far, up to 4.7e-3 (47% of what it was allowed) and
+# max|diff| up to 2.04 (SmolLM2, 8da4w), at most 51% of its allowance (SmolLM2, int8: 1.71
+# where quantizing moved a logit by 4.45); a bfloat16-rounded tiny Qwen2's 8da4w 3.1e-4
+# and 0.16. So every bound is about twice the worst measured or more. A program computing
+# other weights lands at the quantized model's own distance from float32 or further
+# (8da4w: cosine 0.11-0.95 to float32; int8 with std 0.2 weights 0.87-0.97), and fails;
+# one that skipped int8 quantization altogether can pass where int8 moves the logits
+# less than the floor (std 0.02: 1 - cosine 4.6e-4), which the files' sizes catch
 # instead (tests/quantized_generation.rs).
-QUANTIZED_DRIFT_RATIO = 0.25  # of quantization's own 1 - cosine
+QUANTIZED_DRIFT_RATIO = 0.5  # of quantization's own 1 - cosine
 QUANTIZED_DRIFT_RANGE = (1e-3, 1e-2)  # 1 - cosine: always allowed, never more
 QUANTIZED_DIFF_RATIO = 0.75  # of quantization's own max|diff|
 QUANTIZED_DIFF_RANGE = (0.10, 0.25)  # max|diff| over the model's largest |logit|: always allowed, never more
