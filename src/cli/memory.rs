@@ -146,8 +146,12 @@ pub fn table(r: &MemoryReport, no_limit: Option<String>) -> String {
     }
     let _ = writeln!(out, "(a column fits alone: run, bench, profile and layers hold one at a time)");
     for p in &r.pi5 {
-        let set = if p.defaults_fit { format!("{} (all asked)", r.asked.join(",")) } else if p.together.is_empty() { "none".to_string() } else { p.together.join(",") };
-        let _ = writeln!(out, "{:>2} GB, together (the explorer): {set}: {}", p.ram_gib, show(p.together_bytes));
+        let set = match (p.defaults_fit, p.together.is_empty()) {
+            (true, _) => format!("{} (all asked): {}", r.asked.join(","), show(p.together_bytes)),
+            (false, true) => "no column fits".to_string(),
+            (false, false) => format!("{}: {}", p.together.join(","), show(p.together_bytes)),
+        };
+        let _ = writeln!(out, "{:>2} GB, together (the explorer): {set}", p.ram_gib);
     }
     out
 }
