@@ -297,19 +297,13 @@ fn the_debug_buffer_grows_past_what_was_reserved() {
         let mut module = EtModule::load(&path, true).unwrap();
         module.log_outputs(4096).unwrap();
         if kv_cache {
-            // key_positions [F] (the filled length), when the program takes it: F = its
-            // bound, L, with the chunk's len new tokens at the end, the largest scores.
+            // key_positions [F], when the program takes it: F = its bound, L, with the
+            // len new tokens at the end, the largest scores.
             let plan = report.plan("forward").unwrap();
             let filled = plan.input_shapes.get(2).map(|s| s.sizes[0]);
-            let start = filled.map_or(0, |f| f - len);
-            let positions: Vec<i64> = (start..start + len).collect();
-            let keys: Vec<i64> = (0..filled.unwrap_or(0)).collect();
-            let (key_sizes, id_sizes, pos_sizes) = ([filled.unwrap_or(0)], [1, len], [len]);
-            let mut inputs = vec![LongTensor::new(&ids, &id_sizes), LongTensor::new(&positions, &pos_sizes)];
-            if filled.is_some() {
-                inputs.push(LongTensor::new(&keys, &key_sizes));
-            }
-            module.execute(&inputs).unwrap();
+            let inputs = runlens::backend::probe::kv_cache_inputs(ids.clone(), filled.map_or(0, |f| f - len), filled.is_some());
+            let tensors: Vec<LongTensor> = inputs.iter().map(|(data, sizes)| LongTensor::new(data, sizes)).collect();
+            module.execute(&tensors).unwrap();
         } else {
             module.forward(&ids, Some(&vec![1; ids.len()])).unwrap();
         }

@@ -22,6 +22,7 @@
 use anyhow::Context;
 
 use super::InputConvention;
+use crate::backend::probe::kv_cache_inputs;
 use crate::ffi::{EtModule, LongTensor};
 
 /// The sequence a decoder program holds, and what its window is padded with.
@@ -46,11 +47,10 @@ impl Decoding {
         );
         let logits = if convention.cache_position {
             // In calls of at most `chunk` tokens (the program's bound on input_ids).
-            let positions: Vec<i64> = (0..prompt.len() as i64).collect();
             let chunk = convention.chunk.max(1);
             let mut logits = Vec::new();
-            for (ids, at) in prompt.chunks(chunk).zip(positions.chunks(chunk)) {
-                logits = run_kv(module, convention, ids, at)?;
+            for (k, ids) in prompt.chunks(chunk).enumerate() {
+                logits = run_kv(module, convention, ids, (k * chunk) as i64)?;
             }
             logits
         } else {
@@ -70,7 +70,7 @@ impl Decoding {
             convention.max_len
         );
         let logits = if convention.cache_position {
-            run_kv(module, convention, &[token], &[self.sequence.len() as i64])?
+            run_kv(module, convention, &[token], self.sequence.len() as i64)?
         } else {
             let mut sequence = self.sequence.clone();
             sequence.push(token);
@@ -81,18 +81,12 @@ impl Decoding {
     }
 }
 
-/// `forward(input_ids [1, n], cache_position [n])`, and `key_positions [F] = 0..F`
-/// (F: the filled length once these are written) when the program takes it.
-fn run_kv(module: &mut EtModule, convention: &InputConvention, ids: &[i64], positions: &[i64]) -> anyhow::Result<Vec<f32>> {
-    let n = ids.len() as i64;
-    let filled = positions.last().map_or(0, |p| p + 1);
-    let keys: Vec<i64> = if convention.key_positions { (0..filled).collect() } else { Vec::new() };
-    let (ids_sizes, pos_sizes, key_sizes) = ([1, n], [n], [filled]);
-    let mut inputs = vec![LongTensor::new(ids, &ids_sizes), LongTensor::new(positions, &pos_sizes)];
-    if convention.key_positions {
-        inputs.push(LongTensor::new(&keys, &key_sizes));
-    }
-    module.execute(&inputs)?;
+/// `forward(input_ids [1, n], cache_position [n])` at positions `start..start + n`, and
+/// `key_positions [F] = 0..F` when the program takes it ([`kv_cache_inputs`]).
+fn run_kv(module: &mut EtModule, convention: &InputConvention, ids: &[i64], start: i64) -> anyhow::Result<Vec<f32>> {
+    let inputs = kv_cache_inputs(ids.to_vec(), start, convention.key_positions);
+    let tensors: Vec<LongTensor> = inputs.iter().map(|(data, sizes)| LongTensor::new(data, sizes)).collect();
+    module.execute(&tensors)?;
     last_position(module)
 }
 

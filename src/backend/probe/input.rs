@@ -52,18 +52,28 @@ pub fn probe_inputs(plan: Option<&PlanCoverage>) -> Vec<(Vec<i64>, Vec<i64>)> {
     let second = plan.and_then(|p| p.input_shapes.get(1));
     let inputs = plan.map_or(2, |p| p.inputs);
     if second.is_some_and(|s| s.sizes.len() == 1) {
-        let positions: Vec<i64> = (0..len).collect();
-        let mut kv = vec![(ids, vec![1, len]), (positions.clone(), vec![len])];
-        if inputs >= 3 {
-            kv.push((positions, vec![len]));
-        }
-        return kv;
+        return kv_cache_inputs(ids, 0, inputs >= 3);
     }
     if inputs >= 2 {
         vec![(ids, vec![1, len]), (mask, vec![1, len])]
     } else {
         vec![(ids, vec![1, len])]
     }
+}
+
+/// A KV-cache program's inputs as `(data, sizes)`: `ids` at positions
+/// `start..start + n` (`input_ids [1, n]`, `cache_position [n]`), and when it
+/// takes `key_positions`, `0..F` (`[F]`, F = start + n: the filled length once
+/// these are written, what its attention reads). The one place that lays them out
+/// (the decoder driver, the probe).
+pub fn kv_cache_inputs(ids: Vec<i64>, start: i64, key_positions: bool) -> Vec<(Vec<i64>, Vec<i64>)> {
+    let n = ids.len() as i64;
+    let filled = start + n;
+    let mut inputs = vec![(ids, vec![1, n]), ((start..filled).collect(), vec![n])];
+    if key_positions {
+        inputs.push(((0..filled).collect(), vec![filled]));
+    }
+    inputs
 }
 
 #[cfg(test)]
@@ -112,6 +122,10 @@ mod tests {
         let inputs = probe_inputs(Some(&p));
         assert_eq!(inputs.len(), 3);
         assert_eq!(inputs[2], ((0..8).collect(), vec![8]));
+        // A later chunk: its positions, and key_positions up to the last of them.
+        let later = kv_cache_inputs(vec![7, 8], 3, true);
+        assert_eq!(later, vec![(vec![7, 8], vec![1, 2]), (vec![3, 4], vec![2]), ((0..5).collect(), vec![5])]);
+        assert_eq!(kv_cache_inputs(vec![7], 4, false).len(), 2);
         // An encoder keeps its ids and its mask.
         let mut p = plan(vec![1, 128], true);
         p.output_shapes.push(InputShape { sizes: vec![1, 8, 30522], dynamic: true, dtype: "float".into() });

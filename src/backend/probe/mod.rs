@@ -30,7 +30,7 @@ mod input;
 
 pub use cache::cache_dir;
 use cache::{cache_path, file_key, read_cached, write_cached};
-pub use input::{probe_inputs, representative_input};
+pub use input::{kv_cache_inputs, probe_inputs, representative_input};
 
 /// The hidden subcommand the child runs.
 pub const PROBE_COMMAND: &str = "probe-program";
