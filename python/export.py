@@ -128,6 +128,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="text-generation: new tokens in reference.json (default %(default)s)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--no-check", action="store_true", help="skip running the programs against transformers")
+    ap.add_argument("--check-all", action="store_true",
+                    help="text-generation: check every prompt even past 200 M parameters (by default such a model's "
+                    "programs are checked on the shortest raw and chat prompt; reference.json has them all)")
     return ap.parse_args(argv)
 
 
@@ -210,6 +213,7 @@ def main(argv: list[str]) -> int:
         names = program_names(args.programs, task)
         if isinstance(task, TextGeneration):
             task.max_new_tokens = args.max_new_tokens
+            task.check_all = args.check_all
             # The eager window wrapper is checked only when a window program is (it re-runs L per token).
             task.check_window = check and any(not task.program_specs()[n].cache for n in names)
         if args.model is None:

@@ -278,6 +278,7 @@ class TextGeneration(Task):
     max_new_tokens = 24  # what reference.json is generated with (export.py --max-new-tokens)
     check_window = True  # the padded-window wrapper in eager against generate (export.py: with a window program checked)
     group_size = None  # 8da4w's weight group (export.py --group-size; None: quantize.py's default)
+    check_all = False  # export.py --check-all: every prompt checked whatever the model's size
 
     def program_specs(self) -> dict:
         from .decoder import GENERATION_PROGRAMS
@@ -427,7 +428,8 @@ class TextGeneration(Task):
         config = json.loads((out / "config.json").read_text())
         generation = json.loads((out / "generation_config.json").read_text())
         stop = set(as_ids(config.get("eos_token_id")) + as_ids(generation.get("eos_token_id")))
-        return verify_generation(out, programs, rows, pad_id, max_seq_len, self.max_new_tokens, stop, self.models)
+        return verify_generation(out, programs, rows, pad_id, max_seq_len, self.max_new_tokens, stop, self.models,
+                                  self.check_all)
 
 
 def as_ids(value) -> list[int]:

@@ -73,8 +73,31 @@ def worst_line(summaries: list[str]) -> str:
     return "worst " + max(summaries, key=diff) if summaries else ""
 
 
+# Past this many parameters the check runs one raw and one chat prompt (the
+# shortest of each) unless --check-all: at Qwen2.5-0.5B's sizes each quantized
+# program's check of all 8 prompts took over 30 minutes on 2 cores, most of it
+# torchao's quantized model generating in eager PyTorch (docs/models.md).
+CHECK_ALL_UP_TO = 200_000_000
+
+
+def check_rows(rows: list[dict], model, check_all: bool) -> list[int]:
+    """The reference rows the check runs: all of them, or for a model past
+    CHECK_ALL_UP_TO parameters the shortest raw and the shortest chat prompt."""
+    every = list(range(len(rows)))
+    if check_all or model is None or sum(p.numel() for p in model.parameters()) <= CHECK_ALL_UP_TO:
+        return every
+    picked = []
+    for fmt in ("raw", "chat"):
+        of_fmt = [i for i in every if rows[i].get("prompt_format", "raw") == fmt]
+        if of_fmt:
+            picked.append(min(of_fmt, key=lambda i: len(rows[i]["ids"])))
+    say(f"  a model past {CHECK_ALL_UP_TO // 1_000_000} M parameters: the check runs {len(picked)} of the "
+        f"{len(rows)} prompts (the shortest raw and chat ones; --check-all for every one)")
+    return picked
+
+
 def verify_generation(out: Path, programs: list[dict], rows: list[dict], pad_id: int, max_seq_len: int,
-                      max_new_tokens: int, stop, models: dict | None = None) -> Failures:
+                      max_new_tokens: int, stop, models: dict | None = None, check_all: bool = False) -> Failures:
     """Each text-generation program's greedy ids (a Python loop over ExecuTorch's
     runtime) against transformers' `generated_ids`. The prompts run longest first
     on one loaded program, so a KV-cache program shows it keeps its cache between
@@ -88,7 +111,8 @@ def verify_generation(out: Path, programs: list[dict], rows: list[dict], pad_id:
     if any(entry.get("quantization") for entry in programs):
         load_quantized_kernels()  # the quantized embeddings' operators
     runtime = Runtime.get()
-    order = sorted(range(len(rows)), key=lambda i: -len(rows[i]["ids"]))
+    order = sorted(check_rows(rows, models["float"] if models else None, check_all),
+                   key=lambda i: -len(rows[i]["ids"]))
     failures: Failures = {}
     for entry in programs:
         with PROGRESS.timed(entry["name"], "check"):
@@ -117,7 +141,7 @@ def verify_float(entry: dict, decoder, rows: list[dict], order: list[int], max_n
     n = sum(len(rows[i]["generated_ids"]) for i in order)
     lens = ", ".join(str(len(rows[i]["ids"])) for i in order)
     verdict = f"{len(bad)} DISAGREE" if bad else "ok, same ids"
-    say(f"  {entry['name']:16} vs transformers, {len(rows)} prompts of {lens} tokens in turn on one loaded "
+    say(f"  {entry['name']:16} vs transformers, {len(order)} prompts of {lens} tokens in turn on one loaded "
         f"program, {n} new tokens: {verdict}")
     return bad
 
@@ -267,12 +291,12 @@ def verify_quantized(out: Path, entry: dict, decoder, models: dict, rows: list[d
                  "tie_margin": TIE_MARGIN,
                  "bounds": "per sentence: max_diff, min_cosine for the first logits and tie_margin for the greedy ids "
                            "(verify.py QuantizedBounds: from what quantizing moved the logits, within floors and ceilings)",
-                 "sentences": [sentences[order.index(i)] for i in range(len(rows))]}
+                 "sentences": [sentences[order.index(i)] for i in sorted(order)]}
     write_atomic(out / entry["reference"], json.dumps(reference).encode())
     verdict = f"{len(bad)} DISAGREE" if bad else "ok, same ids" if not ties else f"ok ({len(ties)} near-tie(s), same ids teacher-forced)"
     for tie in ties:
         say(f"  {entry['name']:16} ids part at a near-tie, then agree teacher-forced: {tie}")
-    say(f"  {entry['name']:16} vs the quantized model in PyTorch, {len(rows)} prompts: {verdict} "
+    say(f"  {entry['name']:16} vs the quantized model in PyTorch, {len(order)} prompts: {verdict} "
         f"(first logits: worst max|diff| {max(diffs):.2e}, min cosine {min(q_cosines):.6f}; at most "
         f"{max(used):.0%} of what the bounds allow)")
     say(f"  {entry['name']:16} vs float32 (reported, not checked): first-logits cosine min "
