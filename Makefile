@@ -33,6 +33,8 @@ export LIBTORCH_USE_PYTORCH := 1
 export LIBCLANG_PATH = $(SITE)/clang/native
 
 .PHONY: run test build models sysdeps clean-models lite test-lite footprint console-font-data soak
+# A recipe that fails leaves no half-written target behind for the next run to trust.
+.DELETE_ON_ERROR:
 
 run: build models
 	$(BIN)

@@ -200,7 +200,7 @@ def main(argv: list[str]) -> int:
                 import transformers
 
                 model = getattr(transformers, manifest["architecture"]).from_pretrained(
-                    str(args.model), attn_implementation="eager").eval()
+                    str(args.model), dtype=torch.float32, attn_implementation="eager").eval()  # float32 as runlens' eager, whatever the checkpoint's dtype
                 if eager_formats[backend]:
                     from eager_quant_reference import quantize_linears
 

@@ -56,6 +56,10 @@ def main() -> int:
     eos = as_ids(config.get("eos_token_id"))
     eos += [i for i in as_ids(model.generation_config.eos_token_id) if i not in eos]
     pad = model.generation_config.pad_token_id
+    # Pure argmax, as runlens' loop: transformers 5 fills every setting a call leaves
+    # unset from the checkpoint's generation_config.json (Qwen2.5's repetition_penalty,
+    # top_k), so a bare one stands in for it (as runlens_export.tasks.generate does).
+    model.generation_config = transformers.GenerationConfig(eos_token_id=eos, pad_token_id=pad if pad is not None else eos[0])
     rows = []
     with torch.inference_mode():
         for p in prompts(tokenizer):

@@ -21,7 +21,10 @@ warnings.filterwarnings("ignore")
 def weight_bytes(path: str) -> int:
     import transformers
 
-    model = transformers.AutoModelForCausalLM.from_pretrained(path)
+    import torch
+
+    # float32 whatever the checkpoint's dtype: what runlens' eager holds (it widens bfloat16 at load).
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     total = sum(p.numel() * p.element_size() for p in model.parameters())  # parameters() counts a tied tensor once
     embedding = model.get_input_embeddings().weight
     head = model.get_output_embeddings().weight
