@@ -370,8 +370,10 @@ impl BertMaskedLmHead {
             decoder: decoder(&predictions, "decoder.weight", &["bias", "decoder.bias"], word_embeddings, cfg.vocab_size, h)?,
         })
     }
+}
 
-    pub fn forward(&self, hidden: &Tensor) -> Result<Tensor> {
+impl TokenHead for BertMaskedLmHead {
+    fn forward(&self, hidden: &Tensor) -> Result<Tensor> {
         let mut x = self.dense.forward(hidden)?;
         let _ = self.act.forward_(&mut x)?;
         self.decoder.forward(&self.layer_norm.forward(&x)?)
@@ -400,22 +402,12 @@ impl BertClassificationHead {
             classifier: Linear::load(&root.pp("classifier"), h, num_labels)?,
         })
     }
-
-    pub fn forward(&self, hidden: &Tensor) -> Result<Tensor> {
-        let pooled = self.pooler.forward(&hidden.f_select(0, 0)?)?.f_tanh()?; // [H]
-        self.classifier.forward(&pooled)
-    }
-}
-
-impl TokenHead for BertMaskedLmHead {
-    fn forward(&self, hidden: &Tensor) -> Result<Tensor> {
-        BertMaskedLmHead::forward(self, hidden)
-    }
 }
 
 impl TokenHead for BertClassificationHead {
     fn forward(&self, hidden: &Tensor) -> Result<Tensor> {
-        BertClassificationHead::forward(self, hidden)
+        let pooled = self.pooler.forward(&hidden.f_select(0, 0)?)?.f_tanh()?; // [H]
+        self.classifier.forward(&pooled)
     }
 }
 

@@ -261,8 +261,10 @@ impl DistilBertMaskedLmHead {
             )?,
         })
     }
+}
 
-    pub fn forward(&self, hidden: &Tensor) -> Result<Tensor> {
+impl TokenHead for DistilBertMaskedLmHead {
+    fn forward(&self, hidden: &Tensor) -> Result<Tensor> {
         let mut x = self.vocab_transform.forward(hidden)?;
         let _ = self.activation.forward_(&mut x)?;
         self.vocab_projector.forward(&self.vocab_layer_norm.forward(&x)?)
@@ -289,22 +291,12 @@ impl DistilBertClassificationHead {
             classifier: Linear::load(&p.pp("classifier"), cfg.dim, num_labels)?,
         })
     }
-
-    pub fn forward(&self, hidden: &Tensor) -> Result<Tensor> {
-        let pooled = self.pre_classifier.forward(&hidden.f_select(0, 0)?)?.f_relu()?; // [H]
-        self.classifier.forward(&pooled)
-    }
-}
-
-impl TokenHead for DistilBertMaskedLmHead {
-    fn forward(&self, hidden: &Tensor) -> Result<Tensor> {
-        DistilBertMaskedLmHead::forward(self, hidden)
-    }
 }
 
 impl TokenHead for DistilBertClassificationHead {
     fn forward(&self, hidden: &Tensor) -> Result<Tensor> {
-        DistilBertClassificationHead::forward(self, hidden)
+        let pooled = self.pre_classifier.forward(&hidden.f_select(0, 0)?)?.f_relu()?; // [H]
+        self.classifier.forward(&pooled)
     }
 }
 
