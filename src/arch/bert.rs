@@ -1,7 +1,7 @@
 //! BERT (`model_type` "bert": BERT, MiniLM and other BERT-shaped encoders).
 //! The eager model is `crate::backend::eager::bert`.
 
-use super::Architecture;
+use super::{Architecture, EagerModel};
 use super::rows::{cut_layer, layer_order, MODEL_ROW};
 
 pub const ARCHITECTURE: Architecture = Architecture {
@@ -12,6 +12,7 @@ pub const ARCHITECTURE: Architecture = Architecture {
     prefixes: &["bert"],
     row,
     order,
+    eager: EagerModel::Bert,
 };
 
 /// `embeddings`, `encoder.layer.N.attention.self` / `.attention.output` /

@@ -1,7 +1,7 @@
 //! DistilBERT (`model_type` "distilbert"). The eager model is
 //! `crate::backend::eager::distilbert`.
 
-use super::Architecture;
+use super::{Architecture, EagerModel};
 use super::rows::{cut_layer, layer_order, MODEL_ROW};
 
 pub const ARCHITECTURE: Architecture = Architecture {
@@ -12,6 +12,7 @@ pub const ARCHITECTURE: Architecture = Architecture {
     prefixes: &["distilbert"],
     row,
     order,
+    eager: EagerModel::DistilBert,
 };
 
 /// `embeddings`, `transformer.layer.N.attention` / `.sa_layer_norm` / `.ffn` /

@@ -1,7 +1,7 @@
 //! GPT-2 (`model_type` "gpt2"), a decoder with its LM head. The eager model
 //! is `crate::backend::eager::gpt2`.
 
-use super::Architecture;
+use super::{Architecture, EagerModel};
 use super::rows::{layer_order, HEAD_ROW, MODEL_ROW};
 
 pub const ARCHITECTURE: Architecture = Architecture {
@@ -12,6 +12,7 @@ pub const ARCHITECTURE: Architecture = Architecture {
     prefixes: &["transformer"],
     row,
     order,
+    eager: EagerModel::Gpt2,
 };
 
 /// The names right below `transformer.` that say it is GPT-2's (DistilBERT

@@ -3,7 +3,7 @@
 //! for the three, `crate::backend::eager::llama` (what differs: Qwen2's q/k/v
 //! biases, Qwen3's per-head q/k norms and its own head_dim).
 
-use super::Architecture;
+use super::{Architecture, EagerModel};
 use super::rows::{layer_order, HEAD_ROW, MODEL_ROW};
 
 /// One row of the table per `model_type`; they share the rows and the eager model.
@@ -16,6 +16,7 @@ const fn family(model_type: &'static str, name: &'static str, classes: &'static 
         prefixes: &["model"],
         row,
         order,
+        eager: EagerModel::Llama,
     }
 }
 

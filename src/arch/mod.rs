@@ -6,9 +6,11 @@
 //! Each architecture is a peer, in two files of its own: `src/arch/<name>.rs`
 //! (this layer: names and layer rows, in every build) and its eager model,
 //! `src/backend/eager/<name>.rs` (config fields, weights, forward on tch; the
-//! `eager` feature), found by `model_type` in `backend::eager::parser`.
-//! Adding an architecture is those two files, one line in [`ARCHITECTURES`]
-//! and one in `backend::eager::parser` (a unit test checks every row has one).
+//! `eager` feature), which its row names in [`Architecture::eager`] (an
+//! [`EagerModel`]; the backend imports this layer, never the reverse).
+//! Adding an architecture is those two files, one line in [`ARCHITECTURES`],
+//! and, for a new eager model, a variant of [`EagerModel`] (the compiler then
+//! asks for its line in `backend::eager::parser`).
 
 pub mod bert;
 pub mod distilbert;
@@ -35,6 +37,22 @@ pub struct Architecture {
     pub row: fn(&[&str]) -> Option<String>,
     /// Where a row goes in the table; `None` when it is not this architecture's.
     pub order: fn(&str) -> Option<(u8, usize, u8)>,
+    /// Its eager model (the `eager` feature): the file of `src/backend/eager/`
+    /// that parses its `config.json` fields and runs it.
+    pub eager: EagerModel,
+}
+
+/// The eager models, one a file of `src/backend/eager/` (`bert.rs`, ...):
+/// named here, so that the row of [`ARCHITECTURES`] says which one runs it
+/// and eager, below this layer, needs no table of its own (it matches on this,
+/// and the compiler checks that every model has its file's `parse_config`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EagerModel {
+    Bert,
+    DistilBert,
+    Gpt2,
+    /// Llama, Qwen2 and Qwen3: one model with a few switches.
+    Llama,
 }
 
 /// Every architecture runlens implements, one line each.

@@ -17,7 +17,7 @@ use super::timing::scope;
 use anyhow::Context;
 use super::weights::{WeightPath, Weights};
 use super::checkpoint::CheckpointConfig;
-use super::heads::{BertClassificationHead, BertMaskedLmHead, Classifier, SentenceEmbedding};
+use super::heads::{decoder, Classifier, MaskedLm, SentenceEmbedding, TokenHead};
 use super::model::{encoder_model, head_context, ArchConfig, EagerModel, EncoderStack, Head};
 use crate::backend::OutputKind;
 
@@ -343,6 +343,74 @@ impl BertModel {
     }
 }
 
+/// `BertForMaskedLM`'s `cls` (`BertOnlyMLMHead`): hidden [S, H] -> logits [S, V].
+///
+/// ```python
+/// hidden_states = self.transform.LayerNorm(self.transform.transform_act_fn(self.transform.dense(hidden_states)))
+/// prediction_scores = self.decoder(hidden_states)  # weight tied to bert.embeddings.word_embeddings, bias = cls.predictions.bias
+/// ```
+pub struct BertMaskedLmHead {
+    dense: Linear, // [H, H]
+    act: HiddenAct,
+    layer_norm: LayerNorm,
+    decoder: Linear, // [V, H]
+}
+
+impl BertMaskedLmHead {
+    /// `p` is the checkpoint's root, where `cls.predictions` lives.
+    pub fn load(p: &WeightPath, cfg: &BertConfig, word_embeddings: &Tensor) -> LoadResult<BertMaskedLmHead> {
+        let h = cfg.hidden_size;
+        let predictions = p.pp("cls.predictions");
+        let transform = predictions.pp("transform");
+        Ok(BertMaskedLmHead {
+            dense: Linear::load(&transform.pp("dense"), h, h)?,
+            act: cfg.hidden_act,
+            layer_norm: LayerNorm::load(&transform.pp("LayerNorm"), h, cfg.layer_norm_eps)?,
+            // `cls.predictions.decoder.bias` is tied to `cls.predictions.bias`; files carry one or both.
+            decoder: decoder(&predictions, "decoder.weight", &["bias", "decoder.bias"], word_embeddings, cfg.vocab_size, h)?,
+        })
+    }
+}
+
+impl TokenHead for BertMaskedLmHead {
+    fn forward(&self, hidden: &Tensor) -> Result<Tensor> {
+        let mut x = self.dense.forward(hidden)?;
+        let _ = self.act.forward_(&mut x)?;
+        self.decoder.forward(&self.layer_norm.forward(&x)?)
+    }
+}
+
+/// `BertForSequenceClassification`'s head: `bert.pooler` then `classifier`, on the
+/// first token. hidden [S, H] -> logits [C].
+///
+/// ```python
+/// pooled_output = self.bert.pooler.activation(self.bert.pooler.dense(hidden_states[:, 0]))  # tanh
+/// logits = self.classifier(pooled_output)
+/// ```
+pub struct BertClassificationHead {
+    pooler: Linear,     // [H, H]
+    classifier: Linear, // [C, H]
+}
+
+impl BertClassificationHead {
+    /// `encoder` is where the encoder's keys start (the pooler belongs to `BertModel`:
+    /// `bert.pooler.dense`); `root` is the checkpoint's root (`classifier`).
+    pub fn load(encoder: &WeightPath, root: &WeightPath, cfg: &BertConfig, num_labels: i64) -> LoadResult<BertClassificationHead> {
+        let h = cfg.hidden_size;
+        Ok(BertClassificationHead {
+            pooler: Linear::load(&encoder.pp("pooler.dense"), h, h)?,
+            classifier: Linear::load(&root.pp("classifier"), h, num_labels)?,
+        })
+    }
+}
+
+impl TokenHead for BertClassificationHead {
+    fn forward(&self, hidden: &Tensor) -> Result<Tensor> {
+        let pooled = self.pooler.forward(&hidden.f_select(0, 0)?)?.f_tanh()?; // [H]
+        self.classifier.forward(&pooled)
+    }
+}
+
 /// config.json's fields, for the architecture table ([`crate::arch::bert`]).
 pub fn parse_config(path: &str, value: &serde_json::Value) -> std::result::Result<Box<dyn ArchConfig>, ConfigError> {
     Ok(Box::new(config::parse(path, "BERT", value, BertConfig::check)?))
@@ -376,7 +444,7 @@ impl ArchConfig for BertConfig {
         let context = || head_context(checkpoint, output);
         let head: Box<dyn Head> = match output {
             OutputKind::Pooled => Box::new(SentenceEmbedding),
-            OutputKind::TokenLogits => Box::new(BertMaskedLmHead::load(&root, self, bert.word_embeddings()).with_context(context)?),
+            OutputKind::TokenLogits => Box::new(MaskedLm(BertMaskedLmHead::load(&root, self, bert.word_embeddings()).with_context(context)?)),
             OutputKind::ClassLogits => Box::new(Classifier {
                 head: BertClassificationHead::load(&path, &root, self, checkpoint.num_labels).with_context(context)?,
                 num_labels: checkpoint.num_labels,

@@ -12,8 +12,10 @@ use std::sync::{Arc, LazyLock};
 use serde::Deserialize;
 
 use super::config::ConfigError;
-use super::model::ArchConfig;
+use super::traits::EagerModel;
+use super::weights::Weights;
 use crate::arch::Architecture;
+use crate::backend::OutputKind;
 
 /// The checkpoint classes eager implements (`config.json`'s `architectures[0]`),
 /// from the one table of architectures ([`crate::arch::ARCHITECTURES`]).
@@ -36,6 +38,20 @@ pub enum Unsupported {
     },
     #[error("{path}: {architecture} is an encoder and text-generation needs a decoder; eager generates with {}", decoders())]
     NotADecoder { path: String, architecture: String },
+}
+
+/// An architecture's config.json fields, parsed and checked: its row of the
+/// table ([`crate::arch::Architecture::eager`]) makes one, and it builds the model.
+pub trait ArchConfig: std::fmt::Debug + Send + Sync {
+    fn vocab_size(&self) -> i64;
+    fn hidden_size(&self) -> i64;
+    /// The longest input the position embeddings cover.
+    fn max_positions(&self) -> i64;
+    /// "BERT 6 layers, hidden 384, 12 heads"
+    fn describe(&self) -> String;
+    /// The model from the checkpoint's weights, with the head `output` needs.
+    fn load(&self, checkpoint: &CheckpointConfig, weights: &Weights, output: OutputKind) -> anyhow::Result<EagerModel>;
+    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 /// `config.json` read once: what the checkpoint is and its sizes.
@@ -114,12 +130,8 @@ impl CheckpointConfig {
                 .unwrap_or_else(|| "a model without `architectures`".into()),
             model_type: model_type.clone(),
         })?;
-        let parse = super::parser(arch.model_type).ok_or_else(|| Unsupported::Architecture {
-            path: shown.clone(),
-            architecture: architecture.clone(),
-            model_type: model_type.clone(),
-        })?;
-        let model: Arc<dyn ArchConfig> = Arc::from(parse(&shown, &value)?);
+        // The row's eager model parses its own fields.
+        let model: Arc<dyn ArchConfig> = Arc::from(super::parser(arch.eager)(&shown, &value)?);
         let num_labels = match (&header.id2label, header.num_labels) {
             (Some(labels), _) if !labels.is_empty() => labels.len() as i64,
             (_, Some(n)) => n,

@@ -22,7 +22,7 @@ use anyhow::Context;
 use super::weights::{WeightPath, Weights};
 use super::checkpoint::CheckpointConfig;
 use super::config::ConfigError;
-use super::heads::{Classifier, DistilBertClassificationHead, DistilBertMaskedLmHead, SentenceEmbedding};
+use super::heads::{decoder, Classifier, MaskedLm, SentenceEmbedding, TokenHead};
 use super::model::{encoder_model, head_context, ArchConfig, EagerModel, EncoderStack, Head};
 use crate::backend::OutputKind;
 
@@ -230,6 +230,76 @@ impl DistilBertModel {
     }
 }
 
+/// `DistilBertForMaskedLM`'s head: hidden [S, H] -> logits [S, V].
+///
+/// ```python
+/// prediction_logits = self.vocab_layer_norm(self.activation(self.vocab_transform(hidden_states)))
+/// prediction_logits = self.vocab_projector(prediction_logits)  # weight tied to distilbert.embeddings.word_embeddings
+/// ```
+pub struct DistilBertMaskedLmHead {
+    vocab_transform: Linear, // [H, H]
+    activation: HiddenAct,
+    vocab_layer_norm: LayerNorm,
+    vocab_projector: Linear, // [V, H]
+}
+
+impl DistilBertMaskedLmHead {
+    /// `p` is the checkpoint's root.
+    pub fn load(p: &WeightPath, cfg: &DistilBertConfig, word_embeddings: &Tensor) -> LoadResult<DistilBertMaskedLmHead> {
+        let h = cfg.dim;
+        Ok(DistilBertMaskedLmHead {
+            vocab_transform: Linear::load(&p.pp("vocab_transform"), h, h)?,
+            activation: cfg.activation,
+            vocab_layer_norm: LayerNorm::load(&p.pp("vocab_layer_norm"), h, DistilBertConfig::LAYER_NORM_EPS)?,
+            vocab_projector: decoder(
+                &p.pp("vocab_projector"),
+                "weight",
+                &["bias"],
+                word_embeddings,
+                cfg.vocab_size,
+                h,
+            )?,
+        })
+    }
+}
+
+impl TokenHead for DistilBertMaskedLmHead {
+    fn forward(&self, hidden: &Tensor) -> Result<Tensor> {
+        let mut x = self.vocab_transform.forward(hidden)?;
+        let _ = self.activation.forward_(&mut x)?;
+        self.vocab_projector.forward(&self.vocab_layer_norm.forward(&x)?)
+    }
+}
+
+/// `DistilBertForSequenceClassification`'s head: `pre_classifier`, ReLU, `classifier`,
+/// on the first token. hidden [S, H] -> logits [C].
+///
+/// ```python
+/// pooled_output = nn.ReLU()(self.pre_classifier(hidden_state[:, 0]))
+/// logits = self.classifier(pooled_output)
+/// ```
+pub struct DistilBertClassificationHead {
+    pre_classifier: Linear, // [H, H]
+    classifier: Linear,     // [C, H]
+}
+
+impl DistilBertClassificationHead {
+    /// `p` is the checkpoint's root.
+    pub fn load(p: &WeightPath, cfg: &DistilBertConfig, num_labels: i64) -> LoadResult<DistilBertClassificationHead> {
+        Ok(DistilBertClassificationHead {
+            pre_classifier: Linear::load(&p.pp("pre_classifier"), cfg.dim, cfg.dim)?,
+            classifier: Linear::load(&p.pp("classifier"), cfg.dim, num_labels)?,
+        })
+    }
+}
+
+impl TokenHead for DistilBertClassificationHead {
+    fn forward(&self, hidden: &Tensor) -> Result<Tensor> {
+        let pooled = self.pre_classifier.forward(&hidden.f_select(0, 0)?)?.f_relu()?; // [H]
+        self.classifier.forward(&pooled)
+    }
+}
+
 /// config.json's fields, for the architecture table ([`crate::arch::distilbert`]).
 pub fn parse_config(path: &str, value: &serde_json::Value) -> std::result::Result<Box<dyn ArchConfig>, ConfigError> {
     Ok(Box::new(config::parse(path, "DistilBERT", value, DistilBertConfig::check)?))
@@ -264,7 +334,7 @@ impl ArchConfig for DistilBertConfig {
         let head: Box<dyn Head> = match output {
             OutputKind::Pooled => Box::new(SentenceEmbedding),
             OutputKind::TokenLogits => {
-                Box::new(DistilBertMaskedLmHead::load(&root, self, distilbert.word_embeddings()).with_context(context)?)
+                Box::new(MaskedLm(DistilBertMaskedLmHead::load(&root, self, distilbert.word_embeddings()).with_context(context)?))
             }
             OutputKind::ClassLogits => Box::new(Classifier {
                 head: DistilBertClassificationHead::load(&root, self, checkpoint.num_labels).with_context(context)?,

@@ -25,7 +25,8 @@ use super::timing::scope;
 use super::weights::{WeightPath, Weights};
 use super::checkpoint::CheckpointConfig;
 use super::config::ConfigError;
-use super::model::{ArchConfig, DecoderModel, EagerModel};
+use super::kv_cache::{DecoderStack, LayerCache, WithKvCache};
+use super::model::{ArchConfig, EagerModel};
 use crate::backend::OutputKind;
 
 /// The GPT-2 hyper-parameters under their own names (transformers' `GPT2Config`; defaults are GPT-2 124M's).
@@ -129,12 +130,6 @@ struct Gpt2Attention {
     scale: f64,
 }
 
-/// The keys and values of one block for the positions seen so far: [nh, T, d] each.
-#[derive(Default)]
-struct LayerCache {
-    kv: Option<(Tensor, Tensor)>,
-}
-
 impl Gpt2Attention {
     fn load(p: &WeightPath, cfg: &Gpt2Config, layer_idx: usize) -> LoadResult<Gpt2Attention> {
         let e = cfg.n_embd;
@@ -161,11 +156,7 @@ impl Gpt2Attention {
         // [S, E] -> [S, nh, d] -> [nh, S, d]
         let heads = |t: &Tensor| t.f_view([s, self.n_head, self.head_size])?.f_transpose(0, 1);
         let query = heads(&parts[0])?;
-        let (mut key, mut value) = (heads(&parts[1])?, heads(&parts[2])?);
-        if let Some((past_key, past_value)) = &cache.kv {
-            key = Tensor::f_cat(&[past_key, &key], 1)?; // [nh, T, d]
-            value = Tensor::f_cat(&[past_value, &value], 1)?;
-        }
+        let (key, value) = cache.with_past(heads(&parts[1])?, heads(&parts[2])?)?; // [nh, T, d]
         let t = key.size()[1];
         let past = t - s;
         // attn_weights = torch.matmul(query, key.transpose(-1, -2)) * scaling
@@ -231,20 +222,18 @@ impl Gpt2Block {
     }
 }
 
-/// `GPT2LMHeadModel` with a KV cache of the sequence so far.
-pub struct Gpt2LmHeadModel {
+/// `GPT2LMHeadModel`'s modules: the embeddings, the blocks, `ln_f` and the LM head.
+pub struct Gpt2Decoder {
     wte: Tensor,     // [V, E]
     lm_head: Linear, // [V, E]: wte itself (tied), unless the file has lm_head.weight
     wpe: Tensor,     // [n_positions, E]
     blocks: Vec<Gpt2Block>,
     ln_f: LayerNorm,
     config: Gpt2Config,
-    cache: Vec<LayerCache>,
-    /// Positions in the cache.
-    seen: i64,
-    /// The longest sequence it holds: `n_positions`, or less ([`limit_len`](Self::limit_len)).
-    max_len: i64,
 }
+
+/// `GPT2LMHeadModel` with a KV cache of the sequence so far.
+pub type Gpt2LmHeadModel = WithKvCache<Gpt2Decoder>;
 
 impl Gpt2LmHeadModel {
     /// The model from the checkpoint's tensors: keys under `transformer.` (a
@@ -257,118 +246,62 @@ impl Gpt2LmHeadModel {
         let head = weights.root("");
         let lm_head = if head.contains("lm_head.weight") { head.get("lm_head.weight", &[cfg.vocab_size, e])? } else { wte.shallow_clone() };
         let blocks = (0..cfg.n_layer).map(|i| Gpt2Block::load(&root.pp(&format!("h.{i}")), cfg, i)).collect::<LoadResult<Vec<_>>>()?;
-        Ok(Gpt2LmHeadModel {
+        Ok(WithKvCache::new(Gpt2Decoder {
             wte,
             lm_head: Linear::from_parts(lm_head, None),
             wpe: root.get("wpe.weight", &[cfg.n_positions, e])?,
             blocks,
             ln_f: LayerNorm::load(&root.pp("ln_f"), e, cfg.layer_norm_epsilon)?,
             config: cfg.clone(),
-            cache: Vec::new(),
-            seen: 0,
-            max_len: cfg.n_positions,
+        }))
+    }
+}
+
+impl DecoderStack for Gpt2Decoder {
+    type Config = Gpt2Config;
+    fn config(&self) -> &Gpt2Config {
+        &self.config
+    }
+    fn name(&self) -> &'static str {
+        "GPT-2"
+    }
+    fn vocab_size(&self) -> i64 {
+        self.config.vocab_size
+    }
+    fn max_positions(&self) -> (&'static str, i64) {
+        ("n_positions", self.config.n_positions)
+    }
+    fn num_layers(&self) -> usize {
+        self.blocks.len()
+    }
+
+    fn layers(&self, ids: &Tensor, past: i64, cache: &mut [LayerCache]) -> anyhow::Result<Tensor> {
+        let s = ids.size1()?;
+        // hidden_states = inputs_embeds + position_embeds; `wte` and `wpe` are rows of
+        // `runlens layers`, their sum is the model's own (as in transformers' GPT2Model.forward).
+        let mut x = scope("wte", || Tensor::f_embedding(&self.wte, ids, -1, false, false))?;
+        let positions = scope("wpe", || self.wpe.f_narrow(0, past, s))?;
+        let _ = x.f_add_(&positions)?;
+        for (i, (block, cache)) in self.blocks.iter().zip(cache.iter_mut()).enumerate() {
+            x = scope(&format!("h.{i}"), || block.forward(&x, cache)).context("eager GPT-2 block")?;
+        }
+        Ok(x)
+    }
+
+    /// `ln_f` and the LM head: the row `head`.
+    fn logits(&self, x: &Tensor, s: i64) -> Result<Tensor> {
+        scope("head", || -> Result<Tensor> {
+            let last = self.ln_f.forward(&x.f_select(0, s - 1)?)?; // [E]
+            self.lm_head.forward(&last) // lm_logits = self.lm_head(hidden_states): [V]
         })
     }
 
-    /// Hold at most `max_len` positions (the model directory's `max_seq_len`,
-    /// what its programs hold), so that every backend stops at the same length.
-    pub fn limit_len(&mut self, max_len: usize) {
-        self.max_len = self.config.n_positions.min(i64::try_from(max_len).unwrap_or(i64::MAX)).max(1);
-    }
-
-    pub fn config(&self) -> &Gpt2Config {
-        &self.config
-    }
-
     /// "GPT-2 2 layers, n_embd 64, 4 heads + LM head (tied), KV cache"
-    pub fn describe(&self) -> String {
+    fn describe(&self, max_len: i64) -> String {
         let c = &self.config;
-        format!(
-            "GPT-2 {} layers, n_embd {}, {} heads + LM head (tied to wte), KV cache of {} positions",
-            c.n_layer, c.n_embd, c.n_head, self.max_len
-        )
+        format!("GPT-2 {} layers, n_embd {}, {} heads + LM head (tied to wte), KV cache of {max_len} positions", c.n_layer, c.n_embd, c.n_head)
     }
 
-    /// Forget the sequence.
-    pub fn reset(&mut self) {
-        self.cache = (0..self.blocks.len()).map(|_| LayerCache::default()).collect();
-        self.seen = 0;
-    }
-
-    /// Positions in the cache.
-    pub fn seen(&self) -> i64 {
-        self.seen
-    }
-
-    /// Append `ids` to the cached sequence: the next token's logits [V] (the
-    /// LM head on the last position only). Ids outside the vocabulary and a
-    /// sequence past `n_positions` are errors before libtorch sees them.
-    pub fn append(&mut self, ids: &[i64]) -> anyhow::Result<Vec<f32>> {
-        anyhow::ensure!(!ids.is_empty(), "no tokens to append");
-        if let Some(&id) = ids.iter().find(|&&id| !(0..self.config.vocab_size).contains(&id)) {
-            anyhow::bail!("token id {id} is outside the vocabulary (vocab_size {})", self.config.vocab_size);
-        }
-        let s = ids.len() as i64;
-        anyhow::ensure!(
-            self.seen + s <= self.max_len,
-            "the sequence would have {} tokens; eager GPT-2 holds at most {} (n_positions {}, limited to the model directory's max_seq_len)",
-            self.seen + s,
-            self.max_len,
-            self.config.n_positions
-        );
-        if self.cache.len() != self.blocks.len() {
-            self.reset();
-        }
-        let _no_grad = tch::no_grad_guard();
-        let ids_t = Tensor::f_from_slice(ids)?;
-        // hidden_states = inputs_embeds + position_embeds; `wte` and `wpe` are rows of
-        // `runlens layers`, their sum is the model's own (as in transformers' GPT2Model.forward).
-        let mut x = scope("wte", || Tensor::f_embedding(&self.wte, &ids_t, -1, false, false))?;
-        let positions = scope("wpe", || self.wpe.f_narrow(0, self.seen, s))?;
-        let _ = x.f_add_(&positions)?;
-        for (i, (block, cache)) in self.blocks.iter().zip(self.cache.iter_mut()).enumerate() {
-            x = scope(&format!("h.{i}"), || block.forward(&x, cache)).context("eager GPT-2 block")?;
-        }
-        self.seen += s;
-        // `ln_f` and the LM head: the row `head`.
-        let logits = scope("head", || -> Result<Tensor> {
-            let last = self.ln_f.forward(&x.f_select(0, s - 1)?)?; // [E]
-            self.lm_head.forward(&last) // lm_logits = self.lm_head(hidden_states): [V]
-        })?;
-        Ok(Vec::<f32>::try_from(&logits)?)
-    }
-}
-
-// The model is used by one thread at a time (the backend is Send, not Sync);
-// libtorch tensors may move between threads.
-impl crate::backend::Decoder for Gpt2LmHeadModel {
-    fn max_len(&self) -> usize {
-        self.max_len as usize
-    }
-
-    fn prefill(&mut self, prompt: &[i64]) -> anyhow::Result<Vec<f32>> {
-        self.reset();
-        self.append(prompt)
-    }
-
-    fn step(&mut self, token: i64) -> anyhow::Result<Vec<f32>> {
-        anyhow::ensure!(self.seen > 0, "a step before any prefill (no sequence to continue)");
-        self.append(&[token])
-    }
-}
-
-/// config.json's fields, for the architecture table ([`crate::arch::gpt2`]).
-pub fn parse_config(path: &str, value: &serde_json::Value) -> std::result::Result<Box<dyn ArchConfig>, ConfigError> {
-    Ok(Box::new(config::parse(path, "GPT-2", value, Gpt2Config::check)?))
-}
-
-impl DecoderModel for Gpt2LmHeadModel {
-    fn describe(&self) -> String {
-        Gpt2LmHeadModel::describe(self)
-    }
-    fn limit_len(&mut self, max_len: usize) {
-        Gpt2LmHeadModel::limit_len(self, max_len)
-    }
     fn linears(&mut self) -> Vec<&mut Linear> {
         let blocks = self.blocks.iter_mut();
         let mut all: Vec<&mut Linear> =
@@ -376,6 +309,7 @@ impl DecoderModel for Gpt2LmHeadModel {
         all.push(&mut self.lm_head);
         all
     }
+
     /// The blocks, `ln_f` and the head; `wpe` and (when the head is its own
     /// matrix or quantized) `wte` give one row a token.
     fn weight_bytes_per_token(&self) -> u64 {
@@ -384,6 +318,11 @@ impl DecoderModel for Gpt2LmHeadModel {
         };
         self.blocks.iter().map(block).sum::<u64>() + self.ln_f.bytes() + self.lm_head.bytes()
     }
+}
+
+/// config.json's fields, for the architecture table ([`crate::arch::gpt2`]).
+pub fn parse_config(path: &str, value: &serde_json::Value) -> std::result::Result<Box<dyn ArchConfig>, ConfigError> {
+    Ok(Box::new(config::parse(path, "GPT-2", value, Gpt2Config::check)?))
 }
 
 impl ArchConfig for Gpt2Config {

@@ -38,7 +38,8 @@ use super::rope::{self, RopeConfig, RopeFields, Rotary};
 use super::timing::scope;
 use super::weights::{WeightError, WeightPath, Weights};
 use super::checkpoint::CheckpointConfig;
-use super::model::{ArchConfig, DecoderModel, EagerModel};
+use super::kv_cache::{DecoderStack, LayerCache, WithKvCache};
+use super::model::{ArchConfig, EagerModel};
 use crate::backend::OutputKind;
 
 /// Which member of the family (`model_type`).
@@ -268,12 +269,6 @@ impl RmsNorm {
     }
 }
 
-/// The keys and values of one layer for the positions seen so far: [nkv, T, d] each.
-#[derive(Default)]
-struct LayerCache {
-    kv: Option<(Tensor, Tensor)>,
-}
-
 /// `repeat_kv`: [nkv, T, d] -> [nkv * n_rep, T, d], each key/value head repeated for its query heads.
 fn repeat_kv(x: &Tensor, n_rep: i64) -> Result<Tensor> {
     if n_rep == 1 {
@@ -338,12 +333,8 @@ impl LlamaAttention {
         };
         // query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
         let query = rope::apply(&heads(&self.q_proj, self.n_head, q_norm)?, cos, sin)?; // [nh, S, d]
-        let mut key = rope::apply(&heads(&self.k_proj, self.n_kv_head, k_norm)?, cos, sin)?; // [nkv, S, d]
-        let mut value = heads(&self.v_proj, self.n_kv_head, None)?;
-        if let Some((past_key, past_value)) = &cache.kv {
-            key = Tensor::f_cat(&[past_key, &key], 1)?; // [nkv, T, d]
-            value = Tensor::f_cat(&[past_value, &value], 1)?;
-        }
+        let key = rope::apply(&heads(&self.k_proj, self.n_kv_head, k_norm)?, cos, sin)?; // [nkv, S, d]
+        let (key, value) = cache.with_past(key, heads(&self.v_proj, self.n_kv_head, None)?)?; // [nkv, T, d]
         let t = key.size()[1];
         let past = t - s;
         let n_rep = self.n_head / self.n_kv_head;
@@ -416,20 +407,18 @@ impl LlamaDecoderLayer {
     }
 }
 
-/// `LlamaForCausalLM` / `Qwen2ForCausalLM` / `Qwen3ForCausalLM` with a KV cache of the sequence so far.
-pub struct LlamaForCausalLM {
+/// The modules of `LlamaForCausalLM` / `Qwen2ForCausalLM` / `Qwen3ForCausalLM`.
+pub struct LlamaDecoder {
     embed_tokens: Tensor, // [V, E]
     lm_head: Linear,      // [V, E]: embed_tokens itself when tied
     layers: Vec<LlamaDecoderLayer>,
     norm: RmsNorm,
     rotary: Rotary,
     config: LlamaConfig,
-    cache: Vec<LayerCache>,
-    /// Positions in the cache.
-    seen: i64,
-    /// The longest sequence it holds: `max_position_embeddings`, or less ([`limit_len`](Self::limit_len)).
-    max_len: i64,
 }
+
+/// `LlamaForCausalLM` / `Qwen2ForCausalLM` / `Qwen3ForCausalLM` with a KV cache of the sequence so far.
+pub type LlamaForCausalLM = WithKvCache<LlamaDecoder>;
 
 impl LlamaForCausalLM {
     /// The model from the checkpoint's tensors: keys under `model.` (a saved
@@ -448,17 +437,14 @@ impl LlamaForCausalLM {
             file: weights.file().to_path_buf(),
             source,
         })?;
-        Ok(LlamaForCausalLM {
+        Ok(WithKvCache::new(LlamaDecoder {
             embed_tokens,
             lm_head: Linear::from_parts(lm_head, None),
             layers,
             norm: RmsNorm::load(&root.pp("norm"), e, cfg.rms_norm_eps)?,
             rotary,
             config: cfg.clone(),
-            cache: Vec::new(),
-            seen: 0,
-            max_len: cfg.max_position_embeddings,
-        })
+        }))
     }
 
     /// `config.json` and `model.safetensors` read and checked: the config's
@@ -468,19 +454,46 @@ impl LlamaForCausalLM {
         let weights = Weights::read(weights_file)?;
         Ok(LlamaForCausalLM::load(&weights, &config)?)
     }
+}
 
-    /// Hold at most `max_len` positions (the model directory's `max_seq_len`,
-    /// what its programs hold), so that every backend stops at the same length.
-    pub fn limit_len(&mut self, max_len: usize) {
-        self.max_len = self.config.max_position_embeddings.min(i64::try_from(max_len).unwrap_or(i64::MAX)).max(1);
+impl DecoderStack for LlamaDecoder {
+    type Config = LlamaConfig;
+    fn config(&self) -> &LlamaConfig {
+        &self.config
+    }
+    fn name(&self) -> &'static str {
+        self.config.model_type.name()
+    }
+    fn vocab_size(&self) -> i64 {
+        self.config.vocab_size
+    }
+    fn max_positions(&self) -> (&'static str, i64) {
+        ("max_position_embeddings", self.config.max_position_embeddings)
+    }
+    fn num_layers(&self) -> usize {
+        self.layers.len()
     }
 
-    pub fn config(&self) -> &LlamaConfig {
-        &self.config
+    fn layers(&self, ids: &Tensor, past: i64, cache: &mut [LayerCache]) -> anyhow::Result<Tensor> {
+        let (name, s) = (self.name(), ids.size1()?);
+        let mut x = scope("model.embed_tokens", || Tensor::f_embedding(&self.embed_tokens, ids, -1, false, false))?;
+        // position_embeddings = self.rotary_emb(hidden_states, position_ids): shared by every layer.
+        let (cos, sin) = self.rotary.cos_sin(past, s)?;
+        for (i, (layer, cache)) in self.layers.iter().zip(cache.iter_mut()).enumerate() {
+            x = scope(&format!("model.layers.{i}"), || layer.forward(&x, &cos, &sin, cache))
+                .with_context(|| format!("eager {name} layer {i}"))?;
+        }
+        Ok(x)
+    }
+
+    fn logits(&self, x: &Tensor, s: i64) -> Result<Tensor> {
+        let x = scope("model.norm", || self.norm.forward(x))?; // [S, E]
+        // logits = self.lm_head(hidden_states[:, -1:, :]): [V]
+        scope("lm_head", || self.lm_head.forward(&x.f_select(0, s - 1)?))
     }
 
     /// "Qwen3 3 layers, hidden 32, 4 heads / 2 KV heads of 12, rope θ 20000, linear ×2 + LM head (untied), KV cache of 128 positions"
-    pub fn describe(&self) -> String {
+    fn describe(&self, max_len: i64) -> String {
         let c = &self.config;
         format!(
             "{} {} layers, hidden {}, {} heads / {} KV heads of {}, {}{} + LM head ({}), KV cache of {} positions",
@@ -493,88 +506,10 @@ impl LlamaForCausalLM {
             c.rope.describe(),
             if c.model_type == Family::Qwen3 { ", q/k norms" } else if c.qkv_bias { ", q/k/v biases" } else { "" },
             if c.tie_word_embeddings { "tied to embed_tokens" } else { "untied" },
-            self.max_len
+            max_len
         )
     }
 
-    /// Forget the sequence.
-    pub fn reset(&mut self) {
-        self.cache = (0..self.layers.len()).map(|_| LayerCache::default()).collect();
-        self.seen = 0;
-    }
-
-    /// Positions in the cache.
-    pub fn seen(&self) -> i64 {
-        self.seen
-    }
-
-    /// Append `ids` to the cached sequence: the next token's logits [V] (the
-    /// LM head on the last position only). Ids outside the vocabulary and a
-    /// sequence past the length it holds are errors before libtorch sees them.
-    pub fn append(&mut self, ids: &[i64]) -> anyhow::Result<Vec<f32>> {
-        let name = self.config.model_type.name();
-        anyhow::ensure!(!ids.is_empty(), "no tokens to append");
-        if let Some(&id) = ids.iter().find(|&&id| !(0..self.config.vocab_size).contains(&id)) {
-            anyhow::bail!("token id {id} is outside the vocabulary (vocab_size {})", self.config.vocab_size);
-        }
-        let s = ids.len() as i64;
-        anyhow::ensure!(
-            self.seen + s <= self.max_len,
-            "the sequence would have {} tokens; eager {name} holds at most {} (max_position_embeddings {}, limited to the model directory's max_seq_len)",
-            self.seen + s,
-            self.max_len,
-            self.config.max_position_embeddings
-        );
-        if self.cache.len() != self.layers.len() {
-            self.reset();
-        }
-        let _no_grad = tch::no_grad_guard();
-        let ids_t = Tensor::f_from_slice(ids)?;
-        let mut x = scope("model.embed_tokens", || Tensor::f_embedding(&self.embed_tokens, &ids_t, -1, false, false))?;
-        // position_embeddings = self.rotary_emb(hidden_states, position_ids): shared by every layer.
-        let (cos, sin) = self.rotary.cos_sin(self.seen, s)?;
-        for (i, (layer, cache)) in self.layers.iter().zip(self.cache.iter_mut()).enumerate() {
-            x = scope(&format!("model.layers.{i}"), || layer.forward(&x, &cos, &sin, cache))
-                .with_context(|| format!("eager {name} layer {i}"))?;
-        }
-        self.seen += s;
-        let x = scope("model.norm", || self.norm.forward(&x))?; // [S, E]
-        // logits = self.lm_head(hidden_states[:, -1:, :]): [V]
-        let logits = scope("lm_head", || self.lm_head.forward(&x.f_select(0, s - 1)?))?;
-        Ok(Vec::<f32>::try_from(&logits)?)
-    }
-}
-
-// The model is used by one thread at a time (the backend is Send, not Sync);
-// libtorch tensors may move between threads.
-impl crate::backend::Decoder for LlamaForCausalLM {
-    fn max_len(&self) -> usize {
-        self.max_len as usize
-    }
-
-    fn prefill(&mut self, prompt: &[i64]) -> anyhow::Result<Vec<f32>> {
-        self.reset();
-        self.append(prompt)
-    }
-
-    fn step(&mut self, token: i64) -> anyhow::Result<Vec<f32>> {
-        anyhow::ensure!(self.seen > 0, "a step before any prefill (no sequence to continue)");
-        self.append(&[token])
-    }
-}
-
-/// config.json's fields, for the architecture table ([`crate::arch::llama`]).
-pub fn parse_config(path: &str, value: &Value) -> std::result::Result<Box<dyn ArchConfig>, ConfigError> {
-    Ok(Box::new(config::parse(path, "Llama-family", value, LlamaConfig::check)?))
-}
-
-impl DecoderModel for LlamaForCausalLM {
-    fn describe(&self) -> String {
-        LlamaForCausalLM::describe(self)
-    }
-    fn limit_len(&mut self, max_len: usize) {
-        LlamaForCausalLM::limit_len(self, max_len)
-    }
     fn linears(&mut self) -> Vec<&mut Linear> {
         let layers = self.layers.iter_mut();
         let mut all: Vec<&mut Linear> = layers
@@ -586,6 +521,7 @@ impl DecoderModel for LlamaForCausalLM {
         all.push(&mut self.lm_head);
         all
     }
+
     /// The layers, `norm` and the head; `embed_tokens` gives one row a token
     /// unless it is the (float) head.
     fn weight_bytes_per_token(&self) -> u64 {
@@ -599,6 +535,11 @@ impl DecoderModel for LlamaForCausalLM {
         };
         self.layers.iter().map(layer).sum::<u64>() + self.norm.bytes() + self.lm_head.bytes()
     }
+}
+
+/// config.json's fields, for the architecture table ([`crate::arch::llama`]).
+pub fn parse_config(path: &str, value: &Value) -> std::result::Result<Box<dyn ArchConfig>, ConfigError> {
+    Ok(Box::new(config::parse(path, "Llama-family", value, LlamaConfig::check)?))
 }
 
 impl ArchConfig for LlamaConfig {

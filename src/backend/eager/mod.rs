@@ -1,16 +1,22 @@
-//! PyTorch eager: BERT-family encoders and GPT-2 written with tch operations,
-//! each one dispatched by libtorch as it comes, as a PyTorch user runs the model.
+//! PyTorch eager: BERT-family encoders, GPT-2 and the Llama family written with
+//! tch operations, each one dispatched by libtorch as it comes, as a PyTorch user
+//! runs the model.
 //!
-//! - [`checkpoint`]: `config.json` -> which architecture ([`SUPPORTED`]) and its sizes;
+//! - [`checkpoint`]: `config.json` -> which architecture (its row of
+//!   [`crate::arch::ARCHITECTURES`], whose `eager` field names the model that parses the rest:
+//!   [`parser`]) and its sizes ([`ArchConfig`]);
 //! - [`config`]: what the architectures' configs share (activations, defaults, [`ConfigError`]);
 //! - [`weights`]: `model.safetensors`, read once, every tensor checked by name and shape;
 //! - [`quant`]: `eager-int8` / `eager-int4`: linear weights quantized at load for ATen's packed kernels;
 //! - [`nn`]: `nn.Linear`, `nn.LayerNorm`, the activations and the attention both encoders share;
-//! - [`bert`], [`distilbert`], [`gpt2`]: one file per architecture, its config fields and its
-//!   modules (GPT-2: a decoder with its KV cache and tied LM head);
-//! - [`heads`]: what each task puts on the last hidden state (pooling, masked-LM, classification);
+//! - [`bert`], [`distilbert`], [`gpt2`], [`llama`]: one file per architecture, its config
+//!   fields, its modules and their forward (an encoder's task heads too);
+//! - [`kv_cache`]: what the decoders share, written once: the per-layer KV caches, the
+//!   checks, `limit_len`, `reset` and the [`crate::backend::Decoder`] ([`kv_cache::WithKvCache`]);
+//! - [`heads`]: what the encoders' task heads share (pooling, the masked-LM and classification wrappers);
+//! - [`traits`]: what a loaded model is ([`EncoderModel`], [`DecoderModel`], [`EagerModel`]);
 //! - [`model`]: [`load_eager`] / [`load_model`], the one place that picks the architecture and
-//!   the head, and [`EncoderModel`], tensors in, tensors out, shaped like the task's programs.
+//!   the head, and the encoder with its head, tensors in, tensors out, shaped like the task's programs.
 //!
 //! [`EagerBackend`] is the [`Backend`] on top, for the model directory's task.
 
@@ -20,12 +26,14 @@ pub mod config;
 pub mod distilbert;
 pub mod gpt2;
 pub mod heads;
+pub mod kv_cache;
 pub mod llama;
 pub mod model;
 pub mod nn;
 pub mod quant;
 pub mod rope;
 pub mod timing;
+pub mod traits;
 pub mod weights;
 
 use std::path::PathBuf;
@@ -49,16 +57,16 @@ pub use weights::WeightError;
 /// config.json's fields parsed and checked, for one architecture.
 pub type ParseConfig = fn(path: &str, config: &serde_json::Value) -> Result<Box<dyn ArchConfig>, ConfigError>;
 
-/// Each architecture's eager model, by `model_type`: the eager half of a row of
-/// [`crate::arch::ARCHITECTURES`].
-pub fn parser(model_type: &str) -> Option<ParseConfig> {
-    Some(match model_type {
-        "bert" => bert::parse_config,
-        "distilbert" => distilbert::parse_config,
-        "gpt2" => gpt2::parse_config,
-        "llama" | "qwen2" | "qwen3" => llama::parse_config,
-        _ => return None,
-    })
+/// The file of each eager model its row of [`crate::arch::ARCHITECTURES`]
+/// names ([`crate::arch::Architecture::eager`]).
+pub fn parser(model: crate::arch::EagerModel) -> ParseConfig {
+    use crate::arch::EagerModel;
+    match model {
+        EagerModel::Bert => bert::parse_config,
+        EagerModel::DistilBert => distilbert::parse_config,
+        EagerModel::Gpt2 => gpt2::parse_config,
+        EagerModel::Llama => llama::parse_config,
+    }
 }
 
 /// The eager path: a BERT-family checkpoint with its task's head, or GPT-2, in libtorch tensors.
@@ -161,16 +169,6 @@ impl Backend for EagerBackend {
         match &self.model {
             EagerModel::Decoder(model) => Some(model.weight_bytes_per_token()),
             EagerModel::Encoder(_) => None,
-        }
-    }
-}
-
-#[cfg(test)]
-mod parser_tests {
-    #[test]
-    fn every_architecture_of_the_table_has_an_eager_model() {
-        for arch in crate::arch::ARCHITECTURES {
-            assert!(super::parser(arch.model_type).is_some(), "{} has no eager parser", arch.model_type);
         }
     }
 }

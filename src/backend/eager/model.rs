@@ -2,44 +2,17 @@
 //! `config.json` and the weights and returns an [`EncoderModel`], tensors in,
 //! tensors out, shaped like the task's ExecuTorch programs.
 
-use std::any::Any;
 use std::path::Path;
 
 use anyhow::Context;
 use tch::{Kind, Tensor};
 
 use super::checkpoint::{CheckpointConfig, LoadConfigError, Unsupported};
-use super::nn::Linear;
+pub use super::checkpoint::ArchConfig;
 use super::quant::WeightFormat;
+pub use super::traits::{DecoderModel, EagerModel, EncoderModel, EncoderStack, Head};
 use super::weights::Weights;
-use crate::backend::{Decoder, OutputKind};
-
-/// A checkpoint's encoder with the head its task needs, in libtorch tensors.
-pub trait EncoderModel: Send {
-    /// ids and mask: int64 [S]. Returns what the task's programs return:
-    /// "feature-extraction" [1, H] (masked mean pooling, L2-normalised, as today),
-    /// "fill-mask" [1, S, V] logits, "text-classification" [1, C] logits.
-    ///
-    /// Inputs the model cannot take (wrong kind or shape, too long, ids outside the
-    /// vocabulary, mask values other than 0 and 1) are errors before libtorch sees them.
-    fn forward(&self, ids: &Tensor, mask: &Tensor) -> anyhow::Result<Tensor>;
-    /// e.g. "DistilBERT 6 layers, dim 768, 12 heads + masked-LM head".
-    fn describe(&self) -> String;
-}
-
-/// A decoder with its LM head that continues a sequence (text-generation).
-pub trait DecoderModel: Decoder + Send {
-    /// e.g. "GPT-2 12 layers, n_embd 768, 12 heads, KV cache".
-    fn describe(&self) -> String;
-    /// Hold at most `max_len` positions (the model directory's `max_seq_len`).
-    fn limit_len(&mut self, max_len: usize);
-    /// Every linear layer, the LM head included (what `eager-int8` / `eager-int4` quantize).
-    fn linears(&mut self) -> Vec<&mut Linear>;
-    /// The bytes of weights a decode step reads, as the model holds them now:
-    /// every matrix and norm once; a table it gathers one row from (position
-    /// embeddings, a token embedding that is not the head) not counted.
-    fn weight_bytes_per_token(&self) -> u64;
-}
+use crate::backend::OutputKind;
 
 /// What quantizing a decoder's linear layers did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,40 +53,6 @@ pub fn quantize_decoder(model: &mut dyn DecoderModel, format: WeightFormat) -> t
         }
     }
     Ok(done)
-}
-
-/// An architecture's config.json fields, parsed and checked: its row of the
-/// table ([`crate::arch::Architecture::eager`]) makes one, and it builds the model.
-pub trait ArchConfig: std::fmt::Debug + Send + Sync {
-    fn vocab_size(&self) -> i64;
-    fn hidden_size(&self) -> i64;
-    /// The longest input the position embeddings cover.
-    fn max_positions(&self) -> i64;
-    /// "BERT 6 layers, hidden 384, 12 heads"
-    fn describe(&self) -> String;
-    /// The model from the checkpoint's weights, with the head `output` needs.
-    fn load(&self, checkpoint: &CheckpointConfig, weights: &Weights, output: OutputKind) -> anyhow::Result<EagerModel>;
-    fn as_any(&self) -> &dyn Any;
-}
-
-/// An encoder's layer stack: input_ids [S], attention_mask [S] (f32) or None
-/// when every token is real -> the last hidden state [S, H].
-pub trait EncoderStack: Send {
-    fn forward(&self, ids: &Tensor, mask: Option<&Tensor>) -> tch::Result<Tensor>;
-}
-
-/// What a task puts on an encoder's last hidden state: hidden [S, H],
-/// attention_mask [S] (f32) -> [H], [S, V] or [C].
-pub trait Head: Send {
-    fn forward(&self, hidden: &Tensor, mask: &Tensor) -> tch::Result<Tensor>;
-    fn describe(&self) -> String;
-}
-
-/// What eager loads for a model directory: an encoder with its task's head, or
-/// a decoder that continues a sequence (text-generation).
-pub enum EagerModel {
-    Encoder(Box<dyn EncoderModel>),
-    Decoder(Box<dyn DecoderModel>),
 }
 
 /// Reads config.json and the weights; the architecture's row of the table
