@@ -121,6 +121,12 @@ impl Tmux {
         String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-t", "e2e"]).stdout).into_owned()
     }
 
+    /// The screen with each wrapped line joined back into one (`-J`): a long
+    /// message reads whole wherever the terminal's width broke it.
+    fn screen_unwrapped(&self) -> String {
+        String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-J", "-t", "e2e"]).stdout).into_owned()
+    }
+
     /// The screen with its colours as escape sequences (tmux writes them as the cells' attributes).
     fn screen_with_colours(&self) -> String {
         String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-e", "-t", "e2e"]).stdout).into_owned()
@@ -369,7 +375,8 @@ fn an_abort_in_the_explorer_restores_the_terminal_and_says_why() {
     tmux.type_text(SENTENCE);
     let screen = tmux.wait_until("runlens to exit after the abort", RESULTS_TIMEOUT, |s| s.contains("modes:"));
     assert!(screen.contains("runlens exited with status 134"), "{changed:?}:\n{screen}");
-    let text = screen.split_whitespace().collect::<Vec<_>>().join(" ");
+    // The report is one long line: the terminal wraps it wherever its width falls.
+    let text = tmux.screen_unwrapped().split_whitespace().collect::<Vec<_>>().join(" ");
     for part in ["ExecuTorch aborted runlens while running", "xnnpack.pte", "method 'forward'", "EValue is not a"] {
         assert!(text.contains(part), "{part:?} missing from the terminal after the abort:\n{screen}");
     }
