@@ -51,6 +51,12 @@ impl Gap {
     pub fn is_nan(&self) -> bool {
         self.cosine.is_nan() || self.max_abs_diff.is_nan()
     }
+
+    /// Both figures finite. A gap that is not (a NaN, an infinity) is a drift,
+    /// the largest, wherever it was taken.
+    pub fn is_finite(&self) -> bool {
+        self.cosine.is_finite() && self.max_abs_diff.is_finite()
+    }
 }
 
 /// A module drifts when its output's cosine to eager's is below `1 - DRIFT`:
@@ -101,7 +107,8 @@ impl LayersReport {
     /// counts (a kernel call's, or an eager module's): a delegate call's output is its subgraph's, which need not
     /// be the output of the module its last node belongs to (DistilBERT's
     /// attention subgraphs end in a projection, not the attention's output).
-    /// A NaN gap is a drift, the largest.
+    /// A NaN (or infinite) gap is a drift, the largest, even at a delegate
+    /// call: the NaN is in the call's subgraph, whichever module made it.
     pub fn drift(&self, backend: &str) -> (Option<&str>, Option<&str>) {
         let gaps = self.own_distances(backend);
         let first = gaps.iter().find(|(_, d)| drifts(*d)).map(|(r, _)| *r);
@@ -125,14 +132,14 @@ impl LayersReport {
     }
 
     /// `(row, 1 - cosine)` of every row of `backend` measured on its own (at a
-    /// kernel call, or an eager module's output; not a delegate call's), in
-    /// table order; infinite when the gap is NaN.
+    /// kernel call, or an eager module's output; a delegate call's only when
+    /// its gap is not finite), in table order; infinite when the gap is not finite.
     fn own_distances(&self, backend: &str) -> Vec<(&str, f64)> {
         self.rows
             .iter()
             .filter_map(|r| self.gaps.get(&(r.clone(), backend.to_owned())).map(|g| (r.as_str(), g)))
-            .filter(|(_, g)| g.at != "delegate call")
-            .map(|(r, g)| (r, if g.is_nan() { f64::INFINITY } else { 1.0 - g.cosine }))
+            .filter(|(_, g)| g.at != "delegate call" || !g.is_finite())
+            .map(|(r, g)| (r, if g.is_finite() { 1.0 - g.cosine } else { f64::INFINITY }))
             .collect()
     }
 
@@ -443,9 +450,27 @@ mod tests {
         report.gaps.insert(("h.0.ln_2".to_owned(), "q".to_owned()), Gap { cosine: 1.0, max_abs_diff: f64::NAN, at: "kernel" });
         assert_eq!(report.drift("q").0, Some("h.0.ln_2"));
         assert!(report.to_string().contains("NaN"), "the table shows it");
+        // An infinite max|diff| beside a clean cosine is a drift too.
+        report.gaps.insert(("h.0.ln_2".to_owned(), "q".to_owned()), Gap { cosine: 1.0, max_abs_diff: f64::INFINITY, at: "kernel" });
+        assert_eq!(report.drift("q").0, Some("h.0.ln_2"));
         // Nothing drifts: nothing begins.
         let mut clean = decoder_report(gap(1.0, "kernel"));
         clean.gaps.insert(("head".to_owned(), "q".to_owned()), gap(1.0, "kernel"));
         assert_eq!((clean.drift("q"), clean.drift_begins("q")), ((None, None), None));
+    }
+
+    #[test]
+    fn a_nan_in_a_delegate_calls_output_is_a_drift_too() {
+        // Every module's own output clean; the attention's delegate call NaN. It
+        // was left out of the drift ("every module within ..."), as a delegate
+        // call's finite gap is (it may not be its module's own output).
+        let mut report = decoder_report(gap(1.0, "kernel"));
+        report.gaps.insert(("head".to_owned(), "q".to_owned()), gap(1.0, "kernel"));
+        assert_eq!(report.drift("q"), (None, None), "a finite delegate call's gap is not used");
+        report.gaps.insert(("h.0.attn".to_owned(), "q".to_owned()), Gap { cosine: f64::NAN, max_abs_diff: f64::NAN, at: "delegate call" });
+        assert_eq!(report.drift("q"), (Some("h.0.attn"), Some("h.0.attn")));
+        assert_eq!(report.drift_begins("q"), Some(DriftStart { clean_until: Some("h.0.ln_1"), between: vec![] }));
+        let text = report.to_string();
+        assert!(text.contains("q: first drifts at h.0.attn") && !text.contains("every module within"), "{text}");
     }
 }
