@@ -357,6 +357,21 @@ fn classification_panels_show_every_label() {
     check("classification_120x40", make().screen(120, 40));
 }
 
+#[test]
+fn a_nan_logit_is_never_the_same_label() {
+    // The NaN column's argmax is the reference's label (the first): the line
+    // used to read "same label" (and its probabilities 0 everywhere).
+    let scene = task_scene(
+        Task::TextClassification,
+        "tiny-bert-cls",
+        "what a day",
+        [fake_labels(vec![1.9, 0.1, 0.2]), fake_labels(vec![1.9, 0.1, f32::NAN]), fake_labels(vec![1.9, 0.1, 0.2])],
+    );
+    let screen = scene.screen(80, 24);
+    assert!(screen.contains("vs eager NaN LOGITS"), "{screen}");
+    assert_eq!(screen.matches("same label").count(), 1, "only the clean column: {screen}");
+}
+
 // ---- text generation: four columns writing as they go ----
 
 use runlens::task::generation::{Generation, Stop, TokenStep, Top1Agreement};

@@ -1,10 +1,12 @@
 //! A column's generation as it grows (text-generation): the tokens that have
 //! come in for one input, and what they measure. Only the tokens of the text
-//! now in the input line are ever kept for drawing; [`compare`] finds where a
-//! column's ids first leave the reference column's.
+//! now in the input line are ever kept for drawing; [`compare`] asks the task
+//! ([`crate::task::generation::parity::divergence`]) where a column's ids first
+//! leave the reference column's.
 
 use std::time::Duration;
 
+pub use crate::task::generation::Divergence;
 use crate::task::generation::{Stop, TokenStep};
 
 /// The tokens a column has written so far for input `generation`.
@@ -48,34 +50,10 @@ impl LiveGeneration {
     }
 }
 
-/// How a column's tokens compare with the reference column's for the same input.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Divergence {
-    /// This column is the reference.
-    Reference,
-    /// The same ids as far as both have gone (`compared` tokens); `complete` once both ended with the same ids.
-    Same { compared: usize, complete: bool },
-    /// The ids differ from token `index` on (an index into the generated ids).
-    At(usize),
-    /// No tokens of the reference for this input (yet).
-    Waiting,
-}
-
-/// Compare `mine` with `reference` (both for the same input).
+/// Compare `mine` with `reference` (both for the same input), as far as their tokens have come.
 pub fn compare(mine: &LiveGeneration, reference: &LiveGeneration) -> Divergence {
-    let compared = mine.tokens.len().min(reference.tokens.len());
-    if let Some(i) = mine.ids().zip(reference.ids()).position(|(a, b)| a != b) {
-        return Divergence::At(i);
-    }
-    // One ended before the other: they differ where the shorter stopped.
-    let ended_short = |a: &LiveGeneration, b: &LiveGeneration| a.is_done() && b.tokens.len() > a.tokens.len();
-    if ended_short(mine, reference) || ended_short(reference, mine) {
-        return Divergence::At(compared);
-    }
-    if compared == 0 {
-        return Divergence::Waiting;
-    }
-    Divergence::Same { compared, complete: mine.is_done() && reference.is_done() && mine.tokens.len() == reference.tokens.len() }
+    let (ids, reference_ids): (Vec<i64>, Vec<i64>) = (mine.ids().collect(), reference.ids().collect());
+    crate::task::generation::parity::divergence(&ids, mine.is_done(), &reference_ids, reference.is_done())
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ use crate::layers::LayersReport;
 use crate::profile::ProfileReport;
 use crate::schedule::{Job, Request, WorkerEvent};
 use crate::schedule::inbox::TeacherJob;
-use crate::task::{Task, TaskOutput, TaskParity};
+use crate::task::{Task, TaskOutput};
 
 /// How long typing must pause before the text runs (Enter runs at once).
 pub const DEBOUNCE: Duration = Duration::from_millis(120);
@@ -304,16 +304,14 @@ impl App {
             return ParityView::Reference;
         }
         match (&self.columns[index].output, &self.columns[reference].output) {
-            (Some(mine), Some(theirs)) if mine.generation == theirs.generation => match mine.output.parity(&theirs.output) {
-                Some(TaskParity::Generation(mut p)) => {
-                    p.top1 = match &self.columns[index].top1 {
-                        Some((g, Top1State::Done(agreement))) if *g == mine.generation => Some(*agreement),
-                        _ => None,
-                    };
-                    ParityView::Value(TaskParity::Generation(p))
-                }
-                parity => parity.map_or(ParityView::Unavailable, ParityView::Value),
-            },
+            (Some(mine), Some(theirs)) if mine.generation == theirs.generation => {
+                // text-generation: with the top-1 agreement measured for this text, when it is.
+                let top1 = match &self.columns[index].top1 {
+                    Some((g, Top1State::Done(agreement))) if *g == mine.generation => Some(*agreement),
+                    _ => None,
+                };
+                mine.output.parity(&theirs.output).map_or(ParityView::Unavailable, |p| ParityView::Value(p.with_top1(top1)))
+            }
             (Some(_), Some(_)) => ParityView::Waiting,
             _ => ParityView::Unavailable,
         }
@@ -531,7 +529,7 @@ impl App {
     fn text_changed(&mut self) {
         self.generation += 1;
         // A generation in progress is for the old text: it stops at its next token.
-        let generating = self.task == Task::TextGeneration && self.columns.iter().any(|c| c.running.is_some());
+        let generating = self.task.generates() && self.columns.iter().any(|c| c.running.is_some());
         if generating || self.columns.iter().any(|c| c.pending.is_some()) {
             // What waits is for the old text: drop it now rather than run it.
             self.requests.push(Request::Cancel);
@@ -634,7 +632,7 @@ impl App {
                 if c.pending.is_some_and(|p| p <= generation) {
                     c.pending = None;
                 }
-                if self.task == Task::TextGeneration && generation == current {
+                if self.task.generates() && generation == current {
                     // A new continuation: its per-token latencies start afresh.
                     c.live = Some(LiveGeneration::new(generation));
                     c.stats.clear();
@@ -723,9 +721,7 @@ impl App {
         let Some(r) = self.reference() else { return };
         let current = self.generation;
         let finished = |c: &Column| match &c.output {
-            Some(Output { generation, output: TaskOutput::Generation(g), input, .. })
-                if *generation == current && g.stop != crate::task::generation::Stop::Cancelled =>
-            {
+            Some(Output { generation, output: TaskOutput::Generation(g), input, .. }) if *generation == current && g.finished() => {
                 Some((g.ids.clone(), input.clone()))
             }
             _ => None,
@@ -737,12 +733,13 @@ impl App {
                 continue;
             }
             let Some((ids, input)) = finished(&self.columns[i]) else { continue };
-            let state = if ids == *reference {
-                Top1State::Done(crate::task::generation::Top1Agreement { agreed: ids.len(), positions: ids.len() })
-            } else {
-                let work = TeacherJob { job: Job { generation: current, input }, reference: reference.clone() };
-                self.requests.push(Request::TeacherForce(self.columns[i].kind.clone(), work));
-                Top1State::Pending
+            let state = match crate::task::generation::parity::known_without_a_pass(&ids, &reference) {
+                Some(agreement) => Top1State::Done(agreement),
+                None => {
+                    let work = TeacherJob { job: Job { generation: current, input }, reference: reference.clone() };
+                    self.requests.push(Request::TeacherForce(self.columns[i].kind.clone(), work));
+                    Top1State::Pending
+                }
             };
             self.columns[i].top1 = Some((current, state));
         }

@@ -53,7 +53,7 @@ pub struct BenchArgs {
 pub fn run(common: &Common, args: &BenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.max_seconds > 0.0 && args.max_seconds.is_finite(), "--max-seconds must be positive");
     let dir = common.model_dir()?;
-    if dir.task() == crate::task::Task::TextGeneration {
+    if dir.task().generates() {
         return run_generation(common, args, &dir);
     }
     let tokenizer = dir.load_tokenizer()?;

@@ -12,10 +12,10 @@ use serde::Serialize;
 
 use super::Common;
 use crate::backend::{self, BackendSpec};
-use crate::task::generation::{parity, terminal_safe, Generation, Stop, Top1Agreement, DEFAULT_MAX_NEW_TOKENS};
+use crate::task::generation::{parity, terminal_safe, Generation, Top1Agreement, DEFAULT_MAX_NEW_TOKENS};
+use crate::task::{TaskContext, TaskOutput, TaskParity, VsReference};
 use crate::tensor::Encoded;
 use crate::timeline::{nest, Process, Span, Thread};
-use crate::task::{Classification, FillMask, LabelProb, MaskPrediction, Task, TaskContext, TaskOutput, TaskParity};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -74,42 +74,17 @@ pub struct BackendResult {
     pub ok: bool,
     pub error: Option<String>,
     pub latency_ms: f64,
-    /// feature-extraction
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub embedding: Option<Vec<f32>>,
-    /// fill-mask
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub masks: Option<Vec<MaskPrediction>>,
-    /// text-classification, in label-id order
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub labels: Option<Vec<LabelProb>>,
-    /// text-generation: the new ids (the end-of-text id last when it stopped there)
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub generated_ids: Option<Vec<i64>>,
-    /// text-generation: their text, special tokens left out
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub generated_text: Option<String>,
-    /// text-generation: time to the first token (prefill and its argmax)
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ttft_ms: Option<f64>,
-    /// text-generation: tokens after the first per second (null with fewer than 2)
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub decode_tokens_per_s: Option<Option<f64>>,
-    /// text-generation: every new token's latency, the first is the TTFT
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub token_ms: Option<Vec<f64>>,
-    /// text-generation: why it stopped
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stop: Option<Stop>,
+    /// The task's output (the last run's), its fields as the task writes them
+    /// ([`TaskOutput`]'s JSON: `embedding`, `masks`, `labels`, `generated_ids`, ...); none when it failed.
+    #[serde(flatten)]
+    pub output: Option<TaskOutput>,
     /// text-generation with `--first-logits`: the prompt's next-token logits, [V]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_logits: Option<Vec<f32>>,
-    /// Against the reference backend: the task's parity (null for the reference itself).
-    pub parity: Option<TaskParity>,
-    pub max_abs_diff_vs_reference: Option<f64>,
-    /// feature-extraction only.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cosine_vs_reference: Option<f64>,
+    /// Against the reference backend ([`VsReference`]'s JSON: `parity`,
+    /// `max_abs_diff_vs_reference`, `cosine_vs_reference`); no parity for the reference itself.
+    #[serde(flatten)]
+    pub vs_reference: VsReference,
 }
 
 /// Run the command; `Ok(false)` when a backend failed (exit code 1, output still printed).
@@ -147,11 +122,11 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
         }
         return Err(e);
     }
-    if args.first_logits && ctx.task != Task::TextGeneration {
+    if args.first_logits && !ctx.task.generates() {
         anyhow::bail!("--first-logits is for text-generation models; {} is {}: leave the option out", report.model, report.task);
     }
     common.set_threads()?;
-    let stream = !args.json && ctx.task == Task::TextGeneration;
+    let stream = !args.json && ctx.task.generates();
     if stream {
         println!("{} · {} · {} prompt tokens, {} threads", report.model, report.task, input.len(), common.thread_count());
         println!("prompt: {}", input.text);
@@ -190,8 +165,7 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
                         baseline = (!first.is_quantized()).then(|| g.clone());
                     } else if let Some(reference) = &baseline {
                         let start = Instant::now();
-                        let decoder = b.as_decoder().ok_or_else(|| crate::task::NotADecoder(spec.name.clone()))?;
-                        let agreement = parity::top1_agreement(decoder, &input.ids, &g.ids, &reference.ids)
+                        let agreement = parity::top1_agreement_of(b.as_mut(), &spec.name, &input.ids, &g.ids, &reference.ids)
                             .map_err(|e| e.context(format!("teacher-forcing {} on {}'s new ids (parity.top1_agreement)", spec.name, first.name)))?;
                         if trace.is_some() {
                             let at = ns(start.saturating_duration_since(zero));
@@ -220,50 +194,22 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
     let ok: Vec<&BackendSpec> = results.iter().filter(|(_, r)| r.is_ok()).map(|(s, _)| s).collect();
     let reference = reference_of(&specs, &ok);
     report.reference = reference.name.clone();
-    report.backends = build_results(&reference, results);
-    if ctx.task == Task::TextGeneration {
-        let first_failed = results_failed(&report.backends, &first);
-        report.parity_note = logits_parity(&mut report.backends, &reference, reference.quantization.clone(), &top1, first_failed);
-    }
+    // text-generation: each backend's parity completed by the task with its top-1
+    // agreement (teacher-forced on the reference's ids while it was loaded); the note says why
+    // the logits fields are null.
+    let agreement = |name: &str| top1.iter().find(|(n, _)| n == name).map(|(_, a)| *a);
+    report.backends = build_results(&reference, results, |name, p| p.completed(reference.is_quantized(), agreement(name)));
+    let first_failed = results_failed(&report.backends, &first);
+    report.parity_note = parity::logits_note(ctx.task, &reference.name, reference.quantization.as_deref(), first_failed);
     let all_ok = report.backends.iter().all(|b| b.ok);
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
-    } else if ctx.task == Task::TextGeneration {
+    } else if ctx.task.generates() {
         print_generation(&report);
     } else {
         print_human(&report, &input, &ctx, common.thread_count());
     }
     Ok(all_ok)
-}
-
-/// text-generation: complete each backend's parity with its top-1 agreement
-/// (teacher-forced on the reference's ids while it was loaded), or, when the
-/// reference is quantized, drop the logits fields and say why.
-fn logits_parity(
-    backends: &mut [BackendResult],
-    reference: &BackendSpec,
-    quantized_reference: Option<String>,
-    top1: &[(String, Top1Agreement)],
-    first_failed: Option<&str>,
-) -> Option<String> {
-    for b in backends.iter_mut() {
-        let Some(TaskParity::Generation(p)) = &mut b.parity else { continue };
-        if quantized_reference.is_some() {
-            p.first_logits_cosine = None;
-        } else {
-            p.top1 = top1.iter().find(|(name, _)| *name == b.name).map(|(_, a)| *a);
-        }
-    }
-    match quantized_reference {
-        Some(scheme) => Some(format!(
-            "the reference {} is quantized ({scheme}): parity.first_logits_cosine and parity.top1_agreement are measured \
-             against a float32 reference only; add eager to --backends, or name a float32 program first",
-            reference.name
-        )),
-        None => first_failed.map(|name| {
-            format!("no parity.top1_agreement: {name}, the reference run first, failed, so no backend was teacher-forced on its ids")
-        }),
-    }
 }
 
 /// The name of `first` when it failed.
@@ -324,7 +270,7 @@ fn timed_runs(
         let wall = start.elapsed();
         times.push(wall.as_secs_f64() * 1e3);
         if let Some(spans) = spans.as_deref_mut() {
-            let what = if ctx.task == Task::TextGeneration { "generate" } else { "forward" };
+            let what = ctx.task.run_verb();
             let at = |t: Instant| ns(t.saturating_duration_since(zero));
             spans.push(Span::new(what, "run", at(start), ns(wall)).arg("run", run).arg("new_tokens", steps.len()));
             for (k, (handed, latency, id)) in steps.into_iter().enumerate() {
@@ -340,7 +286,13 @@ fn timed_runs(
     Ok((output, times[times.len() / 2]))
 }
 
-fn build_results(reference: &BackendSpec, results: Vec<(BackendSpec, anyhow::Result<Outcome>)>) -> Vec<BackendResult> {
+/// Each backend's row: its output, and its parity against `reference`'s
+/// output completed by `finish` (text-generation's logits fields).
+fn build_results(
+    reference: &BackendSpec,
+    results: Vec<(BackendSpec, anyhow::Result<Outcome>)>,
+    finish: impl Fn(&str, TaskParity) -> TaskParity,
+) -> Vec<BackendResult> {
     let reference_out: Option<TaskOutput> =
         results.iter().find(|(s, _)| s == reference).and_then(|(_, r)| r.as_ref().ok().map(|o| o.output.clone()));
     results
@@ -348,64 +300,27 @@ fn build_results(reference: &BackendSpec, results: Vec<(BackendSpec, anyhow::Res
         .map(|(spec, outcome)| match outcome {
             Ok(Outcome { output, latency_ms, first_logits }) => {
                 let parity = match &reference_out {
-                    Some(r) if spec != *reference => output.parity(r),
+                    Some(r) if spec != *reference => output.parity(r).map(|p| finish(&spec.name, p)),
                     _ => None,
                 };
-                let mut result = BackendResult {
+                BackendResult {
                     name: spec.name.clone(),
                     ok: true,
                     error: None,
                     latency_ms,
-                    embedding: None,
-                    masks: None,
-                    labels: None,
-                    generated_ids: None,
-                    generated_text: None,
-                    ttft_ms: None,
-                    decode_tokens_per_s: None,
-                    token_ms: None,
-                    stop: None,
+                    output: Some(output),
                     first_logits,
-                    parity,
-                    max_abs_diff_vs_reference: parity.filter(TaskParity::compares_values).map(|p| p.max_abs_diff()),
-                    cosine_vs_reference: match parity {
-                        Some(TaskParity::Embedding(p)) => Some(p.cosine),
-                        _ => None,
-                    },
-                };
-                match output {
-                    TaskOutput::Embedding(e) => result.embedding = Some(e.0),
-                    TaskOutput::FillMask(FillMask { masks, .. }) => result.masks = Some(masks),
-                    TaskOutput::Classification(Classification { labels, .. }) => result.labels = Some(labels),
-                    TaskOutput::Generation(g) => {
-                        result.ttft_ms = Some(g.ttft.as_secs_f64() * 1e3);
-                        result.decode_tokens_per_s = Some(g.decode_tokens_per_s());
-                        result.token_ms = Some(g.token_ms());
-                        result.stop = Some(g.stop);
-                        result.generated_ids = Some(g.ids);
-                        result.generated_text = Some(g.text);
-                    }
+                    vs_reference: VsReference(parity),
                 }
-                result
             }
             Err(e) => BackendResult {
                 name: spec.name.clone(),
                 ok: false,
                 error: Some(format!("{e:#}")),
                 latency_ms: 0.0,
-                embedding: None,
-                masks: None,
-                labels: None,
-                generated_ids: None,
-                generated_text: None,
-                ttft_ms: None,
-                decode_tokens_per_s: None,
-                token_ms: None,
-                stop: None,
+                output: None,
                 first_logits: None,
-                parity: None,
-                max_abs_diff_vs_reference: None,
-                cosine_vs_reference: None,
+                vs_reference: VsReference(None),
             },
         })
         .collect()
@@ -421,39 +336,40 @@ fn print_human(report: &RunReport, input: &Encoded, ctx: &TaskContext, threads: 
             println!("{:<width$} error: {}", b.name, b.error.as_deref().unwrap_or("?"));
             continue;
         }
-        let parity = match &b.parity {
+        let parity = match &b.vs_reference.0 {
             Some(TaskParity::Embedding(p)) => format!("vs {}: cosine {:.7}, max|diff| {:.1e}", report.reference, p.cosine, p.max_abs_diff),
-            Some(TaskParity::FillMask(p)) => format!(
+            Some(q @ TaskParity::FillMask(p)) => format!(
                 "vs {}: top-1 {}, top-{} overlap {:.0}%, max|diff| {:.1e}",
                 report.reference,
-                if p.same_top1 { "same" } else { "DIFFERS" },
+                q.same_word(),
                 ctx.top_k,
                 p.topk_overlap * 100.0,
                 p.max_abs_diff
             ),
-            Some(TaskParity::Classification(p)) => format!(
-                "vs {}: label {}, max|diff| {:.1e}",
-                report.reference,
-                if p.same_argmax { "same" } else { "DIFFERS" },
-                p.max_abs_diff
-            ),
+            Some(q @ TaskParity::Classification(p)) => {
+                format!("vs {}: label {}, max|diff| {:.1e}", report.reference, q.same_word(), p.max_abs_diff)
+            }
             Some(TaskParity::Generation(_)) => String::new(),
             None if b.name == report.reference => "(reference)".to_string(),
             None => "(no reference)".to_string(),
         };
         println!("{:<width$} {:>9.2} ms  {parity}", b.name, b.latency_ms);
-        if let Some(e) = &b.embedding {
-            let emb = crate::task::Embedding(e.clone());
-            let head: Vec<String> = e.iter().take(4).map(|v| format!("{v:+.4}")).collect();
-            println!("{:<width$}   {}-d [{}, ...] norm {:.4}", "", emb.dim(), head.join(", "), emb.norm());
-        }
-        for m in b.masks.iter().flatten() {
-            let top: Vec<String> = m.top.iter().map(|t| format!("{} {:.3}", t.token, t.prob)).collect();
-            println!("{:<width$}   mask @{}: {}", "", m.position, top.join(" · "));
-        }
-        if let Some(labels) = &b.labels {
-            let all: Vec<String> = labels.iter().map(|l| format!("{} {:.3}", l.label, l.prob)).collect();
-            println!("{:<width$}   {}", "", all.join(" · "));
+        match &b.output {
+            Some(TaskOutput::Embedding(emb)) => {
+                let head: Vec<String> = emb.values().iter().take(4).map(|v| format!("{v:+.4}")).collect();
+                println!("{:<width$}   {}-d [{}, ...] norm {:.4}", "", emb.dim(), head.join(", "), emb.norm());
+            }
+            Some(TaskOutput::FillMask(f)) => {
+                for m in &f.masks {
+                    let top: Vec<String> = m.top.iter().map(|t| format!("{} {:.3}", t.token, t.prob)).collect();
+                    println!("{:<width$}   mask @{}: {}", "", m.position, top.join(" · "));
+                }
+            }
+            Some(TaskOutput::Classification(c)) => {
+                let all: Vec<String> = c.labels.iter().map(|l| format!("{} {:.3}", l.label, l.prob)).collect();
+                println!("{:<width$}   {}", "", all.join(" · "));
+            }
+            Some(TaskOutput::Generation(_)) | None => {}
         }
     }
 }
@@ -479,12 +395,16 @@ fn print_generation(report: &RunReport) {
             println!("{:<width$} error: {}", b.name, b.error.as_deref().unwrap_or("?"));
             continue;
         }
-        let tokens = b.generated_ids.as_ref().map_or(0, Vec::len);
-        let speed = match b.decode_tokens_per_s.flatten() {
+        let generation = match &b.output {
+            Some(TaskOutput::Generation(g)) => Some(g),
+            _ => None,
+        };
+        let tokens = generation.map_or(0, |g| g.ids.len());
+        let speed = match generation.and_then(Generation::decode_tokens_per_s) {
             Some(v) => format!("{v:.1} tokens/s"),
             None => "- tokens/s".to_string(),
         };
-        let parity = match &b.parity {
+        let parity = match &b.vs_reference.0 {
             Some(TaskParity::Generation(p)) => {
                 let ids = if p.same_ids {
                     "same ids".to_string()
@@ -496,11 +416,11 @@ fn print_generation(report: &RunReport) {
             _ if b.name == report.reference => "(reference)".to_string(),
             _ => "(no reference)".to_string(),
         };
-        let stop = b.stop.map_or("?", Stop::name);
+        let stop = generation.map_or("?", |g| g.stop.name());
         println!(
             "{:<width$} TTFT {:>8.2} ms · decode {speed} · {tokens} tokens, stopped at {stop} · {parity}",
             b.name,
-            b.ttft_ms.unwrap_or(0.0)
+            generation.map_or(0.0, |g| g.ttft.as_secs_f64() * 1e3)
         );
     }
     if let Some(note) = &report.parity_note {

@@ -74,9 +74,8 @@ impl Worker {
                 Some(Work::TeacherForce(work)) => {
                     // A newer input (or a cancel) stops the pass between two steps; nothing is reported then.
                     let outcome = caught(|| {
-                        let decoder = backend.as_decoder().ok_or_else(|| crate::task::NotADecoder(kind.name.clone()))?;
                         let mut stop = || self.inbox.is_superseded();
-                        crate::task::generation::parity::teacher_forced_until(decoder, &work.job.input.ids, &work.reference, &mut stop)
+                        crate::task::generation::parity::teacher_forced_on(backend.as_mut(), &kind.name, &work.job.input.ids, &work.reference, &mut stop)
                     });
                     drop(turn);
                     if let Some(outcome) = outcome.transpose() {

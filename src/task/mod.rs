@@ -48,6 +48,21 @@ impl Task {
     pub fn expected_outputs(self) -> &'static str {
         self.output().expected()
     }
+
+    /// The task continues a prompt token by token (text-generation): its output
+    /// comes as a stream of tokens ([`run`]'s `on_token`), not from one forward.
+    pub fn generates(self) -> bool {
+        matches!(self, Task::TextGeneration)
+    }
+
+    /// What one run of the task is called in a timeline: `generate` or `forward`.
+    pub fn run_verb(self) -> &'static str {
+        if self.generates() {
+            "generate"
+        } else {
+            "forward"
+        }
+    }
 }
 
 /// Every task runlens runs, by its manifest name.
@@ -94,9 +109,10 @@ pub enum TaskParity {
 impl TaskParity {
     /// The outputs agree on what a person reads (the same top token at every
     /// mask, the same label, an embedding within cosine 0.9999, the same generated ids).
-    /// A NaN or infinite value anywhere (a difference that is not finite) never agrees.
+    /// A NaN or infinite value anywhere (a difference that is not finite, a
+    /// generation's first-step logits cosine that is NaN) never agrees.
     pub fn agrees(&self) -> bool {
-        if self.compares_values() && !self.max_abs_diff().is_finite() {
+        if self.not_finite().is_some() {
             return false;
         }
         match self {
@@ -123,6 +139,92 @@ impl TaskParity {
     pub fn compares_values(&self) -> bool {
         !matches!(self, TaskParity::Generation(_))
     }
+
+    /// `Some("NaN")` or `Some("INF")` when a compared value is not finite: a
+    /// NaN (or an infinity) on either side of the difference, an embedding's
+    /// or a generation's first-step logits cosine that is NaN. Then the outputs
+    /// never agree, whatever their top tokens, labels or ids.
+    pub fn not_finite(&self) -> Option<&'static str> {
+        let cosine = match self {
+            TaskParity::Embedding(p) => Some(p.cosine),
+            TaskParity::Generation(p) => p.first_logits_cosine,
+            _ => None,
+        };
+        let diff = if self.compares_values() { self.max_abs_diff() } else { 0.0 };
+        if diff.is_nan() || cosine.is_some_and(f64::is_nan) {
+            Some("NaN")
+        } else if diff.is_infinite() {
+            Some("INF")
+        } else {
+            None
+        }
+    }
+
+    /// The one word `run` prints for the task's headline comparison (the top
+    /// token at every mask, the label, the ids): `same`, `DIFFERS`, or, when a
+    /// compared value is not finite, `NaN` / `INF` (never `same`).
+    pub fn same_word(&self) -> &'static str {
+        let same = match self {
+            TaskParity::Embedding(p) => p.cosine >= 0.9999,
+            TaskParity::FillMask(p) => p.same_top1,
+            TaskParity::Classification(p) => p.same_argmax,
+            TaskParity::Generation(p) => p.same_ids,
+        };
+        match self.not_finite() {
+            Some(word) => word,
+            None if same => "same",
+            None => "DIFFERS",
+        }
+    }
+
+    /// The explorer's verdict in a column: `cos 0.9999998`, `same top-1` /
+    /// `TOP-1 DIFFERS`, `same label` / `LABEL DIFFERS`, `same ids` /
+    /// `IDS DIFFER`; `NaN LOGITS` / `INF LOGITS` when the compared logits are
+    /// not finite (never `same ...` then).
+    pub fn verdict(&self) -> String {
+        match (self, self.not_finite()) {
+            (TaskParity::Embedding(e), _) => format!("cos {:.7}", e.cosine),
+            (_, Some(word)) => format!("{word} LOGITS"),
+            (TaskParity::FillMask(f), None) if f.same_top1 => "same top-1".to_string(),
+            (TaskParity::FillMask(_), None) => "TOP-1 DIFFERS".to_string(),
+            (TaskParity::Classification(c), None) if c.same_argmax => "same label".to_string(),
+            (TaskParity::Classification(_), None) => "LABEL DIFFERS".to_string(),
+            (TaskParity::Generation(g), None) if g.same_ids => "same ids".to_string(),
+            (TaskParity::Generation(_), None) => "IDS DIFFER".to_string(),
+        }
+    }
+
+    /// text-generation: this parity with the top-1 agreement measured for it
+    /// (teacher-forced on the reference's new ids while its backend was
+    /// loaded); no change for the other tasks.
+    pub fn with_top1(self, top1: Option<generation::Top1Agreement>) -> TaskParity {
+        match self {
+            TaskParity::Generation(p) => TaskParity::Generation(GenerationParity { top1, ..p }),
+            other => other,
+        }
+    }
+
+    /// text-generation: against a quantized reference the logits fields
+    /// (first-step cosine, top-1 agreement) measure nothing and are dropped;
+    /// no change otherwise, nor for the other tasks.
+    pub fn against_quantized_reference(self) -> TaskParity {
+        match self {
+            TaskParity::Generation(p) => TaskParity::Generation(GenerationParity { first_logits_cosine: None, top1: None, ..p }),
+            other => other,
+        }
+    }
+
+    /// `run`'s parity of a backend: text-generation's completed with the
+    /// top-1 agreement measured for it, or without the logits fields when the
+    /// reference (`reference_quantized`) is quantized ([`parity::logits_note`](generation::parity::logits_note)
+    /// says why); the other tasks' as they are.
+    pub fn completed(self, reference_quantized: bool, top1: Option<generation::Top1Agreement>) -> TaskParity {
+        if reference_quantized {
+            self.against_quantized_reference()
+        } else {
+            self.with_top1(top1)
+        }
+    }
 }
 
 impl TaskOutput {
@@ -143,6 +245,46 @@ impl TaskOutput {
             (TaskOutput::Generation(a), TaskOutput::Generation(b)) => Some(TaskParity::Generation(GenerationParity::between(a, b))),
             _ => None,
         }
+    }
+}
+
+/// In `run --json`, the output's fields, flattened into its backend's object:
+/// `embedding` (feature-extraction), `masks` (fill-mask: each mask's
+/// `position` and `top` tokens), `labels` (text-classification, in label-id
+/// order), or a generation's ([`Generation`]'s `generated_ids`,
+/// `generated_text`, `ttft_ms`, `decode_tokens_per_s`, `token_ms`, `stop`).
+impl Serialize for TaskOutput {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        match self {
+            TaskOutput::Embedding(e) => m.serialize_entry("embedding", e.values())?,
+            TaskOutput::FillMask(f) => m.serialize_entry("masks", &f.masks)?,
+            TaskOutput::Classification(c) => m.serialize_entry("labels", &c.labels)?,
+            TaskOutput::Generation(g) => g.json_fields(&mut m)?,
+        }
+        m.end()
+    }
+}
+
+/// One output against the reference's, as `run --json` has it in the
+/// backend's object: `parity` (the task's [`TaskParity`]; null for the
+/// reference itself and when not comparable), `max_abs_diff_vs_reference`
+/// (null for text-generation, which compares ids) and, for
+/// feature-extraction, `cosine_vs_reference`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct VsReference(pub Option<TaskParity>);
+
+impl Serialize for VsReference {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("parity", &self.0)?;
+        m.serialize_entry("max_abs_diff_vs_reference", &self.0.filter(TaskParity::compares_values).map(|p| p.max_abs_diff()))?;
+        if let Some(TaskParity::Embedding(p)) = self.0 {
+            m.serialize_entry("cosine_vs_reference", &p.cosine)?;
+        }
+        m.end()
     }
 }
 
@@ -281,12 +423,18 @@ fn label_names(config: &std::path::Path) -> anyhow::Result<Vec<String>> {
     Ok(names)
 }
 
-/// Numerically stable softmax in f64.
+/// Numerically stable softmax in f64. A NaN logit makes every probability
+/// NaN (the distribution is undefined: no token or label may look likely, or
+/// certain not to be), as does a sum that is not a positive number (an
+/// infinite logit, every logit -inf).
 pub(crate) fn softmax(logits: &[f32]) -> Vec<f64> {
+    if logits.iter().any(|v| v.is_nan()) {
+        return vec![f64::NAN; logits.len()];
+    }
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
     let exp: Vec<f64> = logits.iter().map(|&v| (v as f64 - max).exp()).collect();
     let sum: f64 = exp.iter().sum();
-    exp.into_iter().map(|e| if sum > 0.0 { e / sum } else { 0.0 }).collect()
+    exp.into_iter().map(|e| if sum > 0.0 { e / sum } else { f64::NAN }).collect()
 }
 
 /// Largest element-wise difference of two equal-length slices; `None` when
@@ -386,8 +534,8 @@ mod tests {
         fails(&TaskOutput::Embedding(Embedding(vec![0.6, 0.8, f32::NAN])), &clean);
         fails(&TaskOutput::Embedding(Embedding(vec![0.6, f32::INFINITY, 0.0])), &clean);
 
-        // Classification: a NaN logit makes every probability 0, so the argmax is
-        // the first label, the reference's too: the same label, and still no parity.
+        // Classification: a NaN logit makes every probability NaN, so the argmax is
+        // the first label (a tie), the reference's too: the same label, and still no parity.
         let reference = TaskOutput::Classification(Classification::from_logits(vec![2.0, 0.1, -1.0], &[]));
         let nan = TaskOutput::Classification(Classification::from_logits(vec![2.0, 0.1, f32::NAN], &[]));
         assert!(matches!(nan.parity(&reference), Some(TaskParity::Classification(ClassificationParity { same_argmax: true, .. }))));
@@ -404,6 +552,57 @@ mod tests {
         let Some(TaskParity::FillMask(p)) = nan.parity(&reference) else { panic!("comparable") };
         assert!(p.same_top1 && p.topk_overlap == 1.0, "{p:?}");
         fails(&nan, &reference);
+    }
+
+    #[test]
+    fn softmax_of_a_nan_logit_is_nan_not_zero() {
+        // It was 0 everywhere: a NaN logit read as "certainly not this token".
+        for logits in [[f32::NAN, 1.0, 2.0], [1.0, 2.0, f32::NAN], [1.0, f32::INFINITY, 2.0]] {
+            let p = softmax(&logits);
+            assert_eq!(p.len(), 3);
+            assert!(p.iter().all(|v| v.is_nan()), "{logits:?}: {p:?}");
+        }
+        // Shown as NaN, never as a probability.
+        let c = Classification::from_logits(vec![2.0, f32::NAN], &[]);
+        assert!(c.labels.iter().all(|l| l.prob.is_nan()), "{c:?}");
+        assert!(softmax(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_verdict_is_never_same_with_a_nan_or_an_infinity() {
+        let fill = |same_top1, max_abs_diff| TaskParity::FillMask(FillMaskParity { same_top1, topk_overlap: 1.0, max_abs_diff });
+        let label = |same_argmax, max_abs_diff| TaskParity::Classification(ClassificationParity { same_argmax, max_abs_diff });
+        assert_eq!((fill(true, 1e-6).verdict(), fill(true, 1e-6).same_word()), ("same top-1".to_string(), "same"));
+        assert_eq!((fill(false, 1e-6).verdict(), fill(false, 1e-6).same_word()), ("TOP-1 DIFFERS".to_string(), "DIFFERS"));
+        assert_eq!((label(true, 0.0).verdict(), label(false, 0.0).verdict()), ("same label".to_string(), "LABEL DIFFERS".to_string()));
+        for p in [fill(true, f64::NAN), fill(false, f64::NAN), label(true, f64::NAN)] {
+            assert_eq!((p.verdict(), p.same_word(), p.agrees()), ("NaN LOGITS".to_string(), "NaN", false), "{p:?}");
+        }
+        assert_eq!((fill(true, f64::INFINITY).verdict(), label(true, f64::INFINITY).same_word()), ("INF LOGITS".to_string(), "INF"));
+        let embedding = TaskParity::Embedding(Parity { cosine: f64::NAN, max_abs_diff: f64::NAN });
+        assert_eq!((embedding.verdict(), embedding.same_word()), ("cos NaN".to_string(), "NaN"));
+    }
+
+    #[test]
+    fn a_generation_whose_first_logits_cosine_is_nan_does_not_agree() {
+        let ids = GenerationParity::of(&[1, 2], &[1, 2]);
+        assert!(TaskParity::Generation(ids).agrees());
+        let nan = TaskParity::Generation(GenerationParity { first_logits_cosine: Some(f64::NAN), ..ids });
+        assert!(!nan.agrees(), "{nan:?}");
+        assert_eq!((nan.verdict(), nan.same_word()), ("NaN LOGITS".to_string(), "NaN"));
+        // Through the outputs: an infinite first-step logit (argmax still works) makes the cosine NaN.
+        let generation = |first_logits: Vec<f32>| TaskOutput::Generation(Generation {
+            prompt_len: 1,
+            ids: vec![1, 2],
+            text: String::new(),
+            ttft: std::time::Duration::ZERO,
+            token_latencies: Vec::new(),
+            stop: generation::Stop::MaxNewTokens,
+            first_logits,
+        });
+        let p = generation(vec![0.0, f32::INFINITY]).parity(&generation(vec![0.0, 1.0])).unwrap();
+        assert!(!p.agrees(), "{p:?}");
+        assert!(generation(vec![0.0, 1.0]).parity(&generation(vec![0.0, 1.0])).unwrap().agrees());
     }
 
     #[test]

@@ -335,15 +335,8 @@ impl BackendColumn<'_> {
             ),
             ParityView::Value(p) => {
                 let colour = if stale { DIM } else { Style::new().fg(task_parity_colour(&p)).add_modifier(Modifier::BOLD) };
-                let verdict = match p {
-                    TaskParity::Embedding(e) => format!("cos {:.7}", e.cosine),
-                    TaskParity::FillMask(f) if f.same_top1 => "same top-1".to_string(),
-                    TaskParity::FillMask(_) => "TOP-1 DIFFERS".to_string(),
-                    TaskParity::Classification(c) if c.same_argmax => "same label".to_string(),
-                    TaskParity::Classification(_) => "LABEL DIFFERS".to_string(),
-                    TaskParity::Generation(g) if g.same_ids => "same ids".to_string(),
-                    TaskParity::Generation(_) => "IDS DIFFER".to_string(),
-                };
+                // The task's words: never "same" when a compared value is NaN or infinite.
+                let verdict = p.verdict();
                 let overlap = match p {
                     TaskParity::FillMask(f) => format!(" · top-k {:.0}%", f.topk_overlap * 100.0),
                     _ => String::new(),

@@ -20,7 +20,7 @@ mod greedy;
 pub mod parity;
 
 pub use detokenizer::{terminal_safe, Detokenizer, TextStream};
-pub use parity::Top1Agreement;
+pub use parity::{Divergence, Top1Agreement};
 pub use greedy::{
     argmax, check_prompt, greedy, GenerateOptions, Generation, PromptError, Stop, TokenStep, DEFAULT_MAX_NEW_TOKENS,
 };
@@ -48,11 +48,10 @@ pub struct GenerationParity {
 impl GenerationParity {
     /// The ids alone.
     pub fn of(ids: &[i64], reference: &[i64]) -> GenerationParity {
-        let first_divergence = ids
-            .iter()
-            .zip(reference)
-            .position(|(a, b)| a != b)
-            .or_else(|| (ids.len() != reference.len()).then(|| ids.len().min(reference.len())));
+        let first_divergence = match parity::divergence(ids, true, reference, true) {
+            Divergence::At(index) => Some(index),
+            Divergence::Same { .. } | Divergence::Waiting | Divergence::Reference => None,
+        };
         GenerationParity { same_ids: first_divergence.is_none(), first_divergence, first_logits_cosine: None, top1: None }
     }
 
@@ -90,9 +89,30 @@ pub struct GenerationContext {
     pub options: GenerateOptions,
 }
 
+impl Generation {
+    /// It ran to its end (it was not cancelled for a newer input): its ids can
+    /// be compared with another's.
+    pub fn finished(&self) -> bool {
+        self.stop != Stop::Cancelled
+    }
+
+    /// Its fields in `run --json` (into the backend's object): `generated_ids`
+    /// (the end-of-text id last when it stopped there), `generated_text`
+    /// (special tokens left out), `ttft_ms`, `decode_tokens_per_s` (null with
+    /// fewer than 2 tokens), `token_ms` (the first is the TTFT), `stop`.
+    pub(crate) fn json_fields<M: serde::ser::SerializeMap>(&self, m: &mut M) -> Result<(), M::Error> {
+        m.serialize_entry("generated_ids", &self.ids)?;
+        m.serialize_entry("generated_text", &self.text)?;
+        m.serialize_entry("ttft_ms", &(self.ttft.as_secs_f64() * 1e3))?;
+        m.serialize_entry("decode_tokens_per_s", &self.decode_tokens_per_s())?;
+        m.serialize_entry("token_ms", &self.token_ms())?;
+        m.serialize_entry("stop", &self.stop)
+    }
+}
+
 /// A text-generation program or model that cannot continue a sequence.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}: this backend cannot generate text (it is not a decoder: no KV-cache program, window program or eager GPT-2)")]
+#[error("{0}: this backend cannot generate text (it is not a decoder: neither a KV-cache or window program nor an eager decoder)")]
 pub struct NotADecoder(pub String);
 
 /// Continue `input` greedily on `backend`, `on_token` called for every new token

@@ -5,10 +5,96 @@
 //! - the cosine of two first-step (prefill) logit vectors ([`crate::task::cosine`]);
 //! - [`teacher_forced`]: the prompt, then the reference's tokens fed one by one
 //!   (not the decoder's own picks), counting the positions where the decoder's
-//!   likeliest token is the reference's: the top-1 agreement ([`Top1Agreement`]).
+//!   likeliest token is the reference's: the top-1 agreement ([`Top1Agreement`]);
+//! - [`divergence`]: where a continuation's ids leave the reference's, as the
+//!   tokens come (the explorer) or once both ended ([`super::GenerationParity`]);
+//! - [`logits_note`]: why `run --json` has no logits fields.
+//!
+//! `run` and the explorer only call these, and show what they return.
 
 use super::argmax;
-use crate::backend::Decoder;
+use crate::backend::{Backend, Decoder};
+use crate::model::Task;
+
+/// How a continuation's ids compare with the reference's for the same prompt,
+/// as far as both have come.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Divergence {
+    /// This continuation is the reference.
+    Reference,
+    /// The same ids as far as both have gone (`compared` tokens); `complete` once both ended with the same ids.
+    Same { compared: usize, complete: bool },
+    /// The ids differ from token `index` on (an index into the new ids).
+    At(usize),
+    /// No tokens of the reference for this prompt (yet).
+    Waiting,
+}
+
+/// Compare the new ids `mine` with `reference`'s (both for the same prompt),
+/// each `done` once it ended: the first index where they differ, or where the
+/// one that ended first stopped while the other went on.
+pub fn divergence(mine: &[i64], mine_done: bool, reference: &[i64], reference_done: bool) -> Divergence {
+    let compared = mine.len().min(reference.len());
+    if let Some(i) = mine.iter().zip(reference).position(|(a, b)| a != b) {
+        return Divergence::At(i);
+    }
+    // One ended before the other: they differ where the shorter stopped.
+    if (mine_done && reference.len() > mine.len()) || (reference_done && mine.len() > reference.len()) {
+        return Divergence::At(compared);
+    }
+    if compared == 0 {
+        return Divergence::Waiting;
+    }
+    Divergence::Same { compared, complete: mine_done && reference_done && mine.len() == reference.len() }
+}
+
+/// The top-1 agreement known without a pass: a continuation with the
+/// reference's very ids agreed at every position (the greedy loop fed its
+/// decoder exactly those and took its likeliest each time); `None` when a
+/// [`teacher_forced`] pass must measure it.
+pub fn known_without_a_pass(generated: &[i64], reference: &[i64]) -> Option<Top1Agreement> {
+    (generated == reference).then_some(Top1Agreement { agreed: reference.len(), positions: reference.len() })
+}
+
+/// [`top1_agreement`] of `backend` (called `name` in errors), its decoder
+/// asked of it: `run` calls it while the backend is loaded.
+pub fn top1_agreement_of(backend: &mut dyn Backend, name: &str, prompt: &[i64], generated: &[i64], reference: &[i64]) -> anyhow::Result<Top1Agreement> {
+    let decoder = backend.as_decoder().ok_or_else(|| super::NotADecoder(name.to_string()))?;
+    top1_agreement(decoder, prompt, generated, reference)
+}
+
+/// [`teacher_forced_until`] on `backend` (called `name` in errors), its
+/// decoder asked of it: the explorer's worker calls it.
+pub fn teacher_forced_on(
+    backend: &mut dyn Backend,
+    name: &str,
+    prompt: &[i64],
+    reference: &[i64],
+    stop: &mut dyn FnMut() -> bool,
+) -> anyhow::Result<Option<Top1Agreement>> {
+    let decoder = backend.as_decoder().ok_or_else(|| super::NotADecoder(name.to_string()))?;
+    teacher_forced_until(decoder, prompt, reference, stop)
+}
+
+/// `run`'s note on a text-generation report whose logits fields
+/// (`parity.first_logits_cosine`, `parity.top1_agreement`) are null: the
+/// reference (`reference`, quantized with `quantization`) measures nothing
+/// against a float32 one, or `first_failed`, the reference run first, failed
+/// so no backend was teacher-forced. `None` for the other tasks.
+pub fn logits_note(task: Task, reference: &str, quantization: Option<&str>, first_failed: Option<&str>) -> Option<String> {
+    if !task.generates() {
+        return None;
+    }
+    match quantization {
+        Some(scheme) => Some(format!(
+            "the reference {reference} is quantized ({scheme}): parity.first_logits_cosine and parity.top1_agreement are measured \
+             against a float32 reference only; add eager to --backends, or name a float32 program first"
+        )),
+        None => first_failed.map(|name| {
+            format!("no parity.top1_agreement: {name}, the reference run first, failed, so no backend was teacher-forced on its ids")
+        }),
+    }
+}
 
 /// Positions where a decoder's likeliest next token was the reference's, fed
 /// the reference's sequence (teacher-forced).
@@ -73,10 +159,10 @@ pub fn teacher_forced_until(
 /// otherwise one [`teacher_forced`] pass.
 pub fn top1_agreement(decoder: &mut dyn Decoder, prompt: &[i64], generated: &[i64], reference: &[i64]) -> anyhow::Result<Top1Agreement> {
     let room = decoder.max_len().saturating_sub(prompt.len());
-    if generated == reference && reference.len() <= room {
-        return Ok(Top1Agreement { agreed: reference.len(), positions: reference.len() });
+    match known_without_a_pass(generated, reference) {
+        Some(agreement) if reference.len() <= room => Ok(agreement),
+        _ => teacher_forced(decoder, prompt, reference),
     }
-    teacher_forced(decoder, prompt, reference)
 }
 
 #[cfg(test)]
@@ -147,6 +233,28 @@ mod tests {
         assert_eq!(argmax(&[0.0, f32::NAN, 1.0]).ok(), None);
         assert_eq!(argmax(&[1.0, 3.0, 3.0]).ok(), Some(1), "the first on ties");
         assert!(teacher_forced(&mut d, &[], &[1]).is_err());
+    }
+
+    #[test]
+    fn divergence_as_the_tokens_come_and_once_both_ended() {
+        assert_eq!(divergence(&[1, 2], false, &[], false), Divergence::Waiting);
+        assert_eq!(divergence(&[1, 2], false, &[1, 2, 3], false), Divergence::Same { compared: 2, complete: false });
+        assert_eq!(divergence(&[1, 2, 3], true, &[1, 2, 3], true), Divergence::Same { compared: 3, complete: true });
+        assert_eq!(divergence(&[1, 9, 3], false, &[1, 2, 3], true), Divergence::At(1));
+        assert_eq!(divergence(&[1, 2], true, &[1, 2, 3], false), Divergence::At(2));
+        assert_eq!(divergence(&[1, 2, 3, 4], false, &[1, 2, 3], true), Divergence::At(3));
+        assert_eq!(known_without_a_pass(&[4, 5], &[4, 5]), Some(Top1Agreement { agreed: 2, positions: 2 }));
+        assert_eq!(known_without_a_pass(&[4, 5], &[4, 6]), None);
+    }
+
+    #[test]
+    fn the_note_says_why_the_logits_fields_are_null() {
+        let quantized = logits_note(Task::TextGeneration, "xnnpack-8da4w", Some("8da4w"), None).unwrap();
+        assert!(quantized.contains("xnnpack-8da4w is quantized (8da4w)") && quantized.contains("float32"), "{quantized}");
+        let failed = logits_note(Task::TextGeneration, "portable", None, Some("eager")).unwrap();
+        assert!(failed.contains("eager, the reference run first, failed"), "{failed}");
+        assert_eq!(logits_note(Task::TextGeneration, "eager", None, None), None);
+        assert_eq!(logits_note(Task::FillMask, "xnnpack-8da4w", Some("8da4w"), None), None, "only text-generation has logits fields");
     }
 
     #[test]
