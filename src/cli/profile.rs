@@ -31,13 +31,16 @@ fn specs(common: &Common, dir: &crate::model::ModelDir) -> anyhow::Result<Vec<Ba
     let catalog = common.catalog(dir)?;
     if common.backends.is_some() {
         let chosen = common.backends(dir)?;
-        if let Some(s) = chosen.iter().find(|s| s.pte_file().is_none()) {
-            let programs: Vec<&str> = catalog.iter().filter(|s| s.pte_file().is_some()).map(|s| s.name.as_str()).collect();
+        if let Some(s) = chosen.iter().find(|s| !s.per_operator_times().is_available()) {
+            let programs: Vec<&str> = catalog.iter().filter(|s| s.per_operator_times().is_available()).map(|s| s.name.as_str()).collect();
             anyhow::bail!("{s} has no ExecuTorch program to profile; --backends takes {}", programs.join(", "));
         }
         return Ok(chosen);
     }
-    let present: Vec<BackendSpec> = catalog.into_iter().filter(|s| s.pte_file().is_some_and(|p| p.is_file() || s.given)).collect();
+    let present: Vec<BackendSpec> = catalog
+        .into_iter()
+        .filter(|s| s.per_operator_times().is_available() && (s.given || backend::files_present(s, dir).is_ok()))
+        .collect();
     anyhow::ensure!(!present.is_empty(), "{}: no ExecuTorch program is present; re-export the directory", dir.root().display());
     Ok(present)
 }
