@@ -344,8 +344,7 @@ impl BackendSpec {
         match self.runtime() {
             Runtime::ExecuTorch => Ability::Available,
             Runtime::Eager => Ability::NotAvailable(format!(
-                "{}: per-operator times are not available for {} (they come from an ExecuTorch program's ETDump)",
-                self.name,
+                "per-operator times are not available for {} (they come from an ExecuTorch program's ETDump)",
                 self.runtime()
             )),
         }

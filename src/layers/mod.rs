@@ -156,6 +156,7 @@ pub fn layers_timed(
     // Eager's quantized columns' outputs, compared with the reference once it is there.
     let mut quantized_eager: Vec<(String, EagerOutputs)> = Vec::new();
     for spec in specs {
+        spec.per_module_times().check().with_context(|| format!("{spec}: cannot time it per module"))?;
         let layers = match spec.runtime() {
             Runtime::ExecuTorch => program_timed(spec, input, runs, output, trace.as_deref_mut()).map(|(layers, t)| {
                 times.insert(spec.name.clone(), t);
