@@ -598,6 +598,40 @@ mod tests {
         vec![BackendSpec::eager(), prog("portable", "portable"), prog("xnnpack", "xnnpack"), prog("xnnpack-int8", "xnnpack")]
     }
 
+    /// The delegate is the manifest's when it says one (null included), else read
+    /// from the file; never guessed from the name.
+    #[test]
+    fn the_delegate_comes_from_the_manifest_or_the_file_not_the_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let testdata = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/pte/testdata");
+        for (from, to) in [("flat_xnnpack", "a"), ("flat_portable", "b"), ("foo_backend", "c")] {
+            std::fs::copy(testdata.join(format!("{from}.pte")), tmp.path().join(format!("{to}.pte"))).unwrap();
+        }
+        let manifest = r#"{"runlens_manifest": 2, "model": "x", "task": "feature-extraction", "max_seq_len": 64,
+            "programs": [{"name": "my-portable-thing", "file": "a.pte", "title": "A"},
+                         {"name": "xnnpack-fast", "file": "b.pte", "title": "B"},
+                         {"name": "c", "file": "c.pte", "title": "C"},
+                         {"name": "said-none", "file": "a.pte", "title": "D", "delegate": null},
+                         {"name": "said-xnnpack", "file": "b.pte", "title": "E", "delegate": "XnnpackBackend", "fixed_len": 64}]}"#;
+        std::fs::write(tmp.path().join("manifest.json"), manifest).unwrap();
+        let dir = ModelDir::open(tmp.path()).unwrap();
+        let extra = [("given".to_string(), tmp.path().join("a.pte")), ("gone".to_string(), tmp.path().join("gone.pte"))];
+        let specs = super::catalog(&dir, &extra).unwrap();
+        let of = |name: &str| specs.iter().find(|s| s.name == name).unwrap();
+        assert_eq!(of("my-portable-thing").delegate, Delegate::Xnnpack);
+        assert_eq!(of("xnnpack-fast").delegate, Delegate::None);
+        assert!(matches!(&of("c").delegate, Delegate::Other(id) if !id.is_empty()), "{:?}", of("c").delegate);
+        assert_eq!(of("said-none").delegate, Delegate::None, "the manifest's null is no delegate");
+        assert_eq!((of("said-xnnpack").delegate.clone(), of("said-xnnpack").fixed_len), (Delegate::Xnnpack, Some(64)));
+        assert_eq!(of("given").delegate, Delegate::Xnnpack);
+        assert_eq!(of("gone").delegate, Delegate::Unknown);
+        assert!(specs.iter().all(|s| s.runtime() == Runtime::ExecuTorch));
+        assert!(of("my-portable-thing").is_float_xnnpack_program() && !of("my-portable-thing").is_undelegated_program());
+        assert!(of("xnnpack-fast").is_undelegated_program() && !of("xnnpack-fast").is_float_xnnpack_program());
+        assert!(!of("said-xnnpack").is_float_xnnpack_program(), "a fixed-length program is not the one bench pairs");
+        assert!(!BackendSpec::eager().per_operator_times().is_available() && BackendSpec::eager().runtime() == Runtime::Eager);
+    }
+
     #[test]
     fn defaults_take_the_first_present_program_of_each_column() {
         let c = catalog();

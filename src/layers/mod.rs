@@ -87,7 +87,7 @@ pub type EagerOutputs = std::collections::BTreeMap<String, Vec<f32>>;
 /// A backend that times its own modules (eager), per module: one warm-up run,
 /// then `runs` timed runs averaged; then one run keeping each innermost
 /// module's output (for the gaps). With `trace`, the timed runs are added to
-/// it as a process. Asked of the loaded backend ([`Backend::run_timed_per_module`]):
+/// it as a process. Asked of the loaded backend ([`crate::backend::Backend::run_timed_per_module`]):
 /// one that cannot says so.
 pub fn own_modules(spec: &BackendSpec, dir: &ModelDir, input: &Encoded, runs: u32, trace: Option<&mut Timeline>) -> anyhow::Result<(BackendLayers, EagerOutputs)> {
     let mut backend = crate::task::load_backend(spec, dir)?;
