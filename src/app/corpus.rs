@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Nearest;
-use crate::backend::BackendSpec;
+use crate::backend::{BackendSpec, Delegate, Runtime};
 use crate::model::Encoded;
 use crate::task::Embedding;
 
@@ -42,15 +42,39 @@ impl Corpus {
 
 /// The order in which backends are asked to embed the corpus: fastest first
 /// among those that match eager (a fixed-length program pads every sentence,
-/// int8 is an approximation, portable is slow). Names are the manifest's.
+/// quantized weights are an approximation, a program on no delegate is slow).
+/// Read from what each spec is, never from its name.
 pub(super) fn corpus_preference(spec: &BackendSpec) -> u8 {
-    let name = spec.name.as_str();
-    match () {
-        _ if spec.is_float_eager() => 1,
-        _ if spec.is_eager() => 3,
-        _ if name.contains("portable") => 4,
-        _ if name.contains("int8") => 3,
-        _ if name.contains("static") => 2,
-        _ => 0,
+    match spec.runtime() {
+        Runtime::Eager if spec.is_quantized() => 3,
+        Runtime::Eager => 1,
+        Runtime::ExecuTorch => match spec.delegate {
+            Delegate::None => 4,
+            Delegate::Xnnpack | Delegate::Other(_) | Delegate::Unknown if spec.is_quantized() => 3,
+            Delegate::Xnnpack | Delegate::Other(_) | Delegate::Unknown if spec.fixed_len.is_some() => 2,
+            Delegate::Xnnpack | Delegate::Other(_) | Delegate::Unknown => 0,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::corpus_preference;
+    use crate::backend::{named, BackendSpec, Delegate};
+
+    #[test]
+    fn the_corpus_goes_to_the_fastest_program_by_what_it_is_not_by_its_name() {
+        let order = |names: &[&str]| names.iter().map(|n| corpus_preference(&named(n))).collect::<Vec<_>>();
+        // MiniLM's: XNNPACK first, then eager, the fixed-length program, int8, portable last.
+        assert_eq!(order(&["xnnpack", "eager", "xnnpack-static", "xnnpack-int8", "portable"]), [0, 1, 2, 3, 4]);
+        assert_eq!(corpus_preference(&BackendSpec::eager_with(crate::backend::WeightFormat::Int8)), 3);
+        // A program named like portable but lowered to XNNPACK is as fast as XNNPACK.
+        let mut mine = named("my-portable-thing");
+        mine.delegate = Delegate::Xnnpack;
+        assert_eq!(corpus_preference(&mine), 0);
+        // Named like int8 and static, but float, dynamic and on no delegate: portable's place.
+        let mut plain = named("int8-static");
+        plain.delegate = Delegate::None;
+        assert_eq!(corpus_preference(&plain), 4);
     }
 }

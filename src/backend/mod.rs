@@ -1,7 +1,10 @@
 //! The inference paths runlens compares, tensor in and tensor out. Which paths
 //! exist is data: [`catalog`] reads them from the model directory's manifest
-//! (and `--program NAME=FILE.pte`); the only variant the code matches on is
-//! [`Source`]: runlens' own eager model, or an ExecuTorch program file.
+//! (and `--program NAME=FILE.pte`). Each [`BackendSpec`] says what it is as
+//! data: its [`Runtime`] (runlens' own eager model, or an ExecuTorch program
+//! file), its [`Delegate`], its quantization and fixed length; code outside
+//! this folder matches on those, never on a name, and asks a spec or a loaded
+//! [`Backend`] for what it can give ([`Ability`]).
 //!
 //! The eager path is the cargo feature `eager` (on by default): without it
 //! (`make lite`) the binary is ExecuTorch alone, with no tch and no libtorch;
@@ -43,6 +46,139 @@ pub trait Backend: Send {
     /// `None` for an encoder.
     fn weight_bytes_per_token(&self) -> Option<u64> {
         None
+    }
+    /// How long opening its model took inside the runtime, when the runtime
+    /// measures it (a program's open); `None`: the caller times the load.
+    fn load_time(&self) -> Option<std::time::Duration> {
+        None
+    }
+    /// One run timed per module of the model (eager: its own module scopes);
+    /// `None` when this backend cannot time itself so (a program is timed from
+    /// its ETDump instead, `crate::profile`).
+    fn run_timed_per_module(&mut self, _input: &Encoded) -> Option<anyhow::Result<ModuleTimes>> {
+        None
+    }
+    /// One run keeping each innermost module's output, flattened to float32,
+    /// by module path in run order; `None` when this backend cannot.
+    fn run_keeping_module_outputs(&mut self, _input: &Encoded) -> Option<anyhow::Result<Vec<(String, Vec<f32>)>>> {
+        None
+    }
+    /// The runtime's own loop around one forward, timed inside the runtime:
+    /// what the Rust wrapper adds to a call (`runlens bench`'s paired row);
+    /// `None` when the runtime has no such loop.
+    fn native_loop(&mut self) -> Option<&mut dyn NativeLoop> {
+        None
+    }
+}
+
+/// A runtime's own loop over one forward ([`Backend::native_loop`]).
+pub trait NativeLoop {
+    /// The runtime's inner time of the last [`Backend::run`], in ns.
+    fn last_run_ns(&mut self) -> u64;
+    /// One forward of `input` in the runtime's own loop; its inner time in ns.
+    fn run_native(&mut self, input: &Encoded) -> anyhow::Result<u64>;
+}
+
+/// The path of the time outside every module: the model's own work (input
+/// checks, the attention mask) and the caller's ([`ModuleTimes::spans`]).
+pub const ROOT_MODULE: &str = "";
+
+/// One forward, timed per module: each path's own time, in the order the
+/// paths first finished, the outside ([`ROOT_MODULE`]) last; they add up to `total`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModuleTimes {
+    pub spans: Vec<(String, std::time::Duration)>,
+    pub total: std::time::Duration,
+    /// When the run started.
+    pub started: std::time::Instant,
+    /// Every scope entered, as it ran (for `--trace`): (path, start from
+    /// `started`, wall time), in the order they finished.
+    pub scopes: Vec<(String, std::time::Duration, std::time::Duration)>,
+}
+
+/// Which runtime runs a spec. Code outside `backend/` matches on it, always
+/// exhaustively (no `_ =>`): a new runtime is a new variant, and the compiler
+/// then lists every place that must say what the runtime does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Runtime {
+    /// runlens' own model on libtorch (tch), one operator at a time.
+    Eager,
+    /// An ExecuTorch program (`.pte`).
+    ExecuTorch,
+}
+
+impl Runtime {
+    /// For people: `PyTorch eager`, `ExecuTorch`.
+    pub fn title(self) -> &'static str {
+        match self {
+            Runtime::Eager => "PyTorch eager",
+            Runtime::ExecuTorch => "ExecuTorch",
+        }
+    }
+}
+
+impl fmt::Display for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.title())
+    }
+}
+
+/// What a program hands its subgraphs to: the manifest's `delegate`, else read
+/// once from the `.pte`'s delegate calls when the catalog is made.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Delegate {
+    /// None: every operator on the runtime's own CPU kernels (ExecuTorch's
+    /// portable path; eager, which has no delegates, says this too).
+    None,
+    /// XNNPACK (`XnnpackBackend`).
+    Xnnpack,
+    /// Another delegate, by its id.
+    Other(String),
+    /// The file could not be read (a `--program` whose file is missing).
+    Unknown,
+}
+
+impl Delegate {
+    /// From a delegate id (`XnnpackBackend`), or none.
+    pub fn from_id(id: Option<&str>) -> Delegate {
+        match id {
+            None | Some("") => Delegate::None,
+            Some(crate::pte::XNNPACK_BACKEND_ID) => Delegate::Xnnpack,
+            Some(other) => Delegate::Other(other.to_string()),
+        }
+    }
+
+    /// Read from the `.pte` at `path`: its header and flatbuffer only (XNNPACK
+    /// when any of its delegate calls is XNNPACK's).
+    pub fn read(path: &Path) -> Delegate {
+        match crate::pte::read_delegate_ids(path) {
+            Ok(ids) if ids.contains(crate::pte::XNNPACK_BACKEND_ID) => Delegate::Xnnpack,
+            Ok(ids) => Delegate::from_id(ids.iter().next().map(String::as_str)),
+            Err(_) => Delegate::Unknown,
+        }
+    }
+}
+
+/// Whether a spec can give something (per-operator times, per-module times, ...),
+/// and if not, why, in words for the UI and the JSON.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ability {
+    Available,
+    /// Not available for this runtime: the sentence says so.
+    NotAvailable(String),
+}
+
+impl Ability {
+    pub fn is_available(&self) -> bool {
+        matches!(self, Ability::Available)
+    }
+
+    /// `Ok(())`, or the reason as an error.
+    pub fn check(self) -> anyhow::Result<()> {
+        match self {
+            Ability::Available => Ok(()),
+            Ability::NotAvailable(why) => Err(anyhow::anyhow!(why)),
+        }
     }
 }
 
@@ -111,6 +247,11 @@ pub struct BackendSpec {
     /// program; `int8-weight` / `int4-weight` for eager's): it computes other
     /// numbers than float32, so parity with float32 is a measurement, not a pass mark.
     pub quantization: Option<String>,
+    /// What a program hands its subgraphs to ([`Delegate::None`] for eager).
+    pub delegate: Delegate,
+    /// A program exported for exactly this many tokens (the input padded; the
+    /// manifest's `fixed_len`); `None`: any length.
+    pub fixed_len: Option<usize>,
 }
 
 /// The name of the built-in eager path.
@@ -148,6 +289,8 @@ impl BackendSpec {
                 WeightFormat::Int8 => Some("int8-weight".to_string()),
                 WeightFormat::Int4 { .. } => Some("int4-weight".to_string()),
             },
+            delegate: Delegate::None,
+            fixed_len: None,
         }
     }
 
@@ -161,11 +304,72 @@ impl BackendSpec {
             source: Source::Program(file.to_path_buf()),
             given: true,
             quantization: None,
+            delegate: Delegate::read(file),
+            fixed_len: None,
         }
     }
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The runtime that runs it (from [`source`](Self::source), so the two never disagree).
+    pub fn runtime(&self) -> Runtime {
+        match &self.source {
+            Source::Eager(_) => Runtime::Eager,
+            Source::Program(_) => Runtime::ExecuTorch,
+        }
+    }
+
+    /// A program on no delegate: every operator on ExecuTorch's default CPU
+    /// kernels (the portable path: slow, the reference of the runtime's own numbers).
+    pub fn is_undelegated_program(&self) -> bool {
+        match self.runtime() {
+            Runtime::Eager => false,
+            Runtime::ExecuTorch => self.delegate == Delegate::None,
+        }
+    }
+
+    /// A float XNNPACK program of any length (MiniLM's `xnnpack`): what
+    /// `bench` pairs with the shim's own loop and `footprint` runs.
+    pub fn is_float_xnnpack_program(&self) -> bool {
+        match self.runtime() {
+            Runtime::Eager => false,
+            Runtime::ExecuTorch => self.delegate == Delegate::Xnnpack && self.quantization.is_none() && self.fixed_len.is_none(),
+        }
+    }
+
+    /// Per-operator times (`runlens profile`): from a traced run's ETDump.
+    pub fn per_operator_times(&self) -> Ability {
+        match self.runtime() {
+            Runtime::ExecuTorch => Ability::Available,
+            Runtime::Eager => Ability::NotAvailable(format!(
+                "per-operator times are not available for {} (they come from an ExecuTorch program's ETDump)",
+                self.runtime()
+            )),
+        }
+    }
+
+    /// Per-module times and outputs (`runlens layers`): eager times its own
+    /// modules, a program is traced and mapped through its sidecar.
+    pub fn per_module_times(&self) -> Ability {
+        match self.runtime() {
+            Runtime::Eager | Runtime::ExecuTorch => Ability::Available,
+        }
+    }
+
+    /// Delegation coverage (what share of the program a delegate runs), read from the `.pte`.
+    pub fn delegation_coverage(&self) -> Ability {
+        match self.runtime() {
+            Runtime::ExecuTorch => Ability::Available,
+            Runtime::Eager => Ability::NotAvailable(format!("delegation coverage is not available for {}: it has no delegates", self.runtime())),
+        }
+    }
+
+    /// The file whose sha256 in the manifest names what computes its outputs:
+    /// the program, or `None` for eager (its checkpoint's weights, `ModelDir::weights_sha256`).
+    pub fn model_file(&self) -> Option<&Path> {
+        self.pte_file()
     }
 
     /// The eager path, in any weight format.
@@ -221,14 +425,24 @@ pub(crate) fn named(name: &str) -> BackendSpec {
         column: column.to_string(),
         source: Source::Program(PathBuf::from(format!("{name}.pte"))),
         given: false,
-        quantization: None,
+        // As MiniLM's manifest says them (python/runlens_export/programs.py).
+        quantization: (name == "xnnpack-int8").then(|| "int8-dynamic-linear".to_string()),
+        delegate: if name.starts_with("xnnpack") { Delegate::Xnnpack } else { Delegate::None },
+        fixed_len: (name == "xnnpack-static").then_some(128),
     }
+}
+
+/// The names a manifest's program may not take: the columns the other
+/// runtimes make (eager's, in every weight format, built or not).
+pub fn reserved_names() -> Vec<String> {
+    WeightFormat::all(weight_format::DEFAULT_GROUP_SIZE).iter().map(|f| f.backend_name().to_string()).collect()
 }
 
 /// Every path the model directory offers, in column order: eager (when the
 /// manifest lists the checkpoint's files), the manifest's programs, then the
 /// `--program` ones. An error when a `--program` name is taken or malformed.
 pub fn catalog(dir: &ModelDir, extra: &[(String, PathBuf)]) -> anyhow::Result<Vec<BackendSpec>> {
+    dir.manifest().refuse_names(&dir.root().join("manifest.json"), &reserved_names())?;
     let mut specs = Vec::new();
     if HAS_EAGER && dir.manifest().eager.is_some() {
         specs.push(BackendSpec::eager());
@@ -242,14 +456,19 @@ pub fn catalog(dir: &ModelDir, extra: &[(String, PathBuf)]) -> anyhow::Result<Ve
         }
     }
     for p in &dir.manifest().programs {
+        let file = dir.root().join(&p.file);
+        // The manifest's delegate; a manifest from before it was recorded: read once from the file.
+        let delegate = if p.delegate_recorded { Delegate::from_id(p.delegate.as_deref()) } else { Delegate::read(&file) };
         specs.push(BackendSpec {
             name: p.name.clone(),
             title: p.title.clone(),
             about: p.about.clone(),
             column: p.column.clone().unwrap_or_else(|| p.name.clone()),
-            source: Source::Program(dir.root().join(&p.file)),
+            source: Source::Program(file),
             given: false,
             quantization: p.quantization.clone(),
+            delegate,
+            fixed_len: p.fixed_len,
         });
     }
     for (name, file) in extra {
@@ -274,7 +493,7 @@ pub fn defaults(catalog: &[BackendSpec]) -> Vec<BackendSpec> {
     let mut columns: Vec<&str> = Vec::new();
     let mut chosen = Vec::new();
     for spec in catalog {
-        let present = spec.given || spec.pte_file().is_none_or(Path::is_file);
+        let present = spec.given || file_there(spec);
         if present && !columns.contains(&spec.column.as_str()) {
             columns.push(&spec.column);
             chosen.push(spec.clone());
@@ -286,7 +505,16 @@ pub fn defaults(catalog: &[BackendSpec]) -> Vec<BackendSpec> {
 /// The specs of `catalog` that share `spec`'s column and whose file is present,
 /// in catalog order (F5 cycles them).
 pub fn variants(catalog: &[BackendSpec], spec: &BackendSpec) -> Vec<BackendSpec> {
-    catalog.iter().filter(|s| s.column == spec.column && s.pte_file().is_none_or(Path::is_file)).cloned().collect()
+    catalog.iter().filter(|s| s.column == spec.column && file_there(s)).cloned().collect()
+}
+
+/// Whether the file a spec brings is there (a program's `.pte`); eager reads
+/// the checkpoint the manifest lists, checked when it loads ([`files_present`]).
+fn file_there(spec: &BackendSpec) -> bool {
+    match &spec.source {
+        Source::Program(file) => file.is_file(),
+        Source::Eager(_) => true,
+    }
 }
 
 /// Whether this binary has the PyTorch eager path (the `eager` cargo feature, libtorch).
@@ -299,6 +527,13 @@ pub const HAS_EAGER: bool = cfg!(feature = "eager");
      `make build` builds the full binary, target/release/runlens"
 )]
 pub struct NotBuilt(pub String);
+
+/// `name` is a column of a runtime this binary was built without (eager's in
+/// the lite build): the error that says so, instead of "unknown backend".
+pub fn not_built(name: &str) -> Option<NotBuilt> {
+    let eager = WeightFormat::all(weight_format::DEFAULT_GROUP_SIZE).iter().any(|f| f.backend_name() == name);
+    (!HAS_EAGER && eager).then(|| NotBuilt(EAGER.to_string()))
+}
 
 /// Load one backend to return `output` (slow: hundreds of ms).
 pub fn load(spec: &BackendSpec, dir: &ModelDir, output: OutputKind) -> anyhow::Result<Box<dyn Backend>> {
@@ -357,8 +592,44 @@ mod tests {
             source: Source::Program(PathBuf::from(format!("/nonexistent/{name}.pte"))),
             given: false,
             quantization: None,
+            delegate: Delegate::None,
+            fixed_len: None,
         };
         vec![BackendSpec::eager(), prog("portable", "portable"), prog("xnnpack", "xnnpack"), prog("xnnpack-int8", "xnnpack")]
+    }
+
+    /// The delegate is the manifest's when it says one (null included), else read
+    /// from the file; never guessed from the name.
+    #[test]
+    fn the_delegate_comes_from_the_manifest_or_the_file_not_the_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let testdata = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/pte/testdata");
+        for (from, to) in [("flat_xnnpack", "a"), ("flat_portable", "b"), ("foo_backend", "c")] {
+            std::fs::copy(testdata.join(format!("{from}.pte")), tmp.path().join(format!("{to}.pte"))).unwrap();
+        }
+        let manifest = r#"{"runlens_manifest": 2, "model": "x", "task": "feature-extraction", "max_seq_len": 64,
+            "programs": [{"name": "my-portable-thing", "file": "a.pte", "title": "A"},
+                         {"name": "xnnpack-fast", "file": "b.pte", "title": "B"},
+                         {"name": "c", "file": "c.pte", "title": "C"},
+                         {"name": "said-none", "file": "a.pte", "title": "D", "delegate": null},
+                         {"name": "said-xnnpack", "file": "b.pte", "title": "E", "delegate": "XnnpackBackend", "fixed_len": 64}]}"#;
+        std::fs::write(tmp.path().join("manifest.json"), manifest).unwrap();
+        let dir = ModelDir::open(tmp.path()).unwrap();
+        let extra = [("given".to_string(), tmp.path().join("a.pte")), ("gone".to_string(), tmp.path().join("gone.pte"))];
+        let specs = super::catalog(&dir, &extra).unwrap();
+        let of = |name: &str| specs.iter().find(|s| s.name == name).unwrap();
+        assert_eq!(of("my-portable-thing").delegate, Delegate::Xnnpack);
+        assert_eq!(of("xnnpack-fast").delegate, Delegate::None);
+        assert!(matches!(&of("c").delegate, Delegate::Other(id) if !id.is_empty()), "{:?}", of("c").delegate);
+        assert_eq!(of("said-none").delegate, Delegate::None, "the manifest's null is no delegate");
+        assert_eq!((of("said-xnnpack").delegate.clone(), of("said-xnnpack").fixed_len), (Delegate::Xnnpack, Some(64)));
+        assert_eq!(of("given").delegate, Delegate::Xnnpack);
+        assert_eq!(of("gone").delegate, Delegate::Unknown);
+        assert!(specs.iter().all(|s| s.runtime() == Runtime::ExecuTorch));
+        assert!(of("my-portable-thing").is_float_xnnpack_program() && !of("my-portable-thing").is_undelegated_program());
+        assert!(of("xnnpack-fast").is_undelegated_program() && !of("xnnpack-fast").is_float_xnnpack_program());
+        assert!(!of("said-xnnpack").is_float_xnnpack_program(), "a fixed-length program is not the one bench pairs");
+        assert!(!BackendSpec::eager().per_operator_times().is_available() && BackendSpec::eager().runtime() == Runtime::Eager);
     }
 
     #[test]

@@ -47,8 +47,8 @@ impl WeightFormat {
 mod tests {
     use super::*;
 
-    /// The model layer keeps its own list of eager's names (a manifest's program may not
-    /// take one; it imports no backend): every column name here is refused there.
+    /// A manifest's program may not take one of eager's column names: the
+    /// catalog refuses it with the list of [`crate::backend::reserved_names`].
     #[test]
     fn a_manifest_refuses_every_eager_column_name_as_a_program_name() {
         for format in WeightFormat::all(DEFAULT_GROUP_SIZE) {
@@ -57,8 +57,12 @@ mod tests {
                     "programs": [{{"name": "{}", "file": "a.pte", "title": "A"}}]}}"#,
                 format.backend_name()
             );
-            let e = crate::model::manifest::Manifest::parse(std::path::Path::new("m/manifest.json"), json.as_bytes()).unwrap_err();
+            let tmp = tempfile::tempdir().unwrap();
+            std::fs::write(tmp.path().join("manifest.json"), json).unwrap();
+            let dir = crate::model::ModelDir::open(tmp.path()).unwrap();
+            let e = crate::backend::catalog(&dir, &[]).unwrap_err();
             assert!(e.to_string().contains("cannot be used"), "{}: {e}", format.backend_name());
+            assert!(e.downcast_ref::<crate::model::manifest::ManifestError>().is_some(), "exit code 2, as a bad manifest");
         }
     }
 }

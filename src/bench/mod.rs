@@ -20,9 +20,25 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::backend::{BackendSpec, Delegate, Runtime};
 
-/// The name of the row timing `forward` in the C shim's own loop.
+
+/// The name of the row timing `forward` in the C shim's own loop, paired with
+/// MiniLM's float XNNPACK program (see [`shim_loop_row`]).
 pub const SHIM_LOOP: &str = "shim-loop-xnnpack";
+
+/// What a shim-loop row's name starts with; the paired backend's name follows.
+const SHIM_LOOP_PREFIX: &str = "shim-loop-";
+
+/// The name of the row timing `forward` in the C shim's own loop, paired with `backend`.
+pub fn shim_loop_row(backend: &str) -> String {
+    format!("{SHIM_LOOP_PREFIX}{backend}")
+}
+
+/// The backend a row measures: itself, or for a shim-loop row the backend it is paired with.
+pub fn measured_backend(row: &str) -> &str {
+    row.strip_prefix(SHIM_LOOP_PREFIX).unwrap_or(row)
+}
 
 /// One backend at one sequence length.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -239,19 +255,23 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// The portable path takes about a second at 128 tokens: one warm-up at most
-    /// (the Python side does the same).
-    pub fn warmup_for(&self, backend: &str) -> u32 {
-        if backend.ends_with("portable") {
-            self.warmup.min(1)
-        } else {
-            self.warmup
-        }
+    /// This budget for `spec`: a program on no delegate (the portable path)
+    /// takes about a second at 128 tokens, so one warm-up at most (the Python
+    /// side does the same).
+    pub fn for_spec(self, spec: &BackendSpec) -> Budget {
+        let warmup = match spec.runtime() {
+            Runtime::Eager => self.warmup,
+            Runtime::ExecuTorch => match spec.delegate {
+                Delegate::None => self.warmup.min(1),
+                Delegate::Xnnpack | Delegate::Other(_) | Delegate::Unknown => self.warmup,
+            },
+        };
+        Budget { warmup, ..self }
     }
 
     /// Run `f` (which returns its own duration in ns) under this budget.
-    pub fn measure(&self, backend: &str, stop: &AtomicBool, mut f: impl FnMut() -> anyhow::Result<u64>) -> anyhow::Result<Samples> {
-        for _ in 0..self.warmup_for(backend) {
+    pub fn measure(&self, stop: &AtomicBool, mut f: impl FnMut() -> anyhow::Result<u64>) -> anyhow::Result<Samples> {
+        for _ in 0..self.warmup {
             if stop.load(Ordering::Relaxed) {
                 break;
             }
@@ -273,12 +293,11 @@ impl Budget {
     /// to `iters` pairs within twice `max_seconds` (a pair is two cells' runs).
     pub fn measure_pair(
         &self,
-        backend: &str,
         stop: &AtomicBool,
         mut a: impl FnMut() -> anyhow::Result<u64>,
         mut b: impl FnMut() -> anyhow::Result<u64>,
     ) -> anyhow::Result<PairedSamples> {
-        for _ in 0..self.warmup_for(backend) {
+        for _ in 0..self.warmup {
             if stop.load(Ordering::Relaxed) {
                 break;
             }
@@ -308,16 +327,11 @@ impl Budget {
     }
 }
 
-/// The Python row a Rust row is compared with.
-pub fn python_counterpart(backend: &str) -> Option<&'static str> {
-    match backend {
-        "eager" => Some("python-eager"),
-        "portable" => Some("python-portable"),
-        "xnnpack" | SHIM_LOOP => Some("python-xnnpack"),
-        "xnnpack-int8" => Some("python-xnnpack-int8"),
-        "xnnpack-static" => Some("python-xnnpack-static"),
-        _ => None,
-    }
+/// The Python row a Rust row is compared with: the Python flow names its row
+/// of each backend `python-<backend>` (python/bench_python.py); a shim-loop
+/// row is compared with its paired backend's. None for a Python row.
+pub fn python_counterpart(backend: &str) -> Option<String> {
+    (!backend.starts_with("python-")).then(|| format!("python-{}", measured_backend(backend)))
 }
 
 /// Fill `ratio_vs_python` of every Rust row whose Python counterpart was measured.
@@ -325,7 +339,7 @@ pub fn fill_ratios(rows: &mut [Row]) {
     let medians: Vec<(String, usize, Option<usize>, f64)> = rows.iter().map(|r| (r.backend.clone(), r.seq_len, r.threads, r.p50_ms)).collect();
     for row in rows.iter_mut() {
         row.ratio_vs_python = python_counterpart(&row.backend).and_then(|py| {
-            medians.iter().find(|(b, s, t, _)| b == py && *s == row.seq_len && *t == row.threads).map(|(_, _, _, p)| row.p50_ms / p)
+            medians.iter().find(|(b, s, t, _)| *b == py && *s == row.seq_len && *t == row.threads).map(|(_, _, _, p)| row.p50_ms / p)
         });
     }
 }
@@ -367,7 +381,6 @@ mod tests {
         let mut n = 0u64;
         let paired = budget
             .measure_pair(
-                "xnnpack",
                 &stop,
                 || {
                     order.borrow_mut().push('a');

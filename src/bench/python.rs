@@ -10,7 +10,7 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
 use super::{Budget, LoadRow};
-use crate::backend::BackendSpec;
+use crate::backend::{BackendSpec, Runtime};
 use crate::model::{Encoded, ModelDir};
 
 /// The venv: `$VIRTUAL_ENV`, else `./.venv`, else the one next to the sources.
@@ -90,7 +90,12 @@ pub fn run(dir: &ModelDir, specs: &[BackendSpec], inputs: &[Encoded], threads: u
     let mut pad_to = BTreeMap::new();
     let mut ids_only = Vec::new();
     for spec in specs {
-        if let Some(path) = spec.pte_file() {
+        // The script runs a backend without a `pte` entry as transformers' eager model.
+        let program = match spec.runtime() {
+            Runtime::ExecuTorch => spec.pte_file(),
+            Runtime::Eager => None,
+        };
+        if let Some(path) = program {
             let report = crate::pte::inspect_file(path).with_context(|| format!("cannot read {}", path.display()))?;
             let plan = report.plan("forward");
             if let Some(len) = plan.and_then(|p| p.fixed_seq_len()) {

@@ -75,7 +75,7 @@ pub fn csv(report: &BenchReport) -> String {
     let v = |k: &str| m.versions.get(k).cloned().unwrap_or_default();
     let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
     for r in &report.results {
-        let load_name = if r.backend == SHIM_LOOP { "xnnpack" } else { r.backend.as_str() };
+        let load_name = super::measured_backend(&r.backend);
         let load = report.loads.iter().find(|l| l.backend == load_name);
         let _ = writeln!(
             out,

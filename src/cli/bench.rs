@@ -11,9 +11,8 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::Common;
-use crate::backend::executorch::ExecutorchBackend;
 use crate::backend::{self, BackendSpec};
-use crate::bench::{self, machine::Machine, report, BenchReport, Budget, LoadRow, Row, Samples, WrapperOverhead, SHIM_LOOP};
+use crate::bench::{self, machine::Machine, report, BenchReport, Budget, LoadRow, Row, Samples, WrapperOverhead};
 use crate::model::Encoded;
 
 #[derive(Debug, Args)]
@@ -81,7 +80,8 @@ pub fn run(common: &Common, args: &BenchArgs) -> anyhow::Result<()> {
         let _ = ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst));
     }
 
-    let per_count = kinds.len() * lens.len() + if kinds.iter().any(|s| s.name == PAIRED) { lens.len() } else { 0 };
+    let paired = paired_spec(&kinds).cloned();
+    let per_count = kinds.len() * lens.len() + if paired.is_some() { lens.len() } else { 0 };
     let bar = ProgressBar::new((per_count * sweep.len()) as u64);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} cells  {elapsed_precise}  {msg}").expect("static template"));
 
@@ -96,7 +96,8 @@ pub fn run(common: &Common, args: &BenchArgs) -> anyhow::Result<()> {
                 break;
             }
             bar.set_message(format!("loading {kind}, {t} threads"));
-            bench_backend(kind, &dir, &inputs, config.as_ref(), budget, &stop, &bar, &mut out)?;
+            let pair = paired.as_ref() == Some(kind);
+            bench_backend(kind, pair, &dir, &inputs, config.as_ref(), budget, &stop, &bar, &mut out)?;
         }
         out.rows[first_row..].iter_mut().for_each(|r| r.threads = Some(t));
     }
@@ -257,8 +258,11 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
     Ok(())
 }
 
-/// The program whose calls are paired with the shim's own C++ loop.
-const PAIRED: &str = "xnnpack";
+/// The backend whose calls are paired with the shim's own C++ loop (the
+/// `shim-loop-xnnpack` row): the first float XNNPACK program of any length.
+fn paired_spec(kinds: &[BackendSpec]) -> Option<&BackendSpec> {
+    kinds.iter().find(|s| s.is_float_xnnpack_program())
+}
 
 /// The forward pass's FLOPs at `seq_len`, 0 when the config is not BERT's.
 fn flops(config: Option<&bench::EncoderShape>, seq_len: usize) -> f64 {
@@ -273,12 +277,13 @@ struct Measured {
     wrapper_overhead: Vec<WrapperOverhead>,
 }
 
-/// Load one backend, then time it at every length. XNNPACK is timed in pairs
-/// with the shim's own C++ loop on the same module (the `shim-loop-xnnpack`
-/// row), which gives the wrapper's cost per call.
+/// Load one backend, then time it at every length. With `pair` (XNNPACK), it
+/// is timed in pairs with the runtime's own loop on the same module (the
+/// `shim-loop-xnnpack` row), which gives the wrapper's cost per call.
 #[allow(clippy::too_many_arguments)]
 fn bench_backend(
     kind: &BackendSpec,
+    pair: bool,
     dir: &crate::model::ModelDir,
     inputs: &[Encoded],
     config: Option<&bench::EncoderShape>,
@@ -288,25 +293,22 @@ fn bench_backend(
     out: &mut Measured,
 ) -> anyhow::Result<()> {
     let start = Instant::now();
-    let mut et: Option<ExecutorchBackend> = None;
-    let mut eager: Option<Box<dyn backend::Backend>> = None;
-    match kind.pte_file() {
-        None => eager = Some(crate::task::load_backend(kind, dir)?),
-        Some(path) => et = Some(ExecutorchBackend::load_file(kind, path, dir.task().output())?),
-    }
-    let load_ms = et.as_ref().map(|b| b.load_time()).unwrap_or_else(|| start.elapsed()).as_secs_f64() * 1e3;
+    let mut b = crate::task::load_backend(kind, dir)?;
+    let load_ms = b.load_time().unwrap_or_else(|| start.elapsed()).as_secs_f64() * 1e3;
     out.loads.push(LoadRow { backend: kind.name().to_string(), load_ms, rss_mb: bench::rss_mb() });
+    let budget = budget.for_spec(kind);
 
     let heat = crate::heat::HeatSource::from_env();
     for input in inputs {
         let flops = flops(config, input.len());
         let heat_start = heat.sample();
         let first_row = out.rows.len();
-        if let (PAIRED, Some(et)) = (kind.name(), et.as_mut()) {
-            bar.set_message(format!("{kind} and {SHIM_LOOP} at {} tokens", input.len()));
-            let (paired, nested_ns) = paired_with_shim_loop(et, input, budget, stop)?;
+        if pair && b.native_loop().is_some() {
+            let shim_loop = bench::shim_loop_row(kind.name());
+            bar.set_message(format!("{kind} and {shim_loop} at {} tokens", input.len()));
+            let (paired, nested_ns) = paired_with_native_loop(b.as_mut(), input, budget, stop)?;
             out.rows.extend(paired.a.row(kind.name(), input.len(), flops));
-            out.rows.extend(paired.b.row(SHIM_LOOP, input.len(), flops));
+            out.rows.extend(paired.b.row(&shim_loop, input.len(), flops));
             let (median, p90, paired_median) =
                 (bench::quantile_us(&nested_ns, 0.5), bench::quantile_us(&nested_ns, 0.9), paired.median_difference_us());
             if let (Some(median_us), Some(p90_us), Some(paired_median_us)) = (median, p90, paired_median) {
@@ -321,12 +323,7 @@ fn bench_backend(
             bar.inc(2);
         } else {
             bar.set_message(format!("{kind} at {} tokens", input.len()));
-            let b: &mut dyn backend::Backend = match (&mut eager, &mut et) {
-                (Some(e), _) => e.as_mut(),
-                (None, Some(e)) => e,
-                (None, None) => unreachable!("one backend is loaded"),
-            };
-            let samples = budget.measure(kind.name(), stop, || {
+            let samples = budget.measure(stop, || {
                 let t = Instant::now();
                 b.run(input)?;
                 Ok(t.elapsed().as_nanos() as u64)
@@ -346,35 +343,30 @@ fn bench_backend(
     Ok(())
 }
 
-/// Rust's `Backend::run` and one `forward` in the C shim's own loop (timed in
-/// C++), alternately on the same module; with, for each Rust call, its time
-/// minus the shim's inner time of that call (ns).
-fn paired_with_shim_loop(
-    et: &mut ExecutorchBackend,
+/// Rust's `Backend::run` and one `forward` in the runtime's own loop (the C
+/// shim's, timed in C++), alternately on the same module; with, for each Rust
+/// call, its time minus the runtime's inner time of that call (ns).
+fn paired_with_native_loop(
+    b: &mut dyn backend::Backend,
     input: &Encoded,
     budget: Budget,
     stop: &AtomicBool,
 ) -> anyhow::Result<(bench::PairedSamples, Vec<i64>)> {
-    let et = std::cell::RefCell::new(et);
+    let b = std::cell::RefCell::new(b);
     let nested = std::cell::RefCell::new(Vec::new());
+    let no_loop = || anyhow::anyhow!("the backend has no loop of its own");
     let paired = budget.measure_pair(
-        PAIRED,
         stop,
         || {
-            let mut b = et.borrow_mut();
+            let mut b = b.borrow_mut();
             let t = Instant::now();
-            backend::Backend::run(&mut **b, input)?;
+            b.run(input)?;
             let ns = t.elapsed().as_nanos() as u64;
-            nested.borrow_mut().push(ns as i64 - b.module_mut().last_run_ns() as i64);
+            let inner = b.native_loop().ok_or_else(no_loop)?.last_run_ns();
+            nested.borrow_mut().push(ns as i64 - inner as i64);
             Ok(ns)
         },
-        || {
-            let mut b = et.borrow_mut();
-            let prepared = b.prepare(input)?;
-            let mask = b.convention().with_mask.then_some(prepared.attention_mask.as_slice());
-            let times = b.module_mut().forward_loop(&prepared.ids, mask, 1)?;
-            times.first().copied().context("the shim's loop returned no time")
-        },
+        || b.borrow_mut().native_loop().ok_or_else(no_loop)?.run_native(input),
     )?;
     // The warm-up calls are not part of the measurement.
     let mut nested = nested.into_inner();

@@ -47,12 +47,11 @@ pub fn run(common: &Common, args: &FootprintArgs) -> anyhow::Result<bool> {
     ensure!(common.backends.is_none(), "footprint chooses its own backends per row; leave out --backends");
     let dir = common.model_dir()?;
     let catalog = common.catalog(&dir)?;
-    let pte = catalog
+    let program = catalog
         .iter()
-        .find(|s| s.name == "xnnpack")
-        .and_then(|s| s.pte_file())
-        .map(Path::to_path_buf)
+        .find(|s| !s.given && s.is_float_xnnpack_program())
         .context("footprint compares the stacks on the model directory's `xnnpack` program, and it has none")?;
+    let pte = program.pte_file().map(Path::to_path_buf).context("footprint's XNNPACK program has no file")?;
     if !pte.is_file() {
         return Err(ModelsMissing { path: pte }.into());
     }
@@ -72,6 +71,7 @@ pub fn run(common: &Common, args: &FootprintArgs) -> anyhow::Result<bool> {
         python,
         models: absolute(dir.root())?,
         pte: absolute(&pte)?,
+        program: program.name.clone(),
         threads: common.thread_count(),
         text: args.text.clone(),
         wrapper: args.wrapper.as_deref().map(|w| w.split_whitespace().map(String::from).collect()).unwrap_or_default(),

@@ -37,10 +37,7 @@ fn specs(common: &Common, dir: &crate::model::ModelDir) -> anyhow::Result<Vec<Ba
     let present: Vec<BackendSpec> = common
         .catalog(dir)?
         .into_iter()
-        .filter(|s| match s.pte_file() {
-            Some(p) => p.is_file() || s.given,
-            None => backend::files_present(s, dir).is_ok(),
-        })
+        .filter(|s| s.given || backend::files_present(s, dir).is_ok())
         .collect();
     anyhow::ensure!(!present.is_empty(), "{}: no backend can run; re-export the directory", dir.root().display());
     Ok(present)

@@ -111,8 +111,8 @@ impl Common {
         let catalog = self.catalog(dir)?;
         if let Some(list) = &self.backends {
             // The lite build's catalog has no eager: say why, not "unknown backend".
-            if !backend::HAS_EAGER && list.split(',').any(|n| n.trim().starts_with(backend::EAGER)) {
-                return Err(UnknownBackend(backend::NotBuilt(backend::EAGER.to_string()).to_string()).into());
+            if let Some(missing) = list.split(',').find_map(|n| backend::not_built(n.trim())) {
+                return Err(UnknownBackend(missing.to_string()).into());
             }
             let chosen = parse_list(list, &catalog).map_err(UnknownBackend)?;
             // A program given with --program but left out of --backends would silently not run.

@@ -5,7 +5,7 @@ use anyhow::Context;
 use clap::Args;
 
 use super::Common;
-use crate::backend::{self, BackendSpec};
+use crate::backend::{self, Ability, BackendSpec};
 use crate::layers;
 use crate::profile::{self, DEFAULT_RUNS};
 
@@ -31,13 +31,18 @@ fn specs(common: &Common, dir: &crate::model::ModelDir) -> anyhow::Result<Vec<Ba
     let catalog = common.catalog(dir)?;
     if common.backends.is_some() {
         let chosen = common.backends(dir)?;
-        if let Some(s) = chosen.iter().find(|s| s.pte_file().is_none()) {
-            let programs: Vec<&str> = catalog.iter().filter(|s| s.pte_file().is_some()).map(|s| s.name.as_str()).collect();
-            anyhow::bail!("{s} has no ExecuTorch program to profile; --backends takes {}", programs.join(", "));
+        for s in &chosen {
+            if let Ability::NotAvailable(why) = s.per_operator_times() {
+                let programs: Vec<&str> = catalog.iter().filter(|s| s.per_operator_times().is_available()).map(|s| s.name.as_str()).collect();
+                anyhow::bail!("{s} has no ExecuTorch program to profile: {why}; --backends takes {}", programs.join(", "));
+            }
         }
         return Ok(chosen);
     }
-    let present: Vec<BackendSpec> = catalog.into_iter().filter(|s| s.pte_file().is_some_and(|p| p.is_file() || s.given)).collect();
+    let present: Vec<BackendSpec> = catalog
+        .into_iter()
+        .filter(|s| s.per_operator_times().is_available() && (s.given || backend::files_present(s, dir).is_ok()))
+        .collect();
     anyhow::ensure!(!present.is_empty(), "{}: no ExecuTorch program is present; re-export the directory", dir.root().display());
     Ok(present)
 }

@@ -35,6 +35,8 @@ pub struct Setup {
     pub python: Option<(PathBuf, PathBuf)>,
     pub models: PathBuf,
     pub pte: PathBuf,
+    /// The name of the XNNPACK program (`--backends` of the runlens rows).
+    pub program: String,
     pub threads: usize,
     pub text: String,
     /// e.g. `qemu-aarch64 -cpu cortex-a76 -L PREFIX`: the runlens rows run under it.
@@ -67,8 +69,8 @@ impl Setup {
             ProbeCommand { argv, program: binary.to_path_buf() }
         };
         stacks.push(Stack { name: "runlens-eager", title: "runlens full, eager", command: rl(&self.full_binary, "eager") });
-        stacks.push(Stack { name: "runlens-xnnpack", title: "runlens full, XNNPACK only", command: rl(&self.full_binary, "xnnpack") });
-        stacks.push(Stack { name: "runlens-lite-xnnpack", title: "runlens lite, XNNPACK", command: rl(&self.lite_binary, "xnnpack") });
+        stacks.push(Stack { name: "runlens-xnnpack", title: "runlens full, XNNPACK only", command: rl(&self.full_binary, &self.program) });
+        stacks.push(Stack { name: "runlens-lite-xnnpack", title: "runlens lite, XNNPACK", command: rl(&self.lite_binary, &self.program) });
         stacks
     }
 }

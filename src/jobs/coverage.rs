@@ -60,6 +60,7 @@ impl BackgroundJob for CoverageRequest {
 
 /// The coverage of `kind`'s `.pte`.
 fn read_coverage(kind: &BackendSpec) -> anyhow::Result<CoverageView> {
+    kind.delegation_coverage().check()?;
     let path = kind.pte_file().context("not an ExecuTorch path")?;
     let (report, table) = crate::pte::read_program_file(path).with_context(|| format!("cannot read {}", path.display()))?;
     let weight_bytes_per_token = table.plan("forward").map(|p| report.weight_bytes_per_token(p));

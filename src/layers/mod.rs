@@ -1,6 +1,6 @@
 //! Layer by layer (`runlens layers`): where each runtime's time goes, per
-//! module of the model, side by side. Eager is timed in runlens' own tch code
-//! (each module's own forward, [`crate::backend::eager::timing`]); each
+//! module of the model, side by side. Eager times its own modules (each
+//! module's own forward, asked of the backend: [`crate::backend::Backend::run_timed_per_module`]); each
 //! ExecuTorch program from a traced run's ETDump, its instruction events and
 //! XNNPACK's per-operator events mapped to modules through the program's
 //! sidecar ([`sidecar`], written at export). The rows ([`rows`]) are the same
@@ -19,7 +19,7 @@ use anyhow::Context;
 
 pub use report::{BackendLayers, LayersReport};
 
-use crate::backend::{BackendSpec, OutputKind};
+use crate::backend::{BackendSpec, OutputKind, Runtime, ROOT_MODULE};
 use crate::model::ModelDir;
 use crate::tensor::Encoded;
 use crate::timeline::Timeline;
@@ -84,13 +84,14 @@ fn program_timed(
 /// Each row's output, flattened.
 pub type EagerOutputs = std::collections::BTreeMap<String, Vec<f32>>;
 
-/// Eager per module: one warm-up run, then `runs` timed runs averaged; then one
-/// run keeping each innermost module's output (for the gaps). With `trace`,
-/// the timed runs are added to it as a process.
-#[cfg(feature = "eager")]
-pub fn eager(spec: &BackendSpec, dir: &ModelDir, input: &Encoded, runs: u32, trace: Option<&mut Timeline>) -> anyhow::Result<(BackendLayers, EagerOutputs)> {
-    use crate::backend::eager::timing;
+/// A backend that times its own modules (eager), per module: one warm-up run,
+/// then `runs` timed runs averaged; then one run keeping each innermost
+/// module's output (for the gaps). With `trace`, the timed runs are added to
+/// it as a process. Asked of the loaded backend ([`crate::backend::Backend::run_timed_per_module`]):
+/// one that cannot says so.
+pub fn own_modules(spec: &BackendSpec, dir: &ModelDir, input: &Encoded, runs: u32, trace: Option<&mut Timeline>) -> anyhow::Result<(BackendLayers, EagerOutputs)> {
     let mut backend = crate::task::load_backend(spec, dir)?;
+    let cannot = || anyhow::anyhow!("{spec}: {} cannot time its own modules", spec.runtime());
     backend.run(input)?;
     let mut order: Vec<String> = Vec::new();
     let mut sums: std::collections::HashMap<String, f64> = std::collections::HashMap::new();
@@ -98,15 +99,14 @@ pub fn eager(spec: &BackendSpec, dir: &ModelDir, input: &Encoded, runs: u32, tra
     let mut timed = Vec::new();
     let mut first: Option<std::time::Instant> = None;
     for _ in 0..runs.max(1) {
-        let (out, times) = timing::record(|| backend.run(input));
-        out?;
+        let times = backend.run_timed_per_module(input).ok_or_else(cannot)??;
         total += times.total.as_secs_f64() * 1e3;
         let zero = *first.get_or_insert(times.started);
         let ns = |d: std::time::Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         let scopes = times.scopes.iter().map(|(path, at, wall)| (path.clone(), ns(*at), ns(*wall))).collect();
         timed.push(timeline::TimedForward { start_ns: ns(times.started.saturating_duration_since(zero)), dur_ns: ns(times.total), scopes });
         for (path, own) in times.spans {
-            let row = if path == timing::ROOT { rows::MODEL_ROW.to_owned() } else { rows::row_of(&path) };
+            let row = if path == ROOT_MODULE { rows::MODEL_ROW.to_owned() } else { rows::row_of(&path) };
             if !sums.contains_key(&row) {
                 order.push(row.clone());
             }
@@ -114,15 +114,10 @@ pub fn eager(spec: &BackendSpec, dir: &ModelDir, input: &Encoded, runs: u32, tra
         }
     }
     let n = f64::from(runs.max(1));
-    let (out, kept) = timing::record_outputs(|| backend.run(input));
-    out?;
+    let kept = backend.run_keeping_module_outputs(input).ok_or_else(cannot)??;
     let mut outputs = EagerOutputs::new();
-    for (path, tensor) in kept {
-        let row = rows::row_of(&path);
-        let values = tensor.f_flatten(0, -1).and_then(|t| t.f_to_kind(tch::Kind::Float)).and_then(|t| Vec::<f32>::try_from(&t));
-        if let Ok(values) = values {
-            outputs.insert(row, values);
-        }
+    for (path, values) in kept {
+        outputs.insert(rows::row_of(&path), values);
     }
     let layers = BackendLayers {
         name: spec.name.clone(),
@@ -156,32 +151,26 @@ pub fn layers_timed(
     let mut times = std::collections::BTreeMap::new();
     let output = dir.task().output();
     let mut backends = Vec::new();
-    // float32 eager's outputs, the reference of the gaps (never set without the eager path).
-    #[cfg_attr(not(feature = "eager"), allow(unused_mut))]
+    // float32 eager's outputs, the reference of the gaps.
     let mut reference: Option<EagerOutputs> = None;
     // Eager's quantized columns' outputs, compared with the reference once it is there.
-    #[cfg_attr(not(feature = "eager"), allow(unused_mut))]
     let mut quantized_eager: Vec<(String, EagerOutputs)> = Vec::new();
-    #[cfg(not(feature = "eager"))]
-    let _ = dir;
     for spec in specs {
-        let layers = match spec.pte_file() {
-            Some(_) => program_timed(spec, input, runs, output, trace.as_deref_mut()).map(|(layers, t)| {
+        spec.per_module_times().check().with_context(|| format!("{spec}: cannot time it per module"))?;
+        let layers = match spec.runtime() {
+            Runtime::ExecuTorch => program_timed(spec, input, runs, output, trace.as_deref_mut()).map(|(layers, t)| {
                 times.insert(spec.name.clone(), t);
                 layers
             }),
-            #[cfg(feature = "eager")]
-            None => eager(spec, dir, input, runs, trace.as_deref_mut()).map(|(layers, outputs)| {
+            Runtime::Eager => own_modules(spec, dir, input, runs, trace.as_deref_mut()).map(|(layers, outputs)| {
                 // float32 eager's: a quantized eager column is compared, not compared with.
-                if spec.is_float_eager() {
-                    reference = Some(outputs);
-                } else {
+                if spec.is_quantized() {
                     quantized_eager.push((spec.name.clone(), outputs));
+                } else {
+                    reference = Some(outputs);
                 }
                 layers
             }),
-            #[cfg(not(feature = "eager"))]
-            None => Err(anyhow::anyhow!("{spec}: this runlens was built without the eager path")),
         };
         backends.push(layers.with_context(|| format!("{spec}: cannot time it per module"))?);
     }
@@ -194,7 +183,11 @@ pub fn layers_timed(
             }
         }
         for spec in specs {
-            let Some(path) = spec.pte_file() else { continue };
+            let path = match spec.runtime() {
+                Runtime::ExecuTorch => spec.pte_file().with_context(|| format!("{spec}: no program file"))?,
+                // Eager's own outputs are the reference, or compared above.
+                Runtime::Eager => continue,
+            };
             let side_path = sidecar::path_for(path);
             if !side_path.exists() {
                 continue;

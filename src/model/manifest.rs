@@ -156,8 +156,14 @@ pub struct ProgramEntry {
     /// Programs with the same column share one column of the explorer (F5 cycles them).
     #[serde(default)]
     pub column: Option<String>,
+    /// The delegate its subgraphs are lowered to (`"XnnpackBackend"`), null for none (portable).
     #[serde(default)]
     pub delegate: Option<String>,
+    /// Whether the entry has a `delegate` key at all (null included): manifests
+    /// written before it was recorded have none, and the backend layer reads
+    /// the delegate from the `.pte` instead.
+    #[serde(skip)]
+    pub delegate_recorded: bool,
     /// The quantization scheme: `"int8"` (the encoders' pt2e int8), `"int8-dynamic"`
     /// (8-bit per-channel weights) or `"8da4w"` (4-bit grouped weights) for a decoder; null: float32.
     #[serde(default)]
@@ -296,8 +302,15 @@ impl Manifest {
         if found < MANIFEST_VERSION {
             return Err(ManifestError::Old { path: path.to_path_buf(), found });
         }
-        let manifest: Manifest =
+        let recorded: Vec<bool> = match value.get("programs").and_then(|p| p.as_array()) {
+            Some(list) => list.iter().map(|p| p.get("delegate").is_some()).collect(),
+            None => Vec::new(),
+        };
+        let mut manifest: Manifest =
             serde_json::from_value(value).map_err(|e| ManifestError::Bad { path: path.to_path_buf(), reason: e.to_string() })?;
+        for (p, recorded) in manifest.programs.iter_mut().zip(recorded) {
+            p.delegate_recorded = recorded;
+        }
         manifest.check(path)?;
         Ok(manifest)
     }
@@ -309,9 +322,8 @@ impl Manifest {
         }
         let mut seen = std::collections::BTreeSet::new();
         for p in &self.programs {
-            // eager's column names (backend::WeightFormat::backend_name; the model layer imports no backend).
-            if p.name.trim().is_empty() || p.name.contains(',') || ["eager", "eager-int8", "eager-int4"].contains(&p.name.as_str()) {
-                return Err(bad(format!("program name {:?} cannot be used (empty, has a comma, or is eager's: eager, eager-int8, eager-int4)", p.name)));
+            if p.name.trim().is_empty() || p.name.contains(',') {
+                return Err(bad(format!("program name {:?} cannot be used (empty, or has a comma)", p.name)));
             }
             if !seen.insert(p.name.as_str()) {
                 return Err(bad(format!("two programs are named {:?}", p.name)));
@@ -326,6 +338,22 @@ impl Manifest {
             }
         }
         Ok(())
+    }
+}
+
+impl Manifest {
+    /// Refuse a program that takes a name of `reserved`: the names of the
+    /// columns other runtimes make (eager's). The backend layer passes its
+    /// list (`backend::reserved_names`) when it reads the catalog: the model
+    /// layer imports no backend. `path` names the manifest in the error.
+    pub fn refuse_names(&self, path: &Path, reserved: &[String]) -> Result<(), ManifestError> {
+        match self.programs.iter().find(|p| reserved.contains(&p.name)) {
+            Some(p) => Err(ManifestError::Bad {
+                path: path.to_path_buf(),
+                reason: format!("program name {:?} cannot be used (it is another runtime's column: {})", p.name, reserved.join(", ")),
+            }),
+            None => Ok(()),
+        }
     }
 }
 

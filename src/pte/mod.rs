@@ -40,7 +40,7 @@ pub use coverage::{BlobContents, BlobLocation, CoverageReport, DelegateBlob, Inp
 pub use header::{ExtendedHeader, FILE_IDENTIFIER};
 pub use instructions::{element_bytes, Instruction, InstructionTable, PlanInstructions};
 pub use partition::{squeeze, PartitionMap, PartitionRun, RunKind};
-pub use sizes::{read_sizes, ProgramSizes};
+pub use sizes::{read_delegate_ids, read_sizes, ProgramSizes};
 pub use xnnpack::{XnnHeader, XnnNode, XNNPACK_BACKEND_ID};
 
 /// Why a byte string is not a readable `.pte` program.

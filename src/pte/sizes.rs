@@ -150,6 +150,31 @@ pub fn read_sizes(path: &Path) -> Result<ProgramSizes, PteError> {
 }
 
 /// The plan runlens runs: `forward`, else the first.
+/// The ids of the delegates `forward` calls (`XnnpackBackend`, ...), read from
+/// the header and program flatbuffer alone; empty for a program without one.
+pub fn read_delegate_ids(path: &Path) -> Result<BTreeSet<String>, PteError> {
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let mut head = Vec::new();
+    (&mut file).take(64).read_to_end(&mut head)?;
+    let layout = layout_of(&head, len)?;
+    let mut program = vec![0u8; layout.program_len];
+    file.seek(SeekFrom::Start(0))?;
+    file.read_exact(&mut program)?;
+    let root = ProgramRef::read_as_root(program.as_slice()).map_err(fb("the program root"))?;
+    let mut limits = Limits::for_file(program.len());
+    let mut ids = BTreeSet::new();
+    if let Some(plan) = forward(&root)? {
+        let delegates = plan.delegates().map_err(fb("plan delegates"))?;
+        limits.visit(delegates.map_or(0, |d| d.len()))?;
+        for delegate in delegates.into_iter().flat_map(|d| d.iter()) {
+            let delegate = delegate.map_err(fb("a delegate"))?;
+            ids.insert(delegate.id().map_err(fb("a delegate id"))?.unwrap_or_default().to_owned());
+        }
+    }
+    Ok(ids)
+}
+
 fn forward<'a>(root: &ProgramRef<'a>) -> Result<Option<ExecutionPlanRef<'a>>, PteError> {
     let Some(plans) = root.execution_plan().map_err(fb("execution_plan"))? else { return Ok(None) };
     let mut first = None;

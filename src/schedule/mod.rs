@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::backend::{Backend, BackendSpec};
+use crate::backend::{Backend, BackendSpec, Delegate, Runtime};
 use crate::model::Encoded;
 use crate::task::{Embedding, TaskContext, TaskOutput};
 
@@ -245,10 +245,12 @@ impl Scheduler {
 /// Who is woken first: delegated programs (fast), then eager, then programs
 /// without a delegate (the portable path, slow).
 fn start_order(spec: &BackendSpec) -> u8 {
-    match spec.pte_file() {
-        None => 1,
-        Some(_) if spec.name.contains("portable") => 2,
-        Some(_) => 0,
+    match spec.runtime() {
+        Runtime::Eager => 1,
+        Runtime::ExecuTorch => match spec.delegate {
+            Delegate::None => 2,
+            Delegate::Xnnpack | Delegate::Other(_) | Delegate::Unknown => 0,
+        },
     }
 }
 

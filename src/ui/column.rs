@@ -385,11 +385,7 @@ impl Widget for BackendColumn<'_> {
         let column = &self.app.columns()[self.index];
         let failed = matches!(column.phase, Phase::Failed(_));
         let border = if failed { Style::new().fg(Color::Red) } else { Style::new().fg(Color::DarkGray) };
-        let title_style = match &column.kind {
-            k if k.is_eager() => Style::new().fg(Color::LightMagenta),
-            k if k.name.contains("portable") => Style::new().fg(Color::LightBlue),
-            _ => Style::new().fg(Color::LightGreen),
-        };
+        let title_style = Style::new().fg(title_colour(&column.kind));
         let block = Block::bordered()
             .border_type(BorderType::Rounded)
             .border_style(border)
@@ -405,9 +401,39 @@ impl Widget for BackendColumn<'_> {
     }
 }
 
+/// A column title's colour, by what the column runs: eager magenta, a program
+/// on no delegate (portable) blue, a delegated one green.
+fn title_colour(spec: &crate::backend::BackendSpec) -> Color {
+    use crate::backend::{Delegate, Runtime};
+    match spec.runtime() {
+        Runtime::Eager => Color::LightMagenta,
+        Runtime::ExecuTorch => match spec.delegate {
+            Delegate::None => Color::LightBlue,
+            Delegate::Xnnpack | Delegate::Other(_) | Delegate::Unknown => Color::LightGreen,
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::column_title;
+
+    /// The colour follows what the column runs, not its name.
+    #[test]
+    fn a_columns_colour_is_its_runtime_and_delegate_not_its_name() {
+        use super::title_colour;
+        use crate::backend::{named, Delegate};
+        use ratatui::style::Color;
+        assert_eq!(title_colour(&crate::backend::BackendSpec::eager()), Color::LightMagenta);
+        assert_eq!(title_colour(&named("portable")), Color::LightBlue);
+        assert_eq!(title_colour(&named("xnnpack")), Color::LightGreen);
+        let mut mine = named("my-portable-thing");
+        mine.delegate = Delegate::Xnnpack;
+        assert_eq!(title_colour(&mine), Color::LightGreen, "an XNNPACK program named portable is not portable");
+        let mut plain = named("fast");
+        plain.delegate = Delegate::None;
+        assert_eq!(title_colour(&plain), Color::LightBlue, "a program on no delegate is, whatever its name");
+    }
 
     #[test]
     fn titles_drop_the_runtime_before_they_are_cut() {

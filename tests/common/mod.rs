@@ -50,7 +50,7 @@ pub fn corrupted_copies(real: &[u8]) -> [(&'static str, Vec<u8>); 3] {
 /// `xnnpack-int8`, `xnnpack-static`; the XNNPACK ones share a column), with
 /// their titles, for tests of scheduling and drawing: the file need not exist.
 pub fn named(name: &str) -> runlens::backend::BackendSpec {
-    use runlens::backend::{BackendSpec, Source, EAGER};
+    use runlens::backend::{BackendSpec, Delegate, Source, EAGER};
     if name == EAGER {
         return BackendSpec::eager();
     }
@@ -68,7 +68,10 @@ pub fn named(name: &str) -> runlens::backend::BackendSpec {
         column: column.to_string(),
         source: Source::Program(PathBuf::from(format!("{name}.pte"))),
         given: false,
-        quantization: None,
+        // As MiniLM's manifest says them (python/runlens_export/programs.py).
+        quantization: (name == "xnnpack-int8").then(|| "int8-dynamic-linear".to_string()),
+        delegate: if name.starts_with("xnnpack") { Delegate::Xnnpack } else { Delegate::None },
+        fixed_len: (name == "xnnpack-static").then_some(128),
     }
 }
 

@@ -171,4 +171,24 @@ impl Backend for EagerBackend {
             EagerModel::Encoder(_) => None,
         }
     }
+
+    /// Every module's own forward, timed in runlens' own scopes ([`timing`]).
+    fn run_timed_per_module(&mut self, input: &Encoded) -> Option<anyhow::Result<crate::backend::ModuleTimes>> {
+        let (out, times) = timing::record(|| self.run(input));
+        Some(out.map(|_| times))
+    }
+
+    /// Each innermost scope's output, flattened to float32 (a module whose
+    /// output does not convert is left out).
+    fn run_keeping_module_outputs(&mut self, input: &Encoded) -> Option<anyhow::Result<Vec<(String, Vec<f32>)>>> {
+        let (out, kept) = timing::record_outputs(|| self.run(input));
+        Some(out.map(|_| {
+            kept.into_iter()
+                .filter_map(|(path, tensor)| {
+                    let values = tensor.f_flatten(0, -1).and_then(|t| t.f_to_kind(tch::Kind::Float)).and_then(|t| Vec::<f32>::try_from(&t));
+                    values.ok().map(|v| (path, v))
+                })
+                .collect()
+        }))
+    }
 }

@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 
 /// The path of the time outside every scope: the model's own work (input
 /// checks, the attention mask) and the caller's.
-pub const ROOT: &str = "";
+pub use crate::backend::ROOT_MODULE as ROOT;
+/// One forward timed per module: the plain data of `crate::backend`, so that
+/// who reads it imports no runtime.
+pub use crate::backend::ModuleTimes;
 
 struct Frame {
     path: String,
@@ -95,19 +98,6 @@ pub fn scope<T: ScopeOutput>(name: &str, f: impl FnOnce() -> T) -> T {
         });
     }
     out
-}
-
-/// One forward, timed per module: each path's own time, in the order the
-/// paths first finished, the outside ([`ROOT`]) last; they add up to `total`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ModuleTimes {
-    pub spans: Vec<(String, Duration)>,
-    pub total: Duration,
-    /// When the run started.
-    pub started: Instant,
-    /// Every scope entered, as it ran (for `--trace`): (path, start from
-    /// `started`, wall time), in the order they finished.
-    pub scopes: Vec<(String, Duration, Duration)>,
 }
 
 /// Runs `f` with per-module timing on this thread.

@@ -222,6 +222,28 @@ impl Backend for ExecutorchBackend {
     fn weight_bytes_per_token(&self) -> Option<u64> {
         (self.program.output == OutputKind::NextToken).then(|| self.program.coverage.weight_bytes_per_token(&self.program.instructions))
     }
+
+    fn load_time(&self) -> Option<Duration> {
+        Some(self.load_time)
+    }
+
+    /// The shim's own C++ loop over `forward` (`runlens bench`'s `shim-loop-xnnpack` row).
+    fn native_loop(&mut self) -> Option<&mut dyn crate::backend::NativeLoop> {
+        Some(self)
+    }
+}
+
+impl crate::backend::NativeLoop for ExecutorchBackend {
+    fn last_run_ns(&mut self) -> u64 {
+        self.module_mut().last_run_ns()
+    }
+
+    fn run_native(&mut self, input: &Encoded) -> anyhow::Result<u64> {
+        let prepared = self.prepare(input)?;
+        let mask = self.convention().with_mask.then_some(prepared.attention_mask.as_slice());
+        let times = self.module_mut().forward_loop(&prepared.ids, mask, 1)?;
+        times.first().copied().ok_or_else(|| anyhow::anyhow!("the shim's loop returned no time"))
+    }
 }
 
 impl Decoder for ExecutorchBackend {

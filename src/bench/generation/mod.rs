@@ -21,7 +21,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use super::{machine::Machine, Budget, LoadRow};
-use crate::backend::{self, BackendSpec};
+use crate::backend::{self, BackendSpec, Runtime};
 use crate::task::generation::{Detokenizer, GenerateOptions};
 use crate::model::ModelDir;
 
@@ -148,11 +148,13 @@ pub fn fill_bandwidth(rows: &mut [GenRow], weight_bytes: &std::collections::BTre
 /// cache is `dynamic`: it grows by one position a token (as transformers'
 /// `DynamicCache`, which the Python eager row uses).
 pub fn cache_of(dir: &ModelDir, spec: &BackendSpec) -> Option<String> {
-    if spec.is_eager() {
-        return Some("dynamic".to_string());
+    match spec.runtime() {
+        Runtime::Eager => Some("dynamic".to_string()),
+        Runtime::ExecuTorch => {
+            let program = dir.manifest().programs.iter().find(|p| p.name == spec.name)?;
+            Some(program.cache.clone().unwrap_or_else(|| "none".to_string()))
+        }
     }
-    let program = dir.manifest().programs.iter().find(|p| p.name == spec.name)?;
-    Some(program.cache.clone().unwrap_or_else(|| "none".to_string()))
 }
 
 /// A prompt of exactly `n` ids: the tokens of assets/prompts.txt and
@@ -204,7 +206,7 @@ pub fn bench_backend(
             anyhow::ensure!(g.ids.len() == gen_tokens, "{name} stopped after {} of {gen_tokens} tokens ({})", g.ids.len(), g.stop);
             Ok((g.ttft.as_secs_f64() * 1e3, g.decode_tokens_per_s()))
         };
-        for _ in 0..budget.warmup_for(&name) {
+        for _ in 0..budget.for_spec(spec).warmup {
             if stop.load(Ordering::Relaxed) {
                 break;
             }
