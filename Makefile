@@ -82,8 +82,8 @@ $(VENV_STAMP): requirements.txt
 $(MODEL_STAMP): $(VENV_STAMP) python/export.py $(wildcard python/runlens_export/*.py python/runlens_export/archs/*.py) assets/sentences.txt
 	$(VPY) python/export.py --out $(MODELS) --sentences assets/sentences.txt
 
-$(MODELS)/%.counts.json: $(MODEL_STAMP) python/pte_counts.py
-	$(VPY) python/pte_counts.py $(MODELS)/$*.pte $@
+$(MODELS)/%.counts.json: $(MODEL_STAMP) tests/python/pte_counts.py
+	$(VPY) tests/python/pte_counts.py $(MODELS)/$*.pte $@
 
 clean-models:
 	rm -rf $(MODELS)

@@ -1,5 +1,5 @@
 # `make test-models` (a prerequisite of `make test`): tiny random-weight
-# checkpoints (python/tiny_checkpoint.py, seeded; sizes unlike MiniLM) exported
+# checkpoints (tests/python/tiny_checkpoint.py, seeded; sizes unlike MiniLM) exported
 # through python/export.py, and programs made the way other pipelines make
 # them (python/export_course.py), for the tests of issue 13:
 #   models/tiny-bert-mlm, models/tiny-distilbert-mlm   fill-mask
@@ -10,7 +10,7 @@
 #     drivable), programs.json
 # and of issue 14 (text generation):
 #   models/tiny-gpt2   a tiny GPT-2 (checkpoint and byte-level BPE tokenizer from
-#     python/tiny_checkpoint.py --arch gpt2), text-generation, L = 64: portable,
+#     tests/python/tiny_checkpoint.py --arch gpt2), text-generation, L = 64: portable,
 #     portable-nocache, xnnpack, xnnpack-nocache, and (issue 26) the quantized
 #     xnnpack-int8 and xnnpack-8da4w (group 32: the model is 64 wide), each checked
 #     against its quantized PyTorch model (about 2 minutes more of export)
@@ -21,7 +21,7 @@
 #     tiny Llama (GQA, llama3 rope, untied, three eos ids, Llama 3 tokens),
 #     Qwen2 (biases, one KV head, tied), Qwen3 (q/k norms, own head_dim) and a
 #     Llama with a SentencePiece-style byte-fallback tokenizer (checkpoints,
-#     tokenizers and chat templates from python/tiny_decoders.py), exported as
+#     tokenizers and chat templates from tests/python/tiny_decoders.py), exported as
 #     tiny-gpt2 is, but with L = 128 so that their chat-formatted prompts (65-78 tokens
 #     with the templates' system text) fit with 24 new tokens: the four programs;
 #     reference.json holds transformers' ids for the raw prompts and the chat ones;
@@ -29,7 +29,7 @@
 #     xnnpack-8da4w (group 32), as tiny-gpt2 (QUANTIZED_DECODERS; about 45 s of CPU a program)
 # and of issue 25's programs runlens cannot run:
 #   models/llm-flow/update-cache.pte   a decoder-shaped program whose cache is written by
-#     ExecuTorch's LLM custom operator llama::update_cache (python/llm_flow_program.py)
+#     ExecuTorch's LLM custom operator llama::update_cache (tests/python/llm_flow_program.py)
 # Every export runs its programs against transformers (ExecuTorch's Python
 # runtime) and fails when they disagree. manifest.json / programs.json are the
 # stamps: a second run does nothing. The exports run two at a time.
@@ -56,9 +56,9 @@ TEST_MODELS_JOBS ?= 2
 FIGURES_MODEL := models/distilbert-base-random
 GPT2_CKPT := $(CHECKPOINTS)/tiny-gpt2
 GPT2_MODELS := models/tiny-gpt2/manifest.json models/course-gpt2/programs.json
-# what python/tiny_checkpoint.py trains the GPT-2 tokenizer on
+# what tests/python/tiny_checkpoint.py trains the GPT-2 tokenizer on
 GPT2_TOKENIZER_TEXT := assets/corpus.txt assets/sentences.txt assets/fill-mask.txt assets/demo.txt
-# The Llama-family decoders (python/tiny_decoders.py): one process builds the four
+# The Llama-family decoders (tests/python/tiny_decoders.py): one process builds the four
 # checkpoints, models/checkpoints/tiny-<arch>; their tokenizers are trained on the same text.
 DECODER_ARCHS := llama qwen2 qwen3 llama2-sp
 DECODER_CKPT_STAMP := $(CHECKPOINTS)/.decoders-stamp
@@ -95,11 +95,11 @@ test-models-files: $(TINY_MODELS:%=%/manifest.json) $(COURSE)/programs.json $(GP
   $(CHAT_REFERENCES) $(EAGER_LLAMA)/.stamp $(LLM_FLOW)/programs.json
 	@:
 
-$(LLM_FLOW)/programs.json: python/llm_flow_program.py | $(VENV_STAMP)
-	$(VPY) python/llm_flow_program.py --out $(LLM_FLOW)
+$(LLM_FLOW)/programs.json: tests/python/llm_flow_program.py | $(VENV_STAMP)
+	$(VPY) tests/python/llm_flow_program.py --out $(LLM_FLOW)
 
-$(DECODER_CKPT_STAMP): python/tiny_checkpoint.py python/tiny_decoders.py $(GPT2_TOKENIZER_TEXT) | $(VENV_STAMP)
-	$(VPY) python/tiny_checkpoint.py --arch $(subst $(space),$(,),$(DECODER_ARCHS)) --size tiny --seed 0 --out $(CHECKPOINTS)
+$(DECODER_CKPT_STAMP): tests/python/tiny_checkpoint.py tests/python/tiny_decoders.py $(GPT2_TOKENIZER_TEXT) | $(VENV_STAMP)
+	$(VPY) tests/python/tiny_checkpoint.py --arch $(subst $(space),$(,),$(DECODER_ARCHS)) --size tiny --seed 0 --out $(CHECKPOINTS)
 	@touch $@
 
 # A static pattern: the encoders' models/tiny-%/manifest.json rule would match these too.
@@ -108,8 +108,8 @@ $(DECODER_MODELS): models/tiny-%/manifest.json: $(DECODER_CKPT_STAMP) $(EXPORT_P
 	  $(call decoder_programs_of,tiny-$*) --out models/tiny-$* --threads 1
 
 # One process builds the four checkpoints (its imports cost more than the models).
-$(TINY_CKPT_STAMP): python/tiny_checkpoint.py | $(VENV_STAMP)
-	$(VPY) python/tiny_checkpoint.py --arch $(subst $(space),$(,),$(TINY_ARCHS)) --size tiny --seed 0 --out $(CHECKPOINTS)
+$(TINY_CKPT_STAMP): tests/python/tiny_checkpoint.py | $(VENV_STAMP)
+	$(VPY) tests/python/tiny_checkpoint.py --arch $(subst $(space),$(,),$(TINY_ARCHS)) --size tiny --seed 0 --out $(CHECKPOINTS)
 	@touch $@
 
 models/tiny-%/manifest.json: $(TINY_CKPT_STAMP) $(EXPORT_PY) assets/sentences.txt assets/fill-mask.txt $(TEST_REQS_STAMP)
@@ -120,8 +120,8 @@ $(COURSE)/programs.json: $(TINY_CKPT_STAMP) python/export_course.py $(EXPORT_PY)
 	$(VPY) python/export_course.py --model $(CHECKPOINTS)/tiny-distilbert-mlm --out $(COURSE)
 
 # The GPT-2 checkpoint has its own stamp: its tokenizer is trained on the assets text.
-$(GPT2_CKPT)/.stamp: python/tiny_checkpoint.py $(GPT2_TOKENIZER_TEXT) | $(VENV_STAMP)
-	$(VPY) python/tiny_checkpoint.py --arch gpt2 --size tiny --seed 0 --out $(GPT2_CKPT)
+$(GPT2_CKPT)/.stamp: tests/python/tiny_checkpoint.py $(GPT2_TOKENIZER_TEXT) | $(VENV_STAMP)
+	$(VPY) tests/python/tiny_checkpoint.py --arch gpt2 --size tiny --seed 0 --out $(GPT2_CKPT)
 	@touch $@
 
 models/tiny-gpt2/manifest.json: $(GPT2_CKPT)/.stamp $(EXPORT_PY) assets/prompts.txt $(TEST_REQS_STAMP)
@@ -142,16 +142,16 @@ models/course-gpt2/programs.json: $(GPT2_CKPT)/.stamp python/export_course.py $(
 
 models-figures: $(FIGURES_MODEL)/manifest.json
 
-$(CHECKPOINTS)/distilbert-base-random/config.json: python/tiny_checkpoint.py | $(VENV_STAMP)
-	$(VPY) python/tiny_checkpoint.py --arch distilbert-mlm --size distilbert-base --seed 0 --out $(CHECKPOINTS)/distilbert-base-random
+$(CHECKPOINTS)/distilbert-base-random/config.json: tests/python/tiny_checkpoint.py | $(VENV_STAMP)
+	$(VPY) tests/python/tiny_checkpoint.py --arch distilbert-mlm --size distilbert-base --seed 0 --out $(CHECKPOINTS)/distilbert-base-random
 
 $(FIGURES_MODEL)/manifest.json: $(CHECKPOINTS)/distilbert-base-random/config.json $(EXPORT_PY) assets/fill-mask.txt
 	$(VPY) python/export.py --model $(CHECKPOINTS)/distilbert-base-random --task fill-mask --out $(FIGURES_MODEL) --no-check
 
 models-gpt2-figures: $(GPT2_FIGURES_MODEL)/manifest.json
 
-$(GPT2_FIGURES_CKPT)/.stamp: python/tiny_checkpoint.py $(GPT2_TOKENIZER_TEXT) | $(VENV_STAMP)
-	$(VPY) python/tiny_checkpoint.py --arch gpt2 --size gpt2 --seed 0 --out $(GPT2_FIGURES_CKPT)
+$(GPT2_FIGURES_CKPT)/.stamp: tests/python/tiny_checkpoint.py $(GPT2_TOKENIZER_TEXT) | $(VENV_STAMP)
+	$(VPY) tests/python/tiny_checkpoint.py --arch gpt2 --size gpt2 --seed 0 --out $(GPT2_FIGURES_CKPT)
 	@touch $@
 
 $(GPT2_FIGURES_MODEL)/manifest.json: $(GPT2_FIGURES_CKPT)/.stamp $(EXPORT_PY) assets/prompts.txt
@@ -160,7 +160,7 @@ $(GPT2_FIGURES_MODEL)/manifest.json: $(GPT2_FIGURES_CKPT)/.stamp $(EXPORT_PY) as
 	  --out $(GPT2_FIGURES_MODEL) --no-check
 
 # `make models-decoder-figures` (not in `make test`): SmolLM2-135M's and Qwen2.5-0.5B's
-# published sizes with random weights (python/tiny_decoders.py FIGURE_SIZES), text-generation
+# published sizes with random weights (tests/python/tiny_decoders.py FIGURE_SIZES), text-generation
 # with L = 192: the KV-cache programs (float32 and the two quantized XNNPACK ones) and
 # XNNPACK's window (portable's window would take hours at these sizes). SmolLM2's width,
 # 576, takes no group of 128 (the recipe's default): its 4-bit groups are 64. Like models-gpt2-figures it skips the check against transformers.
@@ -168,8 +168,8 @@ DECODER_FIGURES := smollm2-135m qwen2.5-0.5b
 arch_of_figure = $(if $(filter smollm2-%,$(1)),llama,qwen2)
 models-decoder-figures: $(DECODER_FIGURES:%=models/%-random/manifest.json)
 
-$(DECODER_FIGURES:%=$(CHECKPOINTS)/%-random/.stamp): $(CHECKPOINTS)/%-random/.stamp: python/tiny_checkpoint.py python/tiny_decoders.py $(GPT2_TOKENIZER_TEXT) | $(VENV_STAMP)
-	$(VPY) python/tiny_checkpoint.py --arch $(call arch_of_figure,$*) --size $* --seed 0 --out $(CHECKPOINTS)/$*-random
+$(DECODER_FIGURES:%=$(CHECKPOINTS)/%-random/.stamp): $(CHECKPOINTS)/%-random/.stamp: tests/python/tiny_checkpoint.py tests/python/tiny_decoders.py $(GPT2_TOKENIZER_TEXT) | $(VENV_STAMP)
+	$(VPY) tests/python/tiny_checkpoint.py --arch $(call arch_of_figure,$*) --size $* --seed 0 --out $(CHECKPOINTS)/$*-random
 	@touch $@
 
 $(DECODER_FIGURES:%=models/%-random/manifest.json): models/%-random/manifest.json: $(CHECKPOINTS)/%-random/.stamp $(EXPORT_PY) assets/prompts.txt
@@ -177,22 +177,22 @@ $(DECODER_FIGURES:%=models/%-random/manifest.json): models/%-random/manifest.jso
 	  --programs portable,xnnpack,xnnpack-nocache,xnnpack-int8,xnnpack-8da4w $(if $(filter smollm2-%,$*),--group-size 64) \
 	  --out models/$*-random --no-check
 
-$(CHAT_REFERENCES): $(CHECKPOINTS)/tiny-%/chat_reference.json: $(DECODER_CKPT_STAMP) python/chat_reference.py assets/prompts.txt
-	$(VPY) python/chat_reference.py --checkpoint $(CHECKPOINTS)/tiny-$* --prompts assets/prompts.txt --out $(CHECKPOINTS)/tiny-$*
+$(CHAT_REFERENCES): $(CHECKPOINTS)/tiny-%/chat_reference.json: $(DECODER_CKPT_STAMP) tests/python/chat_reference.py assets/prompts.txt
+	$(VPY) tests/python/chat_reference.py --checkpoint $(CHECKPOINTS)/tiny-$* --prompts assets/prompts.txt --out $(CHECKPOINTS)/tiny-$*
 
-$(EAGER_LLAMA)/.stamp: python/eager_llama_reference.py | $(VENV_STAMP)
-	$(VPY) python/eager_llama_reference.py --out $(EAGER_LLAMA)
+$(EAGER_LLAMA)/.stamp: tests/python/eager_llama_reference.py | $(VENV_STAMP)
+	$(VPY) tests/python/eager_llama_reference.py --out $(EAGER_LLAMA)
 	@touch $@
 
 clean-test-models:
 	rm -rf $(EAGER_LLAMA) $(LLM_FLOW) $(TINY_MODELS) $(COURSE) models/tiny-gpt2 models/soak-gpt2 models/course-gpt2 $(DECODER_MODELS:%/manifest.json=%) $(CHECKPOINTS)/tiny-* $(TINY_CKPT_STAMP) $(DECODER_CKPT_STAMP) $(HUB_MODELS:%/manifest.json=%) $(CHECKPOINTS)/hub-* $(HUB_CKPT_STAMP)
 
-# Issue 33: checkpoints as the hub ships them (python/hub_layout.py): the tiny Llama, Qwen2
+# Issue 33: checkpoints as the hub ships them (tests/python/hub_layout.py): the tiny Llama, Qwen2
 # and SentencePiece Llama in bfloat16, sharded with model.safetensors.index.json,
 # chat_template.jinja, a position limit of 4096, an end-id list of two in
 # generation_config.json (hub-llama2-sp: tokenizer.model only, no tokenizer.json), exported
 # with the export's defaults (no --programs, no --max-seq-len); transformers' float32 greedy
-# ids for them (python/hub_reference.py, hub_reference.json beside each checkpoint) for
+# ids for them (tests/python/hub_reference.py, hub_reference.json beside each checkpoint) for
 # tests/hub_checkpoints.rs.
 HUB_ARCHS := llama qwen2 llama2-sp
 HUB_CKPT_STAMP := $(CHECKPOINTS)/.hub-stamp
@@ -201,15 +201,15 @@ HUB_REFERENCES := $(HUB_ARCHS:%=$(CHECKPOINTS)/hub-%/hub_reference.json)
 
 test-models-files: $(HUB_MODELS) $(HUB_REFERENCES)
 
-$(HUB_CKPT_STAMP): python/tiny_checkpoint.py python/tiny_decoders.py python/hub_layout.py $(GPT2_TOKENIZER_TEXT) assets/prompts.txt | $(VENV_STAMP)
-	$(VPY) python/tiny_checkpoint.py --arch $(subst $(space),$(,),$(HUB_ARCHS)) --size hub --seed 0 --out $(CHECKPOINTS)
+$(HUB_CKPT_STAMP): tests/python/tiny_checkpoint.py tests/python/tiny_decoders.py tests/python/hub_layout.py $(GPT2_TOKENIZER_TEXT) assets/prompts.txt | $(VENV_STAMP)
+	$(VPY) tests/python/tiny_checkpoint.py --arch $(subst $(space),$(,),$(HUB_ARCHS)) --size hub --seed 0 --out $(CHECKPOINTS)
 	@touch $@
 
 $(HUB_MODELS): models/hub-%/manifest.json: $(HUB_CKPT_STAMP) $(EXPORT_PY) assets/prompts.txt
 	$(VPY) python/export.py --model $(CHECKPOINTS)/hub-$* --task text-generation --out models/hub-$* --threads 1
 
-$(HUB_REFERENCES): $(CHECKPOINTS)/hub-%/hub_reference.json: $(HUB_CKPT_STAMP) python/hub_reference.py
-	$(VPY) python/hub_reference.py --checkpoint $(CHECKPOINTS)/hub-$*
+$(HUB_REFERENCES): $(CHECKPOINTS)/hub-%/hub_reference.json: $(HUB_CKPT_STAMP) tests/python/hub_reference.py
+	$(VPY) tests/python/hub_reference.py --checkpoint $(CHECKPOINTS)/hub-$*
 
 # Issue 33, a decode step that follows the filled length (tests/long_context.rs,
 # docs/kv-cache.md): the hub-layout Qwen2 exported twice, L = 256 and L = 2048, the

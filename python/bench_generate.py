@@ -12,7 +12,7 @@ Backends:
               --gen-tokens so it never stops early; a streamer stamps each new token.
   eager-int8  the same with every linear layer (the head included) on ATen's packed kernels,
   eager-int4  `_weight_int8pack_mm` / `_weight_int4pack_mm_for_cpu`, called from Python as
-              runlens' columns call them (python/eager_quant_reference.py `quantize_linears`):
+              runlens' columns call them (tests/python/eager_quant_reference.py `quantize_linears`):
               torchao 0.18's weight-only configs have no packed CPU path (int8 dequantizes
               to bfloat16 and runs aten::mm; int4 asks for CUDA or mslk).
   a program   any program name of the manifest (portable, portable-nocache, xnnpack,
@@ -191,7 +191,7 @@ def main(argv: list[str]) -> int:
     pad_id = int(manifest.get("pad_token_id") or 0)
     prompts = {n: prompt_of(args.model / manifest.get("tokenizer", "tokenizer.json"), n) for n in lens}
     out = {"rows": [], **versions(), "threads": args.threads, "model": str(args.model),
-           "weights": "random (python/tiny_checkpoint.py): timings depend on the shapes only",
+           "weights": "random (tests/python/tiny_checkpoint.py): timings depend on the shapes only",
            "skipped": [], "interrupted": False}
     try:
         for backend in backends:

@@ -1,6 +1,6 @@
 //! The memory wall's two numbers (issue 26, item 4): the bytes of weights a
 //! decode step reads, per backend, against PyTorch's own count of the same
-//! checkpoint (python/weight_bytes.py: every parameter once, less the tables
+//! checkpoint (tests/python/weight_bytes.py: every parameter once, less the tables
 //! only gathered from); and the read-bandwidth probe's JSON in a bench report.
 
 mod common;
@@ -13,7 +13,7 @@ use std::process::Command;
 fn python_weight_bytes(checkpoints: &[&str]) -> BTreeMap<String, u64> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dirs: Vec<String> = checkpoints.iter().map(|c| root.join("models/checkpoints").join(c).display().to_string()).collect();
-    let out = Command::new(root.join(".venv/bin/python")).arg(root.join("python/weight_bytes.py")).args(&dirs).output().expect("the venv's python runs");
+    let out = Command::new(root.join(".venv/bin/python")).arg(root.join("tests/python/weight_bytes.py")).args(&dirs).output().expect("the venv's python runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let by_dir: BTreeMap<String, u64> = serde_json::from_slice(&out.stdout).unwrap();
     checkpoints.iter().zip(&dirs).map(|(c, d)| (c.to_string(), by_dir[d])).collect()

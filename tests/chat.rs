@@ -1,7 +1,7 @@
 //! Chat prompts and streamed text against transformers, on the tiny decoder
 //! checkpoints (`models/checkpoints/tiny-{llama,qwen2,qwen3,llama2-sp}`,
-//! python/tiny_checkpoint.py) and the `chat_reference.json` that
-//! python/chat_reference.py writes beside each (`make test-models`):
+//! tests/python/tiny_checkpoint.py) and the `chat_reference.json` that
+//! tests/python/chat_reference.py writes beside each (`make test-models`):
 //!
 //! - the chat template rendered here equals `apply_chat_template(tokenize=False,
 //!   add_generation_prompt=True)`, its ids equal `apply_chat_template`'s, and

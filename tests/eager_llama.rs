@@ -4,11 +4,11 @@
 //!   qwen2  q/k/v biases, one KV head, a tied head
 //!   qwen3  per-head q/k norms, head_dim unlike hidden / heads, `linear` rope scaling
 //! For each, the prefill's logits and a greedy continuation equal what
-//! transformers computed (`reference.json`, python/eager_llama_reference.py),
+//! transformers computed (`reference.json`, tests/python/eager_llama_reference.py),
 //! and the cached steps equal a full recompute. Then the errors for files the
 //! decoder cannot use.
 //!
-//! Needs the checkpoints: `python python/eager_llama_reference.py --out models/eager-llama`
+//! Needs the checkpoints: `python tests/python/eager_llama_reference.py --out models/eager-llama`
 //! (or `$RUNLENS_LLAMA_FIXTURES` pointing at a folder made so).
 #![cfg(feature = "eager")]
 
@@ -52,7 +52,7 @@ fn checkpoint(arch: &str) -> PathBuf {
     for file in ["config.json", "model.safetensors", "reference.json"] {
         assert!(
             dir.join(file).is_file(),
-            "{} is missing: build the tiny checkpoints with `.venv/bin/python python/eager_llama_reference.py --out {}`",
+            "{} is missing: build the tiny checkpoints with `.venv/bin/python tests/python/eager_llama_reference.py --out {}`",
             dir.join(file).display(),
             root.display()
         );

@@ -3,7 +3,7 @@
 //! kernels (`_weight_int8pack_mm`, `_weight_int4pack_mm_for_cpu`), on the tiny
 //! random-weight decoders of `make test-models`.
 //!
-//! The reference is computed independently by python/eager_quant_reference.py:
+//! The reference is computed independently by tests/python/eager_quant_reference.py:
 //! transformers' model with every linear layer's weight quantized and
 //! dequantized by the scheme in torch and its input and output rounded to
 //! bfloat16, as the kernels do. Measured on these models: first-step cosine
@@ -46,7 +46,7 @@ fn python_reference(dir: &ModelDir, format: WeightFormat, ids: &[i64], new_token
     };
     let ids = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
     let out = Command::new(root.join(".venv/bin/python"))
-        .arg(root.join("python/eager_quant_reference.py"))
+        .arg(root.join("tests/python/eager_quant_reference.py"))
         .arg(dir.root())
         .args([name, "--group-size", &group.to_string(), "--ids", &ids, "--new-tokens", &new_tokens.to_string()])
         .output()

@@ -3,7 +3,7 @@
 //! transformers (`reference.json`), and its errors for checkpoints it cannot use.
 //!
 //! Needs the tiny random-weight checkpoints `models/tiny-{bert-mlm,distilbert-mlm,
-//! bert-cls,distilbert-cls}/` (`make test-models`: python/tiny_checkpoint.py, hidden 48,
+//! bert-cls,distilbert-cls}/` (`make test-models`: tests/python/tiny_checkpoint.py, hidden 48,
 //! 3 layers, 4 heads, FFN 96, so that a size taken from MiniLM's config shows; the
 //! reference is transformers' eager forward on the same files).
 //!

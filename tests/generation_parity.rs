@@ -5,7 +5,7 @@
 //! `parity.top1_agreement` (teacher-forced on the reference's new ids), for
 //! float32 and quantized programs, a window (no-cache) program among them;
 //! the same two figures computed apart in Python (transformers and ExecuTorch's
-//! `_load_for_executorch`, python/generation_parity.py); and `runlens layers`
+//! `_load_for_executorch`, tests/python/generation_parity.py); and `runlens layers`
 //! naming the module where the 4-bit program first drifts.
 //!
 //! Bounds. Float32 programs compute what eager computes: cosine >= 0.9999 and
@@ -104,12 +104,12 @@ fn runlens_figures_match_pythons() {
     let ids: Vec<String> = v["ids"].as_array().unwrap().iter().map(|i| i.to_string()).collect();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = std::process::Command::new(root.join(".venv/bin/python"))
-        .arg(root.join("python/generation_parity.py"))
+        .arg(root.join("tests/python/generation_parity.py"))
         .args(["--model", &model_path("tiny-gpt2"), "--ids", &ids.join(","), "--programs", "xnnpack,xnnpack-int8,xnnpack-8da4w"])
         .args(["--max-new-tokens", NEW_TOKENS])
         .output()
         .expect("the venv's python runs");
-    assert!(out.status.success(), "python/generation_parity.py: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "tests/python/generation_parity.py: {}", String::from_utf8_lossy(&out.stderr));
     let py: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(py["reference"]["generated_ids"], backend(&v, "eager")["generated_ids"], "eager's ids are transformers'");
     for name in ["xnnpack", "xnnpack-int8", "xnnpack-8da4w"] {

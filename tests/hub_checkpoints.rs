@@ -1,11 +1,11 @@
 //! Checkpoints as the hub ships them (issue 33; `make test-models`: models/hub-llama,
-//! models/hub-qwen2, models/hub-llama2-sp from python/hub_layout.py): a tiny Llama, Qwen2
+//! models/hub-qwen2, models/hub-llama2-sp from tests/python/hub_layout.py): a tiny Llama, Qwen2
 //! and SentencePiece Llama in bfloat16, sharded with model.safetensors.index.json,
 //! chat_template.jinja, a position limit of 4096 and (llama, qwen2) an end-id list of two
 //! in generation_config.json; hub-llama2-sp has only tokenizer.model. Each went through
 //! python/export.py with its defaults (no --programs, no --max-seq-len).
 //!
-//! Held against transformers run on its own in Python (python/hub_reference.py:
+//! Held against transformers run on its own in Python (tests/python/hub_reference.py:
 //! `from_pretrained(dtype=torch.float32)`, greedy `generate`, `hub_reference.json`
 //! beside each checkpoint): every float column (eager from the bfloat16 shards widened
 //! to float32, portable, XNNPACK) continues the raw and chat prompts with transformers'
@@ -50,7 +50,7 @@ struct Sentence {
     stopped_at: Option<i64>,
 }
 
-/// transformers' float32 ids for `models/checkpoints/<name>` (python/hub_reference.py).
+/// transformers' float32 ids for `models/checkpoints/<name>` (tests/python/hub_reference.py).
 fn reference(name: &str) -> HubReference {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/checkpoints").join(name).join("hub_reference.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}; run `make test-models`", path.display()));

@@ -1,5 +1,5 @@
 //! `runlens inspect` on the exported MiniLM programs: the Rust reader must
-//! agree with ExecuTorch's own Python deserializer (`python/pte_counts.py`,
+//! agree with ExecuTorch's own Python deserializer (`tests/python/pte_counts.py`,
 //! run by the export step, writes `*.counts.json` next to each `.pte`), and
 //! damaged copies of the real files must give errors, not crashes.
 
@@ -291,7 +291,7 @@ fn inspect_json_prints_exactly_one_object() {
     let expected = serde_json::to_value(pte::inspect_file(&path).unwrap()).unwrap();
     assert_eq!(printed, expected);
     // What was printed against an independent reading of the same file:
-    // ExecuTorch's Python deserializer (python/pte_counts.py).
+    // ExecuTorch's Python deserializer (tests/python/pte_counts.py).
     compare_json_with_python("xnnpack", &printed);
     assert!(printed["plans"][0]["delegate_calls"].as_u64() > Some(0), "{printed}");
 }

@@ -1,7 +1,8 @@
-//! The layers of `src/` stay layers (docs/architecture.md): no import circle
-//! between top-level modules, `tensor` imports nothing of runlens, `model`
-//! nothing above it, and `backend` never names a task. Read from the `crate::`
-//! paths of the source itself (comments and `#[cfg(test)]` modules left out).
+//! The layers of `src/` stay layers (docs/architecture.md): every top-level
+//! module sits in one layer of [`LAYERS`] and imports only from its own layer
+//! or those below, and no import circle joins two modules. Read from the
+//! `crate::` paths of the source itself (comments and `#[cfg(test)]` modules
+//! left out).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -96,6 +97,57 @@ fn imports() -> BTreeMap<String, BTreeMap<String, String>> {
         }
     }
     graph
+}
+
+/// The layers, bottom first: docs/architecture.md's table, in the same order.
+/// A module may import from its own layer (no circle: the test below) and
+/// from any layer under it, never from one above.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("plain data and file readers", &["tensor", "timeline", "ffi", "pte", "heat", "stats"]),
+    ("the model directory", &["model"]),
+    ("architectures", &["arch"]),
+    ("backends", &["backend"]),
+    ("tasks", &["task"]),
+    ("reading runs, measuring", &["profile", "layers", "corpus_cache", "footprint", "memory", "bench"]),
+    ("scheduling", &["schedule"]),
+    ("background jobs", &["jobs"]),
+    ("the explorer's state", &["app"]),
+    ("drawing", &["ui"]),
+    ("the terminal", &["tui"]),
+    ("the command line", &["cli"]),
+];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|(_, modules)| modules.contains(&module))
+}
+
+#[test]
+fn every_module_imports_only_its_own_layer_and_those_below() {
+    let graph = imports();
+    let mut upward = Vec::new();
+    for (module, uses) in &graph {
+        let Some(at) = layer_of(module) else {
+            panic!("src/{module} is in no layer of tests/layering.rs' LAYERS: add it where docs/architecture.md puts it");
+        };
+        for (used, site) in uses {
+            let below = layer_of(used).unwrap_or_else(|| panic!("src/{used} is in no layer of LAYERS"));
+            if below > at {
+                upward.push(format!("{module} ({}) imports {used} ({}) at {site}", LAYERS[at].0, LAYERS[below].0));
+            }
+        }
+    }
+    assert!(upward.is_empty(), "imports from a layer above:\n{}", upward.join("\n"));
+}
+
+#[test]
+fn every_module_of_src_is_in_the_table() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().trim_end_matches(".rs").to_string();
+        if name != "lib" && name != "main" {
+            assert!(layer_of(&name).is_some(), "src/{name} is in no layer of tests/layering.rs' LAYERS");
+        }
+    }
 }
 
 #[test]

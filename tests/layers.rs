@@ -164,7 +164,7 @@ fn gpt2_kv_programs_map_to_its_blocks_on_the_prefill() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let modules: Vec<&str> = v["rows"].as_array().unwrap().iter().map(|r| r["module"].as_str().unwrap()).collect();
-    let n_layer = 2; // python/tiny_checkpoint.py --arch gpt2 --size tiny
+    let n_layer = 2; // tests/python/tiny_checkpoint.py --arch gpt2 --size tiny
     let mut want = vec!["model".to_string(), "wte".into(), "wpe".into()];
     for i in 0..n_layer {
         want.extend(["ln_1", "attn", "ln_2", "mlp"].iter().map(|p| format!("h.{i}.{p}")));
@@ -195,7 +195,7 @@ fn llama_family_programs_map_to_its_layers_on_the_prefill() {
         assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         let modules: Vec<&str> = v["rows"].as_array().unwrap().iter().map(|r| r["module"].as_str().unwrap()).collect();
-        let n_layer = 2; // python/tiny_decoders.py
+        let n_layer = 2; // tests/python/tiny_decoders.py
         let mut want = vec!["model".to_string(), "embed_tokens".into()];
         for i in 0..n_layer {
             want.extend(["input_layernorm", "self_attn", "post_attention_layernorm", "mlp"].iter().map(|p| format!("layers.{i}.{p}")));

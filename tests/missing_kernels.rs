@@ -1,5 +1,5 @@
 //! Programs runlens cannot run, named before they are loaded (issue 25, item 5):
-//! `models/llm-flow/update-cache.pte` (python/llm_flow_program.py) calls
+//! `models/llm-flow/update-cache.pte` (tests/python/llm_flow_program.py) calls
 //! `llama::update_cache`, a custom operator of ExecuTorch's LLM export flow whose
 //! kernel ships only in the executorch wheel's Python extension. `inspect` lists
 //! it, a column with it fails naming it (the others go on), and no program
@@ -18,7 +18,7 @@ const OPERATOR: &str = "llama::update_cache.out";
 fn llm_flow_program() -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/llm-flow/update-cache.pte");
     assert!(path.is_file(), "{} is missing: run `make test-models`", path.display());
-    // The program really calls the operator (python/llm_flow_program.py wrote what it calls).
+    // The program really calls the operator (tests/python/llm_flow_program.py wrote what it calls).
     let listed: Value = serde_json::from_str(&std::fs::read_to_string(path.with_file_name("programs.json")).unwrap()).unwrap();
     assert_eq!(listed["update-cache.pte"]["custom_operator"], OPERATOR);
     path

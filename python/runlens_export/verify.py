@@ -156,7 +156,7 @@ def verify_float(entry: dict, decoder, rows: list[dict], order: list[int], max_n
 # float32, first step): 1 - cosine(program, model) may be half of quantization's own
 # 1 - cosine and max|diff| three quarters of its max|diff|, never less than the floors
 # nor more than the ceilings below (cosine between 0.999 and 0.99; max|diff| between 10%
-# and 25% of the model's largest |logit|). Measured with python/quantized_drift.py
+# and 25% of the model's largest |logit|). Measured with scripts/quantized_drift.py
 # (docs/quantization.md), random GPT-2-124M and SmolLM2-135M sizes: 1 - cosine up to
 # 1.7e-4 with weights of std 0.02 (17% of the floor); with std 0.2, whose logits reach
 # +-27 and which carry any change far, up to 4.7e-3 (47% of what it was allowed) and

@@ -26,7 +26,7 @@ use crate::task::generation::{Detokenizer, GenerateOptions};
 use crate::model::ModelDir;
 
 /// What the timings are worth: the models made here have random weights.
-pub const WEIGHTS_NOTE: &str = "random weights (python/tiny_checkpoint.py): the timings depend on the shapes only (layers, width, vocabulary, lengths)";
+pub const WEIGHTS_NOTE: &str = "random weights (tests/python/tiny_checkpoint.py): the timings depend on the shapes only (layers, width, vocabulary, lengths)";
 
 /// One backend at one prompt length: medians over the timed generations.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -3,7 +3,7 @@
     .venv/bin/python src/pte/testdata/make_testdata.py
 
 Each file is written by ExecuTorch (executorch==1.5.1, torch==2.13.0); the
-`.counts.json` beside it comes from python/pte_counts.py. The files cover
+`.counts.json` beside it comes from tests/python/pte_counts.py. The files cover
 what the Rust reader must handle besides MiniLM:
   multi_xnnpack   two methods, XNNPACK blobs in segments, weights in named data
   multi_portable  two methods, no delegates, constants in a segment
@@ -24,7 +24,7 @@ from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_
 from executorch.exir._serialize._program import _program_to_flatbuffer, deserialize_pte_binary
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-COUNTS = os.path.abspath(os.path.join(HERE, "..", "..", "..", "python", "pte_counts.py"))
+COUNTS = os.path.abspath(os.path.join(HERE, "..", "..", "..", "tests", "python", "pte_counts.py"))
 
 
 class Small(torch.nn.Module):

@@ -4,8 +4,8 @@ the tokenizer files. runlens' tests export and compare these, since no weights
 but MiniLM's can be fetched here; `--size` with a published model's name gives
 that model's shapes, which is all latency depends on.
 
-    python python/tiny_checkpoint.py --arch distilbert-mlm --out DIR [--seed 0] [--size tiny]
-    python python/tiny_checkpoint.py --arch bert-mlm,bert-cls --out PARENT   # PARENT/tiny-bert-mlm, PARENT/tiny-bert-cls
+    python tests/python/tiny_checkpoint.py --arch distilbert-mlm --out DIR [--seed 0] [--size tiny]
+    python tests/python/tiny_checkpoint.py --arch bert-mlm,bert-cls --out PARENT   # PARENT/tiny-bert-mlm, PARENT/tiny-bert-cls
 
 With several architectures (a comma list), one process builds them all (the
 imports cost more than the tiny models) into OUT/<size>-<arch>.
@@ -30,7 +30,7 @@ Architectures (the class transformers builds):
   llama2-sp         LlamaForCausalLM like TinyLlama: a SentencePiece-style BPE
                     (Metaspace, byte fallback to <0xNN>, <s> added on encode) and a
                     Zephyr-style chat template
-  (python/tiny_decoders.py has the decoders' sizes, tokenizers and templates.)
+  (tests/python/tiny_decoders.py has the decoders' sizes, tokenizers and templates.)
 
 Sizes: `tiny` (hidden 48, 3 layers, 4 heads, FFN 96: unlike MiniLM's, so a
 size taken from the wrong place shows), `distilbert-base` (768, 6 layers, 12
@@ -79,7 +79,7 @@ GPT2_SIZES = {
 EOT = "<|endoftext|>"
 # The assets text the gpt2 tokenizer is trained on (comment lines dropped).
 TOKENIZER_TEXTS = ("corpus.txt", "sentences.txt", "fill-mask.txt", "demo.txt")
-ASSETS = Path(__file__).resolve().parents[1] / "assets"
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
 
 
 def training_lines() -> list[str]:

@@ -3,7 +3,7 @@ Python, apart from runlens: transformers for the float32 reference and
 ExecuTorch's own Python runtime (`_load_for_executorch`) for the programs.
 tests/generation_parity.rs compares runlens' figures with these.
 
-    python python/generation_parity.py --model models/tiny-gpt2 --ids 270,386,511,365 \\
+    python tests/python/generation_parity.py --model models/tiny-gpt2 --ids 270,386,511,365 \\
         --programs xnnpack,xnnpack-int8,xnnpack-8da4w --max-new-tokens 24
 
 For the prompt ids given (runlens' `ids`, so both sides start from the same tokens):
@@ -41,6 +41,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 warnings.filterwarnings("ignore")
 
 import torch  # noqa: E402
+
+# The export package beside these scripts' folder: python/runlens_export.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
 from runlens_export.decoder import decoder_for, teacher_forced  # noqa: E402
 from runlens_export.verify import cosine  # noqa: E402

@@ -4,7 +4,7 @@ own figure (bench::weights) against: every parameter once (a tied head and
 embedding are one tensor), less the tables a step only gathers one row of (a
 token embedding the head does not share, GPT-2's position embedding).
 
-    python python/weight_bytes.py CHECKPOINT_DIR [...]   -> one JSON object {dir: bytes}
+    python tests/python/weight_bytes.py CHECKPOINT_DIR [...]   -> one JSON object {dir: bytes}
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Chat prompts and streamed text as transformers makes them, for runlens' tests
 (tests/chat.rs) to compare the Rust side with.
 
-    python python/chat_reference.py --checkpoint DIR [--prompts assets/prompts.txt] --out OUTDIR
+    python tests/python/chat_reference.py --checkpoint DIR [--prompts assets/prompts.txt] --out OUTDIR
 
 reads the Hugging Face checkpoint DIR (tokenizer.json, tokenizer_config.json,
 chat_template.jinja or a `chat_template` in tokenizer_config.json) with
@@ -48,7 +48,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import torch  # noqa: E402
 from transformers import AutoTokenizer, TextStreamer  # noqa: E402
 
-ASSETS = Path(__file__).resolve().parents[1] / "assets"
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
 # Prompts added to the file's: what typed text can hold that the file's lines do not.
 EXTRA_PROMPTS = [
     "Grüße aus Zürich: café, naïve, 東京, ☕",

@@ -1,4 +1,4 @@
-"""The Llama-family decoders of python/tiny_checkpoint.py: a tiny seeded
+"""The Llama-family decoders of tests/python/tiny_checkpoint.py: a tiny seeded
 random-weight checkpoint per family, each with a tokenizer trained on the
 assets text and a chat template in its family's shape, saved as transformers 5
 saves a downloaded checkpoint (config.json, generation_config.json,

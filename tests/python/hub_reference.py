@@ -1,7 +1,7 @@
-"""transformers' own greedy ids for the hub-layout checkpoints (python/hub_layout.py),
+"""transformers' own greedy ids for the hub-layout checkpoints (tests/python/hub_layout.py),
 computed in float32, for tests/hub_checkpoints.rs to hold every runlens column to.
 
-    python python/hub_reference.py --checkpoint DIR [--out FILE]
+    python tests/python/hub_reference.py --checkpoint DIR [--out FILE]
 
 loads DIR as a user of transformers would who wants float32 from a bfloat16
 checkpoint (`AutoModelForCausalLM.from_pretrained(DIR, dtype=torch.float32)`;

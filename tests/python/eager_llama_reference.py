@@ -1,14 +1,14 @@
 """What transformers computes for tiny Llama-family checkpoints, for the eager
 Llama / Qwen2 / Qwen3 decoders' tests (tests/eager_llama.rs).
 
-    python python/eager_llama_reference.py --out models/eager-llama [--arch llama,qwen2,qwen3] [--seed 0]
-    python python/eager_llama_reference.py --checkpoint DIR --out DIR/eager-reference.json
+    python tests/python/eager_llama_reference.py --out models/eager-llama [--arch llama,qwen2,qwen3] [--seed 0]
+    python tests/python/eager_llama_reference.py --checkpoint DIR --out DIR/eager-reference.json
 
 The first form builds one checkpoint per architecture from a config here
 (random weights, seeded; sizes unlike any published model) into OUT/<arch>/,
 written by `save_pretrained` (config.json and model.safetensors), and writes
 OUT/<arch>/reference.json beside it. The second writes the reference for a
-checkpoint that exists already (python/tiny_checkpoint.py's, say).
+checkpoint that exists already (tests/python/tiny_checkpoint.py's, say).
 
 The checkpoints and what each one checks:
   llama  LlamaForCausalLM: grouped-query attention (6 heads, 2 KV heads), an
@@ -47,6 +47,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import torch  # noqa: E402
+
+# What a config means (rotary settings in either spelling, head_dim) is read from the export's
+# architecture files, python/runlens_export/archs/, not written again here.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+from runlens_export.archs import head_dim_of  # noqa: E402
+from runlens_export.archs.rope import rope_of  # noqa: E402
 
 ARCHS = ("llama", "qwen2", "qwen3")
 PROMPT_LENS = (1, 7, 20)
@@ -159,8 +165,8 @@ def llama3_bands(ref: dict, cfg: dict) -> None:
     """The llama checkpoint's frequencies must fall in all three of llama3's bands (kept, smoothed, divided)."""
     import math
 
-    rope = cfg["rope_scaling"]
-    theta, dim = cfg["rope_theta"], cfg["hidden_size"] // cfg["num_attention_heads"]
+    rope = rope_of(cfg)
+    theta, dim = rope["rope_theta"], head_dim_of(cfg, cfg["hidden_size"], cfg["num_attention_heads"])
     old = rope["original_max_position_embeddings"]
     wavelens = [2 * math.pi * theta ** (i / dim) for i in range(0, dim, 2)]
     bands = {"kept": [w < old / rope["high_freq_factor"] for w in wavelens],

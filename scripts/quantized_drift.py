@@ -3,7 +3,7 @@ PyTorch (torchao's reference kernels) on random models of published sizes: the
 measurement behind verify.py's bounds for the check at export
 (docs/quantization.md, "Checked at export").
 
-    python python/quantized_drift.py [--sizes gpt2-124m,smollm2-135m] [--init-range 0.02,0.2]
+    python scripts/quantized_drift.py [--sizes gpt2-124m,smollm2-135m] [--init-range 0.02,0.2]
                                      [--prompts 4] [--prompt-len 8] [--json OUT]
 
 Each model is built from a transformers config with random weights (seeded; no
@@ -24,11 +24,15 @@ import json
 import os
 import sys
 import warnings
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 warnings.filterwarnings("ignore")
 
 import torch  # noqa: E402
+
+# The export package: python/runlens_export.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
 from runlens_export.decoder import CacheDecoder, export_with_cache, to_program  # noqa: E402
 from runlens_export.files import say  # noqa: E402

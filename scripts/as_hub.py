@@ -3,11 +3,11 @@ figures; docs/figures.md): bfloat16 weights (config.json's dtype "bfloat16"), sh
 safetensors with model.safetensors.index.json, the tokenizer files, chat template and
 generation_config.json copied as they are.
 
-    python python/as_hub.py --checkpoint models/checkpoints/qwen2.5-0.5b-random \\
+    python scripts/as_hub.py --checkpoint models/checkpoints/qwen2.5-0.5b-random \\
         --out models/checkpoints/qwen2.5-0.5b-hub [--shard-size 500MB]
 
 Used on the random-weight checkpoints of published sizes (`make models-decoder-figures`'s
-python/tiny_checkpoint.py), so that the figures time an export of the layout a download
+tests/python/tiny_checkpoint.py), so that the figures time an export of the layout a download
 has. Random weights: they time like trained ones but quantize worse.
 """
 

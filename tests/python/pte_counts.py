@@ -1,6 +1,6 @@
 """Counts of a .pte file computed with ExecuTorch's own Python code.
 
-    python python/pte_counts.py IN.pte OUT.json
+    python tests/python/pte_counts.py IN.pte OUT.json
 
 Writes the fields of `runlens inspect --json` that Python can compute, so the
 Rust reader can be checked against an independent implementation:
@@ -159,7 +159,7 @@ def layout_counts(data: bytes) -> dict:
 
 def main() -> None:
     if len(sys.argv) != 3:
-        sys.exit("usage: python python/pte_counts.py IN.pte OUT.json")
+        sys.exit("usage: python tests/python/pte_counts.py IN.pte OUT.json")
     src, dst = sys.argv[1], sys.argv[2]
     with open(src, "rb") as f:
         data = f.read()

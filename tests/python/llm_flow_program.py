@@ -6,7 +6,7 @@ the C++ libraries runlens links. The program has a decoder's inputs and output
 (input_ids int64 [1, S], cache_position int64 [S] -> float32 [1, V]), so the
 only thing wrong with it, for runlens, is the missing kernel.
 
-    python python/llm_flow_program.py --out models/llm-flow [--vocab 512]
+    python tests/python/llm_flow_program.py --out models/llm-flow [--vocab 512]
 
 Writes OUT/update-cache.pte and OUT/programs.json (the operator it calls).
 """

@@ -1,4 +1,4 @@
-"""The tiny decoders of python/tiny_decoders.py laid out as the hub ships a
+"""The tiny decoders of tests/python/tiny_decoders.py laid out as the hub ships a
 checkpoint (issue 33; `tiny_checkpoint.py --arch llama,qwen2,llama2-sp --size hub`):
 
   - bfloat16 weights (`model.to(torch.bfloat16)`, config.json's dtype "bfloat16"), as
@@ -16,7 +16,7 @@ checkpoint (issue 33; `tiny_checkpoint.py --arch llama,qwen2,llama2-sp --size hu
 
 Random weights seldom write an end id within a few tokens. So that the prompts'
 greedy continuations (PROMPTS below, float32 from the bfloat16 weights, as
-python/hub_reference.py computes them) stop at each of the two end ids, the head
+tests/python/hub_reference.py computes them) stop at each of the two end ids, the head
 rows of the two ids are scaled by the smallest factors of SCALES that make one
 prompt stop at the first id and another at the second, while at least half of
 the prompts still write 16 tokens or more. Deterministic: the same seed writes
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-ASSETS = Path(__file__).resolve().parents[1] / "assets"
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
 HUB_POSITIONS = 4096
 # Small enough for the tiny models (~0.2-0.3 MB in bfloat16) to come in 2 shards or more.
 SHARD_SIZE = "100KB"
