@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Nearest;
+use super::{App, Nearest, Phase};
+use crate::schedule::Request;
 use crate::backend::{BackendSpec, Delegate, Runtime};
 use crate::model::Encoded;
 use crate::task::Embedding;
@@ -54,6 +55,26 @@ pub(super) fn corpus_preference(spec: &BackendSpec) -> u8 {
             Delegate::Xnnpack | Delegate::Other(_) | Delegate::Unknown if spec.fixed_len.is_some() => 2,
             Delegate::Xnnpack | Delegate::Other(_) | Delegate::Unknown => 0,
         },
+    }
+}
+
+impl App {
+    /// Ask the fastest backend not tried yet (and not failed) to embed the corpus.
+    pub(super) fn assign_corpus(&mut self) {
+        let next = self
+            .columns
+            .iter()
+            .filter(|c| !self.corpus.tried.contains(&c.kind) && !matches!(c.phase, Phase::Failed(_)))
+            .min_by_key(|c| corpus_preference(&c.kind))
+            .map(|c| c.kind.clone());
+        match next {
+            Some(kind) => {
+                self.corpus.tried.push(kind.clone());
+                self.corpus.state = CorpusState::Embedding(kind.clone());
+                self.requests.push(Request::EmbedCorpus(kind, self.corpus.encoded.clone()));
+            }
+            None => self.corpus.state = CorpusState::Failed("no backend could embed the corpus".to_string()),
+        }
     }
 }
 

@@ -4,7 +4,13 @@
 //! ([`crate::task::generation::parity::divergence`]) where a column's ids first
 //! leave the reference column's.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use super::{App, Column, Output, Top1State};
+use crate::schedule::inbox::TeacherJob;
+use crate::schedule::{Job, Request};
+use crate::task::TaskOutput;
 
 pub use crate::task::generation::Divergence;
 use crate::task::generation::{Stop, TokenStep};
@@ -54,6 +60,59 @@ impl LiveGeneration {
 pub fn compare(mine: &LiveGeneration, reference: &LiveGeneration) -> Divergence {
     let (ids, reference_ids): (Vec<i64>, Vec<i64>) = (mine.ids().collect(), reference.ids().collect());
     crate::task::generation::parity::divergence(&ids, mine.is_done(), &reference_ids, reference.is_done())
+}
+
+impl App {
+    /// The tokens column `index` has written for the text now in the input
+    /// line; never those of an earlier text.
+    pub fn live(&self, index: usize) -> Option<&LiveGeneration> {
+        self.columns[index].live.as_ref().filter(|l| l.generation == self.generation)
+    }
+
+    /// Where column `index`'s tokens leave the reference column's, for the current text.
+    pub fn divergence(&self, index: usize) -> Divergence {
+        let Some(reference) = self.reference() else { return Divergence::Waiting };
+        if index == reference {
+            return Divergence::Reference;
+        }
+        match (self.live(index), self.live(reference)) {
+            (Some(mine), Some(theirs)) => compare(mine, theirs),
+            _ => Divergence::Waiting,
+        }
+    }
+
+    /// text-generation: once the reference column and another have finished the
+    /// current text, the other's top-1 agreement teacher-forced on the
+    /// reference's new ids: known at once when its ids are the same (the greedy
+    /// loop fed it exactly those), else one pass queued on its worker. Asked
+    /// once per column and text.
+    pub(super) fn ask_top1(&mut self) {
+        let Some(r) = self.reference() else { return };
+        let current = self.generation;
+        let finished = |c: &Column| match &c.output {
+            Some(Output { generation, output: TaskOutput::Generation(g), input, .. }) if *generation == current && g.finished() => {
+                Some((g.ids.clone(), input.clone()))
+            }
+            _ => None,
+        };
+        let Some((reference, _)) = finished(&self.columns[r]) else { return };
+        let reference = Arc::new(reference);
+        for i in (0..self.columns.len()).filter(|&i| i != r) {
+            if self.columns[i].top1.as_ref().is_some_and(|(g, _)| *g == current) {
+                continue;
+            }
+            let Some((ids, input)) = finished(&self.columns[i]) else { continue };
+            let state = match crate::task::generation::parity::known_without_a_pass(&ids, &reference) {
+                Some(agreement) => Top1State::Done(agreement),
+                None => {
+                    let work = TeacherJob { job: Job { generation: current, input }, reference: reference.clone() };
+                    self.requests.push(Request::TeacherForce(self.columns[i].kind.clone(), work));
+                    Top1State::Pending
+                }
+            };
+            self.columns[i].top1 = Some((current, state));
+        }
+    }
 }
 
 #[cfg(test)]

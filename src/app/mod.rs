@@ -6,17 +6,25 @@
 //! coverage; their results come back through [`App::on_job`]). Drawing
 //! ([`crate::ui`]) reads an `&App` only.
 //!
-//! - [`input`]: the input line; [`column`]: one backend's column;
-//! - [`corpus`]: the nearest-sentence corpus; [`profile`]: the F4 view; [`layers`]: the F6 view;
-//! - [`generation`]: a column's continuation as it grows (text-generation).
+//! This file holds the state ([`App`]), what drawing reads of it, the keys'
+//! [`Action`]s and the text's way to the workers. The rest, a file each:
+//! - `events`: the workers' reports (a column loaded, a token, a result);
+//! - `jobs`: the background jobs (the F4 profile, the F6 layers, coverage);
+//! - `variants`: F5, a column switched to another program of its `column`;
+//! - `input`: the input line; `column`: one backend's column; `loading`: memory while loading;
+//! - `corpus`: the nearest-sentence corpus; `profile`: the F4 view; `layers`: the F6 view;
+//! - `generation`: text-generation's own state (a continuation as it grows, the top-1 pass).
 
 mod column;
 mod corpus;
+mod events;
 mod generation;
 mod input;
+mod jobs;
 mod layers;
 mod loading;
 mod profile;
+mod variants;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,11 +39,8 @@ pub use crate::jobs::{CoverageRequest, JobDone, JobRequest, LayersRequest, Profi
 
 use crate::backend::BackendSpec;
 use crate::model::Encoded;
-use crate::layers::LayersReport;
-use crate::profile::ProfileReport;
-use crate::schedule::{Job, Request, WorkerEvent};
-use crate::schedule::inbox::TeacherJob;
-use crate::task::{Task, TaskOutput};
+use crate::schedule::{Job, Request};
+use crate::task::Task;
 
 /// How long typing must pause before the text runs (Enter runs at once).
 pub const DEBOUNCE: Duration = Duration::from_millis(120);
@@ -252,16 +257,7 @@ impl App {
     pub fn should_quit(&self) -> bool {
         self.quit
     }
-    /// Can F5 switch a column to another program of its column?
-    pub fn can_switch_variant(&self) -> bool {
-        self.next_variant().is_some()
-    }
 
-    /// Does column `index` have other programs F5 can switch it to?
-    pub fn has_variants(&self, index: usize) -> bool {
-        let kind = &self.columns[index].kind;
-        self.variants.iter().filter(|v| v.column == kind.column).count() > 1
-    }
     /// The profile view, when shown.
     pub fn profile(&self) -> Option<&ProfileView> {
         self.profile.as_ref()
@@ -317,24 +313,6 @@ impl App {
         }
     }
 
-    /// The tokens column `index` has written for the text now in the input
-    /// line; never those of an earlier text.
-    pub fn live(&self, index: usize) -> Option<&LiveGeneration> {
-        self.columns[index].live.as_ref().filter(|l| l.generation == self.generation)
-    }
-
-    /// Where column `index`'s tokens leave the reference column's, for the current text.
-    pub fn divergence(&self, index: usize) -> Divergence {
-        let Some(reference) = self.reference() else { return Divergence::Waiting };
-        if index == reference {
-            return Divergence::Reference;
-        }
-        match (self.live(index), self.live(reference)) {
-            (Some(mine), Some(theirs)) => generation::compare(mine, theirs),
-            _ => Divergence::Waiting,
-        }
-    }
-
     /// Work is in flight: loading, running, queued, or the corpus being embedded.
     pub fn is_busy(&self) -> bool {
         matches!(self.corpus.state, CorpusState::Embedding(_))
@@ -351,34 +329,6 @@ impl App {
     /// The requests queued since the last call, for the scheduler.
     pub fn drain_requests(&mut self) -> Vec<Request> {
         std::mem::take(&mut self.requests)
-    }
-
-    /// The background jobs asked for since the last call, oldest first, for [`crate::jobs::Jobs`].
-    pub fn drain_jobs(&mut self) -> Vec<JobRequest> {
-        std::mem::take(&mut self.jobs)
-    }
-
-    /// The newest traced run waiting among the jobs, taken out of them (tests look at one kind).
-    pub fn take_profile_request(&mut self) -> Option<ProfileRequest> {
-        self.take_newest_job(|job| match job {
-            JobRequest::Profile(request) => Some(request),
-            _ => None,
-        })
-    }
-
-    /// The newest per-module measurement waiting among the jobs, taken out of them.
-    pub fn take_layers_request(&mut self) -> Option<LayersRequest> {
-        self.take_newest_job(|job| match job {
-            JobRequest::Layers(request) => Some(request),
-            _ => None,
-        })
-    }
-
-    /// Take every waiting job that `pick` picks; the newest of them.
-    fn take_newest_job<T: Clone>(&mut self, pick: impl Fn(&JobRequest) -> Option<&T>) -> Option<T> {
-        let newest = self.jobs.iter().rev().find_map(&pick).cloned();
-        self.jobs.retain(|job| pick(job).is_none());
-        newest
     }
 
     // ---- changing ----
@@ -570,289 +520,10 @@ impl App {
         self.requests.push(Request::Run(Job { generation, input }));
     }
 
-    /// The first column with other programs of its `column`, and the program F5
-    /// would show in it: the next one present and not already shown in another column.
-    fn next_variant(&self) -> Option<(usize, BackendSpec)> {
-        self.columns.iter().enumerate().find_map(|(index, c)| {
-            let group: Vec<&BackendSpec> = self.variants.iter().filter(|v| v.column == c.kind.column).collect();
-            let at = group.iter().position(|v| **v == c.kind)?;
-            (1..group.len()).map(|step| group[(at + step) % group.len()]).find(|v| self.index_of(v).is_none()).map(|v| (index, v.clone()))
-        })
-    }
-
-    /// F5: the XNNPACK column starts over with the next variant: it loads, its
-    /// latency history starts empty (another program, other numbers), and the
-    /// current text runs on it once it has loaded.
-    fn switch_variant(&mut self) {
-        let Some((index, to)) = self.next_variant() else { return };
-        let from = self.columns[index].kind.clone();
-        self.columns[index] = Column::loading(to.clone());
-        self.columns[index].since = Some(self.now);
-        let job = self.encoded.clone().map(|input| Job { generation: self.generation, input });
-        if let Some(job) = &job {
-            self.columns[index].pending = Some(job.generation);
-        }
-        let embedding_corpus = self.corpus.state == CorpusState::Embedding(from.clone());
-        self.requests.push(Request::Switch { from, to, job });
-        // The column shows the new program's delegation coverage.
-        self.request_coverage();
-        if embedding_corpus {
-            // The old worker is closed before it could finish the corpus.
-            self.assign_corpus();
-        }
-    }
-
     fn index_of(&self, kind: &BackendSpec) -> Option<usize> {
         self.columns.iter().position(|c| c.kind == *kind)
     }
 
-    /// A worker reported. Results for text that is no longer current are dropped.
-    pub fn on_worker(&mut self, event: WorkerEvent) {
-        let Some(index) = self.index_of(event.kind()) else { return };
-        let current = self.generation;
-        match event {
-            WorkerEvent::Loaded { description, load_time, weight_bytes, .. } => {
-                let c = &mut self.columns[index];
-                c.phase = Phase::Ready;
-                c.description = Some(description);
-                c.load_time = Some(load_time);
-                c.weight_bytes = weight_bytes;
-            }
-            WorkerEvent::LoadFailed { kind, error } => {
-                let c = &mut self.columns[index];
-                c.phase = Phase::Failed(error);
-                c.pending = None;
-                if self.corpus.state == CorpusState::Embedding(kind) {
-                    self.assign_corpus();
-                }
-            }
-            WorkerEvent::Started { generation, at, .. } => {
-                let c = &mut self.columns[index];
-                c.running = Some((generation, at));
-                if c.pending.is_some_and(|p| p <= generation) {
-                    c.pending = None;
-                }
-                if self.task.generates() && generation == current {
-                    // A new continuation: its per-token latencies start afresh.
-                    c.live = Some(LiveGeneration::new(generation));
-                    c.stats.clear();
-                }
-            }
-            WorkerEvent::Token { generation, step, .. } => {
-                let c = &mut self.columns[index];
-                if generation != current {
-                    // A token of an earlier text: never shown.
-                    return;
-                }
-                if step.index > 0 {
-                    c.stats.record(step.latency);
-                }
-                let live = c.live.get_or_insert_with(|| LiveGeneration::new(generation));
-                if live.generation != generation {
-                    *live = LiveGeneration::new(generation);
-                }
-                live.tokens.push(step);
-            }
-            WorkerEvent::Finished { generation, input, outcome, elapsed, .. } => {
-                let c = &self.columns[index];
-                let embedding = outcome.as_ref().ok().and_then(TaskOutput::embedding);
-                let nearest = match (embedding, &c.output) {
-                    // Repeat mode brings the same output hundreds of times a second: reuse the lookup.
-                    (Some(e), Some(previous)) if previous.embedding() == Some(e) && previous.nearest.is_some() => previous.nearest,
-                    (Some(e), _) if generation == current => self.corpus.nearest(e),
-                    _ => None,
-                };
-                let c = &mut self.columns[index];
-                if c.running.is_some_and(|(g, _)| g == generation) {
-                    c.running = None;
-                }
-                if generation != current {
-                    c.stale_dropped += 1;
-                    return;
-                }
-                match outcome {
-                    Ok(TaskOutput::Generation(generated)) => {
-                        // The tokens came one by one; the run's end says why it stopped.
-                        if let Some(live) = c.live.as_mut().filter(|l| l.generation == generation) {
-                            live.stop = Some(generated.stop);
-                        }
-                        c.run_error = None;
-                        c.output = Some(Output { generation, input, output: TaskOutput::Generation(generated), elapsed, nearest });
-                        self.ask_top1();
-                    }
-                    Ok(output) => {
-                        c.stats.record(elapsed);
-                        c.run_error = None;
-                        c.output = Some(Output { generation, input, output, elapsed, nearest });
-                    }
-                    Err(message) => c.run_error = Some((generation, message)),
-                }
-            }
-            WorkerEvent::TeacherForced { generation, outcome, .. } => {
-                let c = &mut self.columns[index];
-                if generation == current && c.top1.as_ref().is_some_and(|(g, _)| *g == generation) {
-                    c.top1 = Some((generation, outcome.map_or_else(Top1State::Failed, Top1State::Done)));
-                }
-            }
-            WorkerEvent::CorpusEmbedded { kind, outcome, elapsed } => match outcome {
-                Ok(embeddings) if embeddings.len() == self.corpus.sentences.len() => {
-                    self.corpus.embeddings = embeddings;
-                    self.corpus.state = CorpusState::Ready { kind, elapsed };
-                    for i in 0..self.columns.len() {
-                        if let Some(embedding) = self.columns[i].output.as_ref().and_then(Output::embedding) {
-                            let nearest = self.corpus.nearest(embedding);
-                            if let Some(o) = self.columns[i].output.as_mut() {
-                                o.nearest = nearest;
-                            }
-                        }
-                    }
-                }
-                Ok(_) | Err(_) => self.assign_corpus(),
-            },
-        }
-    }
-
-    /// text-generation: once the reference column and another have finished the
-    /// current text, the other's top-1 agreement teacher-forced on the
-    /// reference's new ids: known at once when its ids are the same (the greedy
-    /// loop fed it exactly those), else one pass queued on its worker. Asked
-    /// once per column and text.
-    fn ask_top1(&mut self) {
-        let Some(r) = self.reference() else { return };
-        let current = self.generation;
-        let finished = |c: &Column| match &c.output {
-            Some(Output { generation, output: TaskOutput::Generation(g), input, .. }) if *generation == current && g.finished() => {
-                Some((g.ids.clone(), input.clone()))
-            }
-            _ => None,
-        };
-        let Some((reference, _)) = finished(&self.columns[r]) else { return };
-        let reference = Arc::new(reference);
-        for i in (0..self.columns.len()).filter(|&i| i != r) {
-            if self.columns[i].top1.as_ref().is_some_and(|(g, _)| *g == current) {
-                continue;
-            }
-            let Some((ids, input)) = finished(&self.columns[i]) else { continue };
-            let state = match crate::task::generation::parity::known_without_a_pass(&ids, &reference) {
-                Some(agreement) => Top1State::Done(agreement),
-                None => {
-                    let work = TeacherJob { job: Job { generation: current, input }, reference: reference.clone() };
-                    self.requests.push(Request::TeacherForce(self.columns[i].kind.clone(), work));
-                    Top1State::Pending
-                }
-            };
-            self.columns[i].top1 = Some((current, state));
-        }
-    }
-
-    /// Show the profile view and ask for a traced run of the current text.
-    fn open_profile(&mut self) {
-        self.profile_requests += 1;
-        let id = self.profile_requests;
-        let text = self.input.text().to_string();
-        let kinds: Vec<BackendSpec> = self
-            .columns
-            .iter()
-            .filter(|c| c.kind.pte_file().is_some() && !matches!(c.phase, Phase::Failed(_)))
-            .map(|c| c.kind.clone())
-            .collect();
-        let state = match (&self.encoded, kinds.is_empty()) {
-            (None, _) => ProfileState::Failed("type a sentence first: F4 profiles the text in the input line".to_string()),
-            (Some(_), true) => ProfileState::Failed("no ExecuTorch column to profile".to_string()),
-            (Some(input), false) => {
-                self.jobs.push(JobRequest::Profile(ProfileRequest { id, input: input.clone(), kinds, output: self.task.output() }));
-                ProfileState::Running { since: self.now }
-            }
-        };
-        self.profile = Some(ProfileView { id, text, state });
-    }
-
-    /// A traced run finished; dropped unless its view is still shown.
-    pub fn on_profile(&mut self, id: u64, outcome: Result<ProfileReport, String>) {
-        if let Some(view) = self.profile.as_mut().filter(|v| v.id == id) {
-            view.state = match outcome {
-                Ok(report) => ProfileState::Ready(report),
-                Err(message) => ProfileState::Failed(message),
-            };
-        }
-    }
-
-    /// Show the layers view and ask for a per-module measurement of the current
-    /// text on every column that did not fail.
-    fn open_layers(&mut self) {
-        self.layers_requests += 1;
-        let id = self.layers_requests;
-        let text = self.input.text().to_string();
-        let kinds: Vec<BackendSpec> =
-            self.columns.iter().filter(|c| !matches!(c.phase, Phase::Failed(_))).map(|c| c.kind.clone()).collect();
-        let state = match (&self.encoded, kinds.is_empty()) {
-            (None, _) => LayersState::Failed("type a sentence first: F6 times the text in the input line per module".to_string()),
-            (Some(_), true) => LayersState::Failed("no column loaded to time per module".to_string()),
-            (Some(input), false) => {
-                self.jobs.push(JobRequest::Layers(LayersRequest { id, input: input.clone(), kinds }));
-                LayersState::Running { since: self.now }
-            }
-        };
-        self.layers = Some(LayersView { id, text, state });
-    }
-
-    /// A per-module measurement finished; dropped unless its view is still shown.
-    pub fn on_layers(&mut self, id: u64, outcome: Result<LayersReport, String>) {
-        if let Some(view) = self.layers.as_mut().filter(|v| v.id == id) {
-            view.state = match outcome {
-                Ok(report) => LayersState::Ready(report),
-                Err(message) => LayersState::Failed(message),
-            };
-        }
-    }
-
-    /// A background job finished.
-    pub fn on_job(&mut self, done: JobDone) {
-        match done {
-            JobDone::Profile(id, outcome) => self.on_profile(id, outcome),
-            JobDone::Layers(id, outcome) => self.on_layers(id, outcome),
-            JobDone::Coverage(read) => {
-                for (kind, coverage) in read {
-                    self.set_coverage(&kind, coverage);
-                }
-            }
-        }
-    }
-
-    /// Ask for the delegation coverage of every `.pte` column not read yet
-    /// (at start, and for the program F5 switched a column to).
-    fn request_coverage(&mut self) {
-        let kinds: Vec<BackendSpec> =
-            self.columns.iter().filter(|c| c.kind.pte_file().is_some() && c.coverage.is_none()).map(|c| c.kind.clone()).collect();
-        if !kinds.is_empty() {
-            self.jobs.push(JobRequest::Coverage(CoverageRequest { kinds }));
-        }
-    }
-
-    /// The delegation coverage of a `.pte` column was read (or could not be).
-    pub fn set_coverage(&mut self, kind: &BackendSpec, coverage: Result<CoverageView, String>) {
-        if let Some(i) = self.index_of(kind) {
-            self.columns[i].coverage = Some(coverage);
-        }
-    }
-
-    /// Ask the fastest backend not tried yet (and not failed) to embed the corpus.
-    fn assign_corpus(&mut self) {
-        let next = self
-            .columns
-            .iter()
-            .filter(|c| !self.corpus.tried.contains(&c.kind) && !matches!(c.phase, Phase::Failed(_)))
-            .min_by_key(|c| corpus::corpus_preference(&c.kind))
-            .map(|c| c.kind.clone());
-        match next {
-            Some(kind) => {
-                self.corpus.tried.push(kind.clone());
-                self.corpus.state = CorpusState::Embedding(kind.clone());
-                self.requests.push(Request::EmbedCorpus(kind, self.corpus.encoded.clone()));
-            }
-            None => self.corpus.state = CorpusState::Failed("no backend could embed the corpus".to_string()),
-        }
-    }
 }
 
 #[cfg(test)]

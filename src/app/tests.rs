@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::backend::named as spec;
-use crate::task::{Embedding, TaskParity};
+use crate::schedule::WorkerEvent;
+use crate::task::{Embedding, TaskOutput, TaskParity};
 
 fn fake_encode(text: &str) -> anyhow::Result<Encoded> {
     anyhow::ensure!(!text.trim().is_empty(), "the text is empty");
