@@ -12,7 +12,7 @@
 //! - [`profile`]: per-operator time of the ExecuTorch paths, from a separate
 //!   run with ExecuTorch's ETDump tracer (`runlens profile`, F4 in the explorer);
 //! - [`layers`]: time per module of every backend, through the export's module sidecar (`runlens layers`);
-//! - [`bench`]: `runlens bench`'s measurements, Python comparison and outputs;
+//! - [`bench`](mod@bench): `runlens bench`'s measurements, Python comparison and outputs;
 //! - [`footprint`]: what each stack costs (disk, memory, time to the first result), `runlens footprint`;
 //! - [`memory`]: what each column will hold and what the process may use, checked before anything loads, `runlens memory`;
 //! - [`heat`]: SoC temperature, CPU clock and throttling (status bar, bench rows);

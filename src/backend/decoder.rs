@@ -7,8 +7,8 @@
 pub trait Decoder {
     /// The longest sequence (prompt + generated) it holds.
     fn max_len(&self) -> usize;
-    /// Forget any previous sequence, run `prompt` (>= 1 token): the logits of the next token, [V].
+    /// Forget any previous sequence, run `prompt` (>= 1 token): the logits of the next token, `[V]`.
     fn prefill(&mut self, prompt: &[i64]) -> anyhow::Result<Vec<f32>>;
-    /// Append `token` to the sequence: the logits of the next token, [V].
+    /// Append `token` to the sequence: the logits of the next token, `[V]`.
     fn step(&mut self, token: i64) -> anyhow::Result<Vec<f32>>;
 }

@@ -34,7 +34,7 @@ pub struct RunArgs {
     /// text-generation with --json: also each backend's first-step logits (the last timed run's prefill) as `first_logits`, to compare machines (make test-aarch64).
     #[arg(long)]
     pub first_logits: bool,
-    /// The text (several words are joined with spaces); for fill-mask, with [MASK] where a word should be predicted.
+    /// The text (several words are joined with spaces); for fill-mask, with `[MASK]` where a word should be predicted.
     #[arg(required = true, num_args = 1.., value_name = "TEXT")]
     pub text: Vec<String>,
 }
@@ -78,7 +78,7 @@ pub struct BackendResult {
     /// ([`TaskOutput`]'s JSON: `embedding`, `masks`, `labels`, `generated_ids`, ...); none when it failed.
     #[serde(flatten)]
     pub output: Option<TaskOutput>,
-    /// text-generation with `--first-logits`: the prompt's next-token logits, [V]
+    /// text-generation with `--first-logits`: the prompt's next-token logits, `[V]`
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_logits: Option<Vec<f32>>,
     /// Against the reference backend ([`VsReference`]'s JSON: `parity`,

@@ -76,8 +76,8 @@ pub fn program_outputs(path: &Path, input: &Encoded, sidecar: &Sidecar, output: 
     Ok(rows)
 }
 
-/// Cosine similarity and largest absolute difference ([`crate::task::cosine`],
-/// [`crate::task::max_abs_diff`]); None when the lengths differ or there is
+/// Cosine similarity and largest absolute difference (`task::cosine`,
+/// `task::max_abs_diff`); None when the lengths differ or there is
 /// nothing. A NaN on either side makes both NaN, and an infinity the cosine
 /// NaN: never a gap that passes.
 pub fn gap(reference: &[f32], other: &[f32]) -> Option<Gap> {

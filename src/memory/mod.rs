@@ -1,6 +1,6 @@
 //! Memory that fits: before any column loads, what each will hold
 //! ([`estimate`]), what the process may use ([`limit`]), and whether the set
-//! asked for fits, held as the command holds it ([`fit`]). A set that does not
+//! asked for fits, held as the command holds it (`fit`). A set that does not
 //! fit is refused before anything loads ([`NotEnoughMemory`], exit 2), with the
 //! figures and the nearest set that fits, instead of the kernel's OOM killer
 //! ending runlens with no word. `--memory-budget SIZE` (or

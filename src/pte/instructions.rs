@@ -39,7 +39,7 @@ pub struct PlanInstructions {
     pub chains: Vec<Vec<Instruction>>,
     /// About how many bytes ExecuTorch's tracer copies into its debug buffer
     /// in one run at the intermediate-output level, at the program's largest
-    /// shapes ([`logged_bytes`]); what the buffer reserves. An estimate: the
+    /// shapes (`logged_bytes`); what the buffer reserves. An estimate: the
     /// buffer grows past it (an XNNPACK call can log more than its arguments).
     pub logged_output_bytes: u64,
     /// Bytes of constant tables that only an embedding kernel reads (a token

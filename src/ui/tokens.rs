@@ -2,8 +2,8 @@
 //! wrapped, with a clear mark when the text was cut at the model's maximum.
 //!
 //! ```text
-//! Tokens 8   [CLS] 101  a 1037  cat 4937  sleeps 11365
-//!            on 2006  the 1996  sofa 10682  [SEP] 102
+//! Tokens 8   `[CLS]` 101  a 1037  cat 4937  sleeps 11365
+//!            on 2006  the 1996  sofa 10682  `[SEP]` 102
 //! ```
 
 use ratatui::buffer::Buffer;

@@ -135,7 +135,7 @@ impl BertEmbeddings {
         &self.word_embeddings
     }
 
-    /// input_ids [S] (int64) -> [S, H]
+    /// input_ids `[S]` (int64) -> `[S, H]`
     pub fn forward(&self, input_ids: &Tensor) -> Result<Tensor> {
         let seq_len = input_ids.size1()?;
         // embeddings = inputs_embeds + token_type_embeddings; embeddings = embeddings + position_embeddings
@@ -170,7 +170,7 @@ impl BertSelfAttention {
         })
     }
 
-    /// x [S, H], additive mask [1, 1, S] or None -> context [S, H]
+    /// x `[S, H]`, additive mask `[1, 1, S]` or None -> context `[S, H]`
     pub fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
         let seq_len = x.size2()?.0;
         // [S, H] -> [S, nh, d] -> [nh, S, d]
@@ -197,7 +197,7 @@ impl BertSelfOutput {
         })
     }
 
-    /// context [S, H], input [S, H] -> [S, H]: LayerNorm(dense(context) + input)
+    /// context `[S, H]`, input `[S, H]` -> [S, H]: LayerNorm(dense(context) + input)
     pub fn forward(&self, context: &Tensor, input: &Tensor) -> Result<Tensor> {
         let mut x = self.dense.forward(context)?;
         let _ = x.f_add_(input)?;
@@ -219,7 +219,7 @@ impl BertAttention {
         })
     }
 
-    /// [S, H] -> [S, H]
+    /// `[S, H]` -> `[S, H]`
     pub fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
         let context = scope("self", || self.self_attention.forward(x, mask))?;
         scope("output", || self.output.forward(&context, x))
@@ -240,7 +240,7 @@ impl BertIntermediate {
         })
     }
 
-    /// [S, H] -> [S, I]
+    /// `[S, H]` -> `[S, I]`
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let mut x = self.dense.forward(x)?;
         self.act.forward_(&mut x)
@@ -261,7 +261,7 @@ impl BertOutput {
         })
     }
 
-    /// intermediate [S, I], input [S, H] -> [S, H]: LayerNorm(dense(intermediate) + input)
+    /// intermediate `[S, I]`, input `[S, H]` -> [S, H]: LayerNorm(dense(intermediate) + input)
     pub fn forward(&self, intermediate: &Tensor, input: &Tensor) -> Result<Tensor> {
         let mut x = self.dense.forward(intermediate)?;
         let _ = x.f_add_(input)?;
@@ -285,7 +285,7 @@ impl BertLayer {
         })
     }
 
-    /// [S, H] -> [S, H]
+    /// `[S, H]` -> `[S, H]`
     pub fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
         let attention_output = scope("attention", || self.attention.forward(x, mask))?;
         let intermediate_output = scope("intermediate", || self.intermediate.forward(&attention_output))?;
@@ -306,7 +306,7 @@ impl BertEncoder {
         Ok(BertEncoder { layers })
     }
 
-    /// [S, H] -> [S, H]
+    /// `[S, H]` -> `[S, H]`
     pub fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
         let mut x = x.shallow_clone();
         for (i, layer) in self.layers.iter().enumerate() {
@@ -334,7 +334,7 @@ impl BertModel {
         self.embeddings.word_embeddings()
     }
 
-    /// input_ids [S] (int64), attention_mask [S] (f32, 1 = real token) -> last hidden state [S, H].
+    /// input_ids `[S]` (int64), attention_mask `[S]` (f32, 1 = real token) -> last hidden state `[S, H]`.
     /// `attention_mask` None means every token is real, as for one unpadded sentence.
     pub fn forward(&self, input_ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<Tensor> {
         let additive = attention_mask.map(nn::additive_mask).transpose()?; // [1, 1, S]
@@ -343,7 +343,7 @@ impl BertModel {
     }
 }
 
-/// `BertForMaskedLM`'s `cls` (`BertOnlyMLMHead`): hidden [S, H] -> logits [S, V].
+/// `BertForMaskedLM`'s `cls` (`BertOnlyMLMHead`): hidden `[S, H]` -> logits `[S, V]`.
 ///
 /// ```python
 /// hidden_states = self.transform.LayerNorm(self.transform.transform_act_fn(self.transform.dense(hidden_states)))
@@ -381,7 +381,7 @@ impl TokenHead for BertMaskedLmHead {
 }
 
 /// `BertForSequenceClassification`'s head: `bert.pooler` then `classifier`, on the
-/// first token. hidden [S, H] -> logits [C].
+/// first token. hidden `[S, H]` -> logits `[C]`.
 ///
 /// ```python
 /// pooled_output = self.bert.pooler.activation(self.bert.pooler.dense(hidden_states[:, 0]))  # tanh

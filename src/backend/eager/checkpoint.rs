@@ -1,8 +1,8 @@
 //! What a checkpoint is, from its `config.json`: [`CheckpointConfig`] reads the
 //! file once; `architectures[0]` (or `model_type` when the file names no class)
 //! picks the architecture, then that architecture's own field names are parsed
-//! ([`BertConfig`]: `hidden_size`, `num_hidden_layers`, ...; [`DistilBertConfig`]:
-//! `dim`, `n_layers`, ...; [`Gpt2Config`]: `n_embd`, `n_layer`, ...). Fields the encoder does not need (dropout, token ids, ...)
+//! ([`BertConfig`](super::bert::BertConfig): `hidden_size`, `num_hidden_layers`, ...; [`DistilBertConfig`](super::distilbert::DistilBertConfig):
+//! `dim`, `n_layers`, ...; [`Gpt2Config`](super::gpt2::Gpt2Config): `n_embd`, `n_layer`, ...). Fields the encoder does not need (dropout, token ids, ...)
 //! are ignored; a field left out takes transformers' default, as `from_pretrained`
 //! does. A class eager does not implement is [`Unsupported`].
 

@@ -91,7 +91,7 @@ impl Embeddings {
         })
     }
 
-    /// input_ids [S] (int64) -> [S, H]
+    /// input_ids `[S]` (int64) -> `[S, H]`
     pub fn forward(&self, input_ids: &Tensor) -> Result<Tensor> {
         let seq_len = input_ids.size1()?;
         // embeddings = self.word_embeddings(input_ids) + self.position_embeddings(position_ids)
@@ -127,7 +127,7 @@ impl DistilBertSelfAttention {
         })
     }
 
-    /// x [S, H], additive mask [1, 1, S] or None -> [S, H]
+    /// x `[S, H]`, additive mask `[1, 1, S]` or None -> `[S, H]`
     pub fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
         let seq_len = x.size2()?.0;
         // self.q_lin(hidden_states).view(*hidden_shape).transpose(1, 2): [S, H] -> [nh, S, d]
@@ -156,7 +156,7 @@ impl Ffn {
         })
     }
 
-    /// [S, H] -> [S, H]
+    /// `[S, H]` -> `[S, H]`
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let mut x = self.lin1.forward(x)?; // [S, I]
         let _ = self.activation.forward_(&mut x)?;
@@ -183,7 +183,7 @@ impl TransformerBlock {
         })
     }
 
-    /// [S, H] -> [S, H]
+    /// `[S, H]` -> `[S, H]`
     pub fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
         // attention_output = self.sa_layer_norm(attention_output + hidden_states)
         let mut attention_output = scope("attention", || self.attention.forward(x, mask))?;
@@ -218,7 +218,7 @@ impl DistilBertModel {
         &self.embeddings.word_embeddings
     }
 
-    /// input_ids [S] (int64), attention_mask [S] (f32, 1 = real token) -> last hidden state [S, H].
+    /// input_ids `[S]` (int64), attention_mask `[S]` (f32, 1 = real token) -> last hidden state `[S, H]`.
     /// `attention_mask` None means every token is real.
     pub fn forward(&self, input_ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<Tensor> {
         let additive = attention_mask.map(nn::additive_mask).transpose()?; // [1, 1, S]
@@ -230,7 +230,7 @@ impl DistilBertModel {
     }
 }
 
-/// `DistilBertForMaskedLM`'s head: hidden [S, H] -> logits [S, V].
+/// `DistilBertForMaskedLM`'s head: hidden `[S, H]` -> logits `[S, V]`.
 ///
 /// ```python
 /// prediction_logits = self.vocab_layer_norm(self.activation(self.vocab_transform(hidden_states)))
@@ -272,7 +272,7 @@ impl TokenHead for DistilBertMaskedLmHead {
 }
 
 /// `DistilBertForSequenceClassification`'s head: `pre_classifier`, ReLU, `classifier`,
-/// on the first token. hidden [S, H] -> logits [C].
+/// on the first token. hidden `[S, H]` -> logits `[C]`.
 ///
 /// ```python
 /// pooled_output = nn.ReLU()(self.pre_classifier(hidden_state[:, 0]))

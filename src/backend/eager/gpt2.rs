@@ -147,7 +147,7 @@ impl Gpt2Attention {
         })
     }
 
-    /// x [S, E] of positions past..past+S -> [S, E]; appends their keys and values to `cache`.
+    /// x `[S, E]` of positions past..past+S -> `[S, E]`; appends their keys and values to `cache`.
     fn forward(&self, x: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
         let s = x.size2()?.0;
         // query, key, value = self.c_attn(hidden_states).split(self.split_size, dim=2)

@@ -16,7 +16,7 @@ use super::nn::{Linear, LoadResult, Result};
 use super::weights::WeightPath;
 
 /// feature-extraction: sentence-transformers' mean pooling over the real tokens,
-/// then L2 normalisation. hidden [S, H], attention_mask [S] (f32) -> [H].
+/// then L2 normalisation. hidden `[S, H]`, attention_mask `[S]` (f32) -> `[H]`.
 pub struct SentenceEmbedding;
 
 impl SentenceEmbedding {
@@ -25,7 +25,7 @@ impl SentenceEmbedding {
     }
 }
 
-/// sentence-transformers' mean pooling: hidden [S, H], attention_mask [S] (f32) -> [H].
+/// sentence-transformers' mean pooling: hidden `[S, H]`, attention_mask `[S]` (f32) -> `[H]`.
 ///
 /// `sum(hidden * mask) / clamp(sum(mask), min=1e-9)`
 pub fn mean_pooling(hidden: &Tensor, attention_mask: &Tensor) -> Result<Tensor> {
@@ -40,7 +40,7 @@ pub fn mean_pooling(hidden: &Tensor, attention_mask: &Tensor) -> Result<Tensor> 
     )
 }
 
-/// `torch.nn.functional.normalize(x, p=2)`: x / max(||x||, 1e-12), x [H].
+/// `torch.nn.functional.normalize(x, p=2)`: x / max(||x||, 1e-12), x `[H]`.
 pub fn l2_normalize(x: &Tensor) -> Result<Tensor> {
     x.f_div(&x.f_norm_scalaropt_dim(2.0, [-1], true)?.f_clamp_min(1e-12)?)
 }
@@ -57,7 +57,7 @@ pub fn decoder(p: &WeightPath, weight_name: &str, bias_names: &[&str], word_embe
     Ok(Linear::from_parts(weight, Some(p.get_either(bias_names, &[vocab])?)))
 }
 
-/// An architecture's head that reads the hidden state alone: hidden [S, H] -> [S, V] or [C].
+/// An architecture's head that reads the hidden state alone: hidden `[S, H]` -> `[S, V]` or `[C]`.
 pub trait TokenHead: Send {
     fn forward(&self, hidden: &Tensor) -> Result<Tensor>;
 }

@@ -38,10 +38,10 @@ pub trait DecoderStack: Send {
     /// The config field that bounds the sequence and its value: ("n_positions", 1024).
     fn max_positions(&self) -> (&'static str, i64);
     fn num_layers(&self) -> usize;
-    /// ids [S] of positions past..past+S through the embeddings and every layer,
-    /// appending their keys and values to `cache` (one per layer) -> hidden [S, E].
+    /// ids `[S]` of positions past..past+S through the embeddings and every layer,
+    /// appending their keys and values to `cache` (one per layer) -> hidden `[S, E]`.
     fn layers(&self, ids: &Tensor, past: i64, cache: &mut [LayerCache]) -> anyhow::Result<Tensor>;
-    /// The final norm and the LM head on the last of the `s` positions: [V].
+    /// The final norm and the LM head on the last of the `s` positions: `[V]`.
     fn logits(&self, hidden: &Tensor, s: i64) -> Result<Tensor>;
     /// "GPT-2 2 layers, ... KV cache of {max_len} positions"
     fn describe(&self, max_len: i64) -> String;
@@ -92,7 +92,7 @@ impl<M: DecoderStack> WithKvCache<M> {
         self.seen
     }
 
-    /// Append `ids` to the cached sequence: the next token's logits [V] (the
+    /// Append `ids` to the cached sequence: the next token's logits `[V]` (the
     /// LM head on the last position only). Ids outside the vocabulary and a
     /// sequence past the length it holds are errors before libtorch sees them.
     pub fn append(&mut self, ids: &[i64]) -> anyhow::Result<Vec<f32>> {

@@ -315,7 +315,7 @@ impl LlamaAttention {
         })
     }
 
-    /// x [S, E] of positions past..past+S, cos/sin [S, d] of those positions -> [S, E];
+    /// x `[S, E]` of positions past..past+S, cos/sin [S, d] of those positions -> `[S, E]`;
     /// appends their keys and values to `cache`.
     fn forward(&self, x: &Tensor, cos: &Tensor, sin: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
         let s = x.size2()?.0;

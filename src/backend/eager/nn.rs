@@ -42,7 +42,7 @@ impl Linear {
         Linear { weight, packed: None, bias }
     }
 
-    /// [S, in] -> [S, out] (or [in] -> [out])
+    /// `[S, in]` -> `[S, out]` (or `[in]` -> `[out]`)
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let Some(packed) = &self.packed else {
             return x.f_linear(&self.weight, self.bias.as_ref());
@@ -125,7 +125,7 @@ impl HiddenAct {
 }
 
 /// The additive attention mask: `(1 - mask) * finfo(float32).min`, broadcast over
-/// heads and query positions. attention_mask [S] (f32, 1 = real token) -> [1, 1, S].
+/// heads and query positions. attention_mask `[S]` (f32, 1 = real token) -> `[1, 1, S]`.
 ///
 /// transformers' `create_bidirectional_mask` for the eager attention path; BERT and
 /// DistilBERT both add it to the scores before the softmax.
@@ -137,7 +137,7 @@ pub(crate) fn additive_mask(attention_mask: &Tensor) -> Result<Tensor> {
 }
 
 /// Scaled dot-product attention over heads, the eager path of both architectures:
-/// query, key, value [nh, S, d], additive mask [1, 1, S] or None -> context [S, nh * d].
+/// query, key, value [nh, S, d], additive mask `[1, 1, S]` or None -> context [S, nh * d].
 ///
 /// ```python
 /// attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling

@@ -33,9 +33,9 @@ const INT4_N_BLOCK: i64 = 16;
 /// A linear layer's weight quantized and packed for its ATen kernel.
 pub struct PackedWeight {
     format: WeightFormat,
-    /// int8 [N, K]; or int4 packed by `_convert_weight_to_int4pack_for_cpu` ([N', K / 2] uint8).
+    /// int8 `[N, K]`; or int4 packed by `_convert_weight_to_int4pack_for_cpu` ([N', K / 2] uint8).
     data: Tensor,
-    /// int8: [N] bfloat16; int4: [K / group, N', 2] bfloat16 (scale, zero).
+    /// int8: `[N]` bfloat16; int4: [K / group, N', 2] bfloat16 (scale, zero).
     scales: Tensor,
     /// Output channels (N' >= N is the padded count int4 packs).
     out_features: i64,
@@ -44,7 +44,7 @@ pub struct PackedWeight {
 }
 
 impl PackedWeight {
-    /// `weight` [N, K] (float32) in `format`; None for [`WeightFormat::Float`], and
+    /// `weight` `[N, K]` (float32) in `format`; None for [`WeightFormat::Float`], and
     /// for a 4-bit layer whose input width no group size of the kernel divides
     /// (it stays float).
     pub fn quantize(weight: &Tensor, format: WeightFormat) -> tch::Result<Option<PackedWeight>> {
@@ -103,7 +103,7 @@ impl PackedWeight {
         }
     }
 
-    /// x [M, K] float32 -> x @ W.T [M, N] float32, on the format's ATen kernel.
+    /// x `[M, K]` float32 -> x @ W.T `[M, N]` float32, on the format's ATen kernel.
     pub fn matmul(&self, x: &Tensor) -> tch::Result<Tensor> {
         let x = x.f_to_kind(Kind::BFloat16)?;
         let y = match self.format {

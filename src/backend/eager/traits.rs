@@ -10,9 +10,9 @@ use crate::backend::Decoder;
 
 /// A checkpoint's encoder with the head its task needs, in libtorch tensors.
 pub trait EncoderModel: Send {
-    /// ids and mask: int64 [S]. Returns what the task's programs return:
-    /// "feature-extraction" [1, H] (masked mean pooling, L2-normalised, as today),
-    /// "fill-mask" [1, S, V] logits, "text-classification" [1, C] logits.
+    /// ids and mask: int64 `[S]`. Returns what the task's programs return:
+    /// "feature-extraction" `[1, H]` (masked mean pooling, L2-normalised, as today),
+    /// "fill-mask" `[1, S, V]` logits, "text-classification" `[1, C]` logits.
     ///
     /// Inputs the model cannot take (wrong kind or shape, too long, ids outside the
     /// vocabulary, mask values other than 0 and 1) are errors before libtorch sees them.
@@ -35,14 +35,14 @@ pub trait DecoderModel: Decoder + Send {
     fn weight_bytes_per_token(&self) -> u64;
 }
 
-/// An encoder's layer stack: input_ids [S], attention_mask [S] (f32) or None
-/// when every token is real -> the last hidden state [S, H].
+/// An encoder's layer stack: input_ids `[S]`, attention_mask `[S]` (f32) or None
+/// when every token is real -> the last hidden state `[S, H]`.
 pub trait EncoderStack: Send {
     fn forward(&self, ids: &Tensor, mask: Option<&Tensor>) -> tch::Result<Tensor>;
 }
 
-/// What a task puts on an encoder's last hidden state: hidden [S, H],
-/// attention_mask [S] (f32) -> [H], [S, V] or [C].
+/// What a task puts on an encoder's last hidden state: hidden `[S, H]`,
+/// attention_mask `[S]` (f32) -> `[H]`, `[S, V]` or `[C]`.
 pub trait Head: Send {
     fn forward(&self, hidden: &Tensor, mask: &Tensor) -> tch::Result<Tensor>;
     fn describe(&self) -> String;

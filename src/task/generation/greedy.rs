@@ -89,7 +89,7 @@ pub struct Generation {
     /// One per new token.
     pub token_latencies: Vec<Duration>,
     pub stop: Stop,
-    /// The next-token logits of the prefill, [V], from which the first new id
+    /// The next-token logits of the prefill, `[V]`, from which the first new id
     /// came: what parity compares first ([`super::parity`]); empty when not
     /// kept (a reference from `reference.json`).
     pub first_logits: Vec<f32>,

@@ -2,7 +2,7 @@
 //! "the same ids or not": a quantized program may pick another token early and
 //! then follow its own continuation, which says nothing about the tokens after.
 //!
-//! - the cosine of two first-step (prefill) logit vectors ([`crate::task::cosine`]);
+//! - the cosine of two first-step (prefill) logit vectors (`task::cosine`);
 //! - [`teacher_forced`]: the prompt, then the reference's tokens fed one by one
 //!   (not the decoder's own picks), counting the positions where the decoder's
 //!   likeliest token is the reference's: the top-1 agreement ([`Top1Agreement`]);
