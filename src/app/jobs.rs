@@ -45,7 +45,7 @@ impl App {
         let kinds: Vec<BackendSpec> = self
             .columns
             .iter()
-            .filter(|c| c.kind.pte_file().is_some() && !matches!(c.phase, Phase::Failed(_)))
+            .filter(|c| c.kind.per_operator_times().is_available() && !matches!(c.phase, Phase::Failed(_)))
             .map(|c| c.kind.clone())
             .collect();
         let state = match (&self.encoded, kinds.is_empty()) {
@@ -115,7 +115,7 @@ impl App {
     /// (at start, and for the program F5 switched a column to).
     pub(super) fn request_coverage(&mut self) {
         let kinds: Vec<BackendSpec> =
-            self.columns.iter().filter(|c| c.kind.pte_file().is_some() && c.coverage.is_none()).map(|c| c.kind.clone()).collect();
+            self.columns.iter().filter(|c| c.kind.delegation_coverage().is_available() && c.coverage.is_none()).map(|c| c.kind.clone()).collect();
         if !kinds.is_empty() {
             self.jobs.push(JobRequest::Coverage(CoverageRequest { kinds }));
         }

@@ -10,22 +10,35 @@ use plotters::prelude::*;
 
 use super::{BenchReport, Row};
 
-pub(crate) fn colour(backend: &str) -> RGBColor {
-    let base = backend.strip_prefix("python-").unwrap_or(backend);
-    let base = base.split(' ').next().unwrap_or(base);
-    match base {
-        "eager" => RGBColor(214, 39, 40),
-        "portable" => RGBColor(31, 119, 180),
-        "xnnpack" => RGBColor(44, 160, 44),
-        "xnnpack-int8" => RGBColor(255, 127, 14),
-        "xnnpack-static" => RGBColor(140, 86, 75),
-        // text-generation's variants: each its own colour (they share a plot with the rest).
-        "eager-int8" => RGBColor(227, 119, 194),
-        "eager-int4" => RGBColor(188, 189, 34),
-        "xnnpack-8da4w" => RGBColor(23, 190, 207),
-        "xnnpack-nocache" => RGBColor(127, 127, 127),
-        _ => RGBColor(148, 103, 189),
+/// Ten distinct colours (matplotlib's tab10), given out in turn.
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(214, 39, 40),
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+    RGBColor(127, 127, 127),
+    RGBColor(148, 103, 189),
+];
+
+/// A colour per series, by the order the report lists its backends: each
+/// backend its own, whatever it is called; a Python row (`python-NAME`) and
+/// a sweep's rows (`NAME 8 tok`) in their backend's colour.
+pub(crate) fn colours(series: &[&str]) -> Vec<RGBColor> {
+    let base = |s: &str| {
+        let s = s.strip_prefix("python-").unwrap_or(s);
+        s.split(' ').next().unwrap_or(s).to_string()
+    };
+    let mut bases: Vec<String> = Vec::new();
+    for s in series {
+        if !bases.contains(&base(s)) {
+            bases.push(base(s));
+        }
     }
+    series.iter().map(|s| PALETTE[bases.iter().position(|b| *b == base(s)).unwrap_or(0) % PALETTE.len()]).collect()
 }
 
 /// Write the plot as SVG to `path`.
@@ -92,10 +105,10 @@ pub fn write_svg(report: &BenchReport, path: &Path) -> anyhow::Result<()> {
             .map_err(|e| err(&e))?;
     }
 
-    for backend in backends {
+    let palette = colours(&backends);
+    for (backend, c) in backends.into_iter().zip(palette) {
         let mut points: Vec<(f64, f64)> = rows.iter().filter(|r| r.backend == backend).map(|r| (r.seq_len as f64, r.p50_ms)).collect();
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let c = colour(backend);
         let style = ShapeStyle { color: c.to_rgba(), filled: false, stroke_width: 2 };
         let dashed = backend.starts_with("python-");
         let label = backend.to_string();
@@ -132,11 +145,17 @@ mod tests {
     #[test]
     fn a_generation_bench_draws_each_backend_in_its_own_colour() {
         let names = ["eager", "eager-int8", "eager-int4", "portable", "portable-nocache", "xnnpack", "xnnpack-nocache", "xnnpack-int8", "xnnpack-8da4w"];
-        let colours: Vec<RGBColor> = names.iter().map(|n| colour(n)).collect();
-        for (i, c) in colours.iter().enumerate() {
-            assert!(colours[..i].iter().all(|d| d != c), "{} shares a colour", names[i]);
+        let mut series = names.to_vec();
+        series.push("python-xnnpack-8da4w");
+        let given = colours(&series);
+        for (i, c) in given[..names.len()].iter().enumerate() {
+            assert!(given[..i].iter().all(|d| d != c), "{} shares a colour", names[i]);
         }
-        assert_eq!(colour("python-xnnpack-8da4w"), colour("xnnpack-8da4w"), "Python's row in its counterpart's colour");
+        assert_eq!(given[names.len()], given[names.len() - 1], "Python's row in its counterpart's colour");
+        // A sweep's rows of one backend share its colour; the next backend gets another.
+        let sweep = colours(&["xnnpack 8 tok", "xnnpack 128 tok", "a-program-of-mine 8 tok"]);
+        assert_eq!(sweep[0], sweep[1]);
+        assert_ne!(sweep[1], sweep[2]);
     }
 
     #[test]

@@ -16,6 +16,7 @@ use super::format;
 use super::generation::{GenerationPanel, GenerationParity};
 use super::latency::{self, LatencyPanel};
 use super::task::{FillMaskPanel, LabelBars};
+use crate::backend::{Delegate, Runtime};
 use crate::app::{App, ColumnState, CorpusState, Output, ParityView, Phase};
 use crate::task::{Parity, Task, TaskOutput, TaskParity};
 
@@ -359,13 +360,16 @@ impl BackendColumn<'_> {
 
     fn render_footer(&self, s: &Sections, buf: &mut Buffer) {
         let column = &self.app.columns()[self.index];
-        if column.kind.pte_file().is_some() {
-            CoveragePanel { coverage: column.coverage.as_ref(), load_time: column.load_time }.render(s.coverage, buf);
-            return;
-        }
+        // What the runtime runs instead of delegates, where it has none to count.
+        let (first, second) = match column.kind.runtime() {
+            Runtime::ExecuTorch => {
+                CoveragePanel { coverage: column.coverage.as_ref(), load_time: column.load_time }.render(s.coverage, buf);
+                return;
+            }
+            Runtime::Eager => ("no .pte: libtorch runs", "each operator in turn"),
+        };
         let area = s.coverage;
         let rows = (area.height as usize).saturating_sub(1).max(1);
-        let (first, second) = ("no .pte: libtorch runs", "each operator in turn");
         let lines = if first.len() <= area.width as usize {
             vec![first.to_owned(), format::fit(second, area.width as usize)]
         } else {
@@ -404,7 +408,6 @@ impl Widget for BackendColumn<'_> {
 /// A column title's colour, by what the column runs: eager magenta, a program
 /// on no delegate (portable) blue, a delegated one green.
 fn title_colour(spec: &crate::backend::BackendSpec) -> Color {
-    use crate::backend::{Delegate, Runtime};
     match spec.runtime() {
         Runtime::Eager => Color::LightMagenta,
         Runtime::ExecuTorch => match spec.delegate {

@@ -13,13 +13,21 @@ use plotters::prelude::*;
 
 use super::{GenRow, GenerationReport};
 
-fn style(backend: &str) -> (ShapeStyle, bool) {
+/// A backend's program and whether it is that program's window variant
+/// (`NAME-nocache`, as the export names it), Python's row (`python-NAME`) as its counterpart.
+fn program_of(backend: &str) -> (&str, bool) {
     let base = backend.strip_prefix("python-").unwrap_or(backend);
-    let (program, nocache) = match base.strip_suffix("-nocache") {
+    match base.strip_suffix("-nocache") {
         Some(p) => (p, true),
         None => (base, false),
-    };
-    let c = crate::bench::plot::colour(program);
+    }
+}
+
+/// Each program its colour (in the report's order), its window variant a lighter shade, Python's row dashed.
+fn style(backend: &str, programs: &[&str]) -> (ShapeStyle, bool) {
+    let (program, nocache) = program_of(backend);
+    let palette = crate::bench::plot::colours(programs);
+    let c = programs.iter().position(|p| *p == program).map_or(palette[0], |i| palette[i]);
     let color = if nocache { c.mix(0.45) } else { c.to_rgba() };
     (ShapeStyle { color, filled: false, stroke_width: 2 }, backend.starts_with("python-"))
 }
@@ -73,10 +81,16 @@ fn panel(
             backends.push(&r.backend);
         }
     }
+    let mut programs: Vec<&str> = Vec::new();
+    for b in &backends {
+        if !programs.contains(&program_of(b).0) {
+            programs.push(program_of(b).0);
+        }
+    }
     for backend in backends {
         let mut pts: Vec<(f64, f64)> = rows.iter().filter(|r| r.backend == backend).filter(points).map(|r| (r.prompt_len as f64, value(r))).collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let (s, dashed) = style(backend);
+        let (s, dashed) = style(backend, &programs);
         if dashed {
             chart.draw_series(DashedLineSeries::new(pts.clone(), 8, 5, s)).map_err(|e| err(&e))?
         } else {
@@ -90,7 +104,7 @@ fn panel(
         chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, s.filled()))).map_err(|e| err(&e))?;
     }
     for (backend, ceiling) in ceilings.iter().filter(|c| c.1.is_finite() && c.1 > 0.0) {
-        let (s, _) = style(backend.split(", ").next().unwrap_or(backend));
+        let (s, _) = style(backend.split(", ").next().unwrap_or(backend), &programs);
         let line = ShapeStyle { stroke_width: 1, ..s };
         chart.draw_series(DashedLineSeries::new([(xmin, *ceiling), (xmax, *ceiling)], 2, 4, line)).map_err(|e| err(&e))?;
         chart
