@@ -10,7 +10,7 @@ use std::path::Path;
 use planus::ReadAsRoot;
 
 use super::generated::program::executorch_flatbuffer::{DataLocation, ExecutionPlanRef, ProgramRef};
-use super::header::layout_of;
+use super::header::{layout_of, Layout};
 use super::limits::Limits;
 use super::xnnpack::{XnnHeader, XNNPACK_BACKEND_ID};
 use super::PteError;
@@ -41,14 +41,7 @@ fn fb(what: &'static str) -> impl Fn(planus::Error) -> PteError {
 
 /// Read the sizes of the program at `path` (its header and flatbuffer only).
 pub fn read_sizes(path: &Path) -> Result<ProgramSizes, PteError> {
-    let mut file = std::fs::File::open(path)?;
-    let len = file.metadata()?.len();
-    let mut head = Vec::new();
-    (&mut file).take(64).read_to_end(&mut head)?;
-    let layout = layout_of(&head, len)?;
-    let mut program = vec![0u8; layout.program_len];
-    file.seek(SeekFrom::Start(0))?;
-    file.read_exact(&mut program)?;
+    let Opened { mut file, layout, program, len } = open(path)?;
     let root = ProgramRef::read_as_root(program.as_slice()).map_err(fb("the program root"))?;
     let mut limits = Limits::for_file(program.len());
     let mut sizes = ProgramSizes { file_bytes: len, ..ProgramSizes::default() };
@@ -149,18 +142,10 @@ pub fn read_sizes(path: &Path) -> Result<ProgramSizes, PteError> {
     Ok(sizes)
 }
 
-/// The plan runlens runs: `forward`, else the first.
 /// The ids of the delegates `forward` calls (`XnnpackBackend`, ...), read from
 /// the header and program flatbuffer alone; empty for a program without one.
 pub fn read_delegate_ids(path: &Path) -> Result<BTreeSet<String>, PteError> {
-    let mut file = std::fs::File::open(path)?;
-    let len = file.metadata()?.len();
-    let mut head = Vec::new();
-    (&mut file).take(64).read_to_end(&mut head)?;
-    let layout = layout_of(&head, len)?;
-    let mut program = vec![0u8; layout.program_len];
-    file.seek(SeekFrom::Start(0))?;
-    file.read_exact(&mut program)?;
+    let Opened { program, .. } = open(path)?;
     let root = ProgramRef::read_as_root(program.as_slice()).map_err(fb("the program root"))?;
     let mut limits = Limits::for_file(program.len());
     let mut ids = BTreeSet::new();
@@ -175,6 +160,28 @@ pub fn read_delegate_ids(path: &Path) -> Result<BTreeSet<String>, PteError> {
     Ok(ids)
 }
 
+/// A program file opened: its header's layout and the program flatbuffer at
+/// its head (the segments, the weights, are not read).
+struct Opened {
+    file: std::fs::File,
+    layout: Layout,
+    program: Vec<u8>,
+    len: u64,
+}
+
+fn open(path: &Path) -> Result<Opened, PteError> {
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let mut head = Vec::new();
+    (&mut file).take(64).read_to_end(&mut head)?;
+    let layout = layout_of(&head, len)?;
+    let mut program = vec![0u8; layout.program_len];
+    file.seek(SeekFrom::Start(0))?;
+    file.read_exact(&mut program)?;
+    Ok(Opened { file, layout, program, len })
+}
+
+/// The plan runlens runs: `forward`, else the first.
 fn forward<'a>(root: &ProgramRef<'a>) -> Result<Option<ExecutionPlanRef<'a>>, PteError> {
     let Some(plans) = root.execution_plan().map_err(fb("execution_plan"))? else { return Ok(None) };
     let mut first = None;

@@ -1,0 +1,309 @@
+//! What a column is, as data: [`BackendSpec`] (its name, title, file, runtime,
+//! delegate, quantization), [`Runtime`] and [`Delegate`], and the abilities a
+//! spec can say it has ([`Ability`]). Code outside `backend/` matches on these,
+//! never on a name.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::weight_format::WeightFormat;
+
+/// Which runtime runs a spec. Code outside `backend/` matches on it, always
+/// exhaustively (no `_ =>`): a new runtime is a new variant, and the compiler
+/// then lists every place that must say what the runtime does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Runtime {
+    /// runlens' own model on libtorch (tch), one operator at a time.
+    Eager,
+    /// An ExecuTorch program (`.pte`).
+    ExecuTorch,
+}
+
+impl Runtime {
+    /// For people: `PyTorch eager`, `ExecuTorch`.
+    pub fn title(self) -> &'static str {
+        match self {
+            Runtime::Eager => "PyTorch eager",
+            Runtime::ExecuTorch => "ExecuTorch",
+        }
+    }
+}
+
+impl fmt::Display for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.title())
+    }
+}
+
+/// What a program hands its subgraphs to: the manifest's `delegate`, else read
+/// once from the `.pte`'s delegate calls when the catalog is made.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Delegate {
+    /// None: every operator on the runtime's own CPU kernels (ExecuTorch's
+    /// portable path; eager, which has no delegates, says this too).
+    None,
+    /// XNNPACK (`XnnpackBackend`).
+    Xnnpack,
+    /// Another delegate, by its id.
+    Other(String),
+    /// The file could not be read (a `--program` whose file is missing).
+    Unknown,
+}
+
+impl Delegate {
+    /// From a delegate id (`XnnpackBackend`), or none.
+    pub fn from_id(id: Option<&str>) -> Delegate {
+        match id {
+            None | Some("") => Delegate::None,
+            Some(crate::pte::XNNPACK_BACKEND_ID) => Delegate::Xnnpack,
+            Some(other) => Delegate::Other(other.to_string()),
+        }
+    }
+
+    /// Read from the `.pte` at `path`: its header and flatbuffer only (XNNPACK
+    /// when any of its delegate calls is XNNPACK's).
+    pub fn read(path: &Path) -> Delegate {
+        match crate::pte::read_delegate_ids(path) {
+            Ok(ids) if ids.contains(crate::pte::XNNPACK_BACKEND_ID) => Delegate::Xnnpack,
+            Ok(ids) => Delegate::from_id(ids.iter().next().map(String::as_str)),
+            Err(_) => Delegate::Unknown,
+        }
+    }
+}
+
+/// Whether a spec can give something (per-operator times, per-module times, ...),
+/// and if not, why, in words for the UI and the JSON.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ability {
+    Available,
+    /// Not available for this runtime: the sentence says so.
+    NotAvailable(String),
+}
+
+impl Ability {
+    pub fn is_available(&self) -> bool {
+        matches!(self, Ability::Available)
+    }
+
+    /// `Ok(())`, or the reason as an error.
+    pub fn check(self) -> anyhow::Result<()> {
+        match self {
+            Ability::Available => Ok(()),
+            Ability::NotAvailable(why) => Err(anyhow::anyhow!(why)),
+        }
+    }
+}
+
+/// Where a backend's model comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// runlens' own model on libtorch (tch), one operator at a time, its
+    /// linear layers' weights in float32 or quantized at load.
+    Eager(WeightFormat),
+    /// An ExecuTorch program.
+    Program(PathBuf),
+}
+
+/// One inference path the user can pick, by name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BackendSpec {
+    /// On the command line and in JSON: `eager`, `portable`, `xnnpack-int8`, a `--program` name.
+    pub name: String,
+    /// The column title.
+    pub title: String,
+    /// What it is, in a sentence (the manifest's `about`).
+    pub about: String,
+    /// Specs with the same column share one column of the explorer; F5 cycles them.
+    pub column: String,
+    pub source: Source,
+    /// Named on the command line (`--program`): shown even when its file is
+    /// missing, so that the column says so.
+    pub given: bool,
+    /// Weights quantized on purpose (the manifest's `quantization` of a
+    /// program; `int8-weight` / `int4-weight` for eager's): it computes other
+    /// numbers than float32, so parity with float32 is a measurement, not a pass mark.
+    pub quantization: Option<String>,
+    /// What a program hands its subgraphs to ([`Delegate::None`] for eager).
+    pub delegate: Delegate,
+    /// A program exported for exactly this many tokens (the input padded; the
+    /// manifest's `fixed_len`); `None`: any length.
+    pub fixed_len: Option<usize>,
+}
+
+/// The name of the built-in eager path.
+pub const EAGER: &str = "eager";
+
+impl BackendSpec {
+    pub fn eager() -> BackendSpec {
+        BackendSpec::eager_with(WeightFormat::Float)
+    }
+
+    /// Eager with its linear layers' weights in `format`: `eager`, `eager-int8`,
+    /// `eager-int4`, one column (F5 cycles them).
+    pub fn eager_with(format: WeightFormat) -> BackendSpec {
+        let dispatch = "libtorch through tch: every operator dispatched one by one, as a PyTorch user runs the model";
+        let (title, about) = match format {
+            WeightFormat::Float => ("PyTorch eager".to_string(), dispatch.to_string()),
+            WeightFormat::Int8 => (
+                "PyTorch eager int8".to_string(),
+                format!("{dispatch}; linear layers with 8-bit weights (a scale per output channel) on {}, bfloat16 activations", format.kernel()),
+            ),
+            WeightFormat::Int4 { group_size } => (
+                "PyTorch eager int4".to_string(),
+                format!("{dispatch}; linear layers with 4-bit weights (groups of {group_size}) on {}, bfloat16 activations", format.kernel()),
+            ),
+        };
+        BackendSpec {
+            name: format.backend_name().to_string(),
+            title,
+            about,
+            column: EAGER.to_string(),
+            source: Source::Eager(format),
+            given: false,
+            quantization: match format {
+                WeightFormat::Float => None,
+                WeightFormat::Int8 => Some("int8-weight".to_string()),
+                WeightFormat::Int4 { .. } => Some("int4-weight".to_string()),
+            },
+            delegate: Delegate::None,
+            fixed_len: None,
+        }
+    }
+
+    /// A program given with `--program NAME=FILE.pte`: a column of its own.
+    pub fn program(name: &str, file: &Path) -> BackendSpec {
+        BackendSpec {
+            name: name.to_string(),
+            title: name.to_string(),
+            about: format!("{} (given with --program)", file.display()),
+            column: name.to_string(),
+            source: Source::Program(file.to_path_buf()),
+            given: true,
+            quantization: None,
+            delegate: Delegate::read(file),
+            fixed_len: None,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The runtime that runs it (from [`source`](Self::source), so the two never disagree).
+    pub fn runtime(&self) -> Runtime {
+        match &self.source {
+            Source::Eager(_) => Runtime::Eager,
+            Source::Program(_) => Runtime::ExecuTorch,
+        }
+    }
+
+    /// A program on no delegate: every operator on ExecuTorch's default CPU
+    /// kernels (the portable path: slow, the reference of the runtime's own numbers).
+    pub fn is_undelegated_program(&self) -> bool {
+        match self.runtime() {
+            Runtime::Eager => false,
+            Runtime::ExecuTorch => self.delegate == Delegate::None,
+        }
+    }
+
+    /// A float XNNPACK program of any length (MiniLM's `xnnpack`): what
+    /// `bench` pairs with the shim's own loop and `footprint` runs.
+    pub fn is_float_xnnpack_program(&self) -> bool {
+        match self.runtime() {
+            Runtime::Eager => false,
+            Runtime::ExecuTorch => self.delegate == Delegate::Xnnpack && self.quantization.is_none() && self.fixed_len.is_none(),
+        }
+    }
+
+    /// Per-operator times (`runlens profile`): from a traced run's ETDump.
+    pub fn per_operator_times(&self) -> Ability {
+        match self.runtime() {
+            Runtime::ExecuTorch => Ability::Available,
+            Runtime::Eager => Ability::NotAvailable(format!(
+                "per-operator times are not available for {} (they come from an ExecuTorch program's ETDump)",
+                self.runtime()
+            )),
+        }
+    }
+
+    /// Per-module times and outputs (`runlens layers`): eager times its own
+    /// modules, a program is traced and mapped through its sidecar.
+    pub fn per_module_times(&self) -> Ability {
+        match self.runtime() {
+            Runtime::Eager | Runtime::ExecuTorch => Ability::Available,
+        }
+    }
+
+    /// Delegation coverage (what share of the program a delegate runs), read from the `.pte`.
+    pub fn delegation_coverage(&self) -> Ability {
+        match self.runtime() {
+            Runtime::ExecuTorch => Ability::Available,
+            Runtime::Eager => Ability::NotAvailable(format!("delegation coverage is not available for {}: it has no delegates", self.runtime())),
+        }
+    }
+
+    /// The file whose sha256 in the manifest names what computes its outputs:
+    /// the program, or `None` for eager (its checkpoint's weights, `ModelDir::weights_sha256`).
+    pub fn model_file(&self) -> Option<&Path> {
+        self.pte_file()
+    }
+
+    /// The eager path, in any weight format.
+    pub fn is_eager(&self) -> bool {
+        matches!(self.source, Source::Eager(_))
+    }
+
+    /// Whether its weights are quantized (see [`quantization`](Self::quantization)).
+    pub fn is_quantized(&self) -> bool {
+        self.quantization.is_some()
+    }
+
+    /// Eager in float32: the path the others are compared with.
+    pub fn is_float_eager(&self) -> bool {
+        self.source == Source::Eager(WeightFormat::Float)
+    }
+
+    /// The `.pte` of an ExecuTorch path.
+    pub fn pte_file(&self) -> Option<&Path> {
+        match &self.source {
+            Source::Program(p) => Some(p),
+            Source::Eager(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for BackendSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+/// A spec named like MiniLM's paths (`eager`, `portable`, `xnnpack`,
+/// `xnnpack-int8`, `xnnpack-static`; the XNNPACK ones share a column), with
+/// their titles, for unit tests of scheduling and drawing: the file need not
+/// exist. The integration tests have their own (`tests/common`).
+#[cfg(test)]
+pub(crate) fn named(name: &str) -> BackendSpec {
+    if name == EAGER {
+        return BackendSpec::eager();
+    }
+    let title = match name {
+        "portable" => "ExecuTorch portable".to_string(),
+        "xnnpack" => "ExecuTorch XNNPACK".to_string(),
+        n if n.starts_with("xnnpack-") => format!("ExecuTorch XNNPACK {}", &n["xnnpack-".len()..]),
+        n => n.to_string(),
+    };
+    let column = if name.starts_with("xnnpack") { "xnnpack" } else { name };
+    BackendSpec {
+        name: name.to_string(),
+        title,
+        about: String::new(),
+        column: column.to_string(),
+        source: Source::Program(PathBuf::from(format!("{name}.pte"))),
+        given: false,
+        // As MiniLM's manifest says them (python/runlens_export/programs.py).
+        quantization: (name == "xnnpack-int8").then(|| "int8-dynamic-linear".to_string()),
+        delegate: if name.starts_with("xnnpack") { Delegate::Xnnpack } else { Delegate::None },
+        fixed_len: (name == "xnnpack-static").then_some(128),
+    }
+}
