@@ -10,12 +10,13 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Widget};
 
 use super::coverage::{self, CoveragePanel};
-use super::embedding::EmbeddingStrip;
+use super::task::embedding::EmbeddingStrip;
 use super::draw::line_at;
 use super::format;
-use super::generation::{GenerationPanel, GenerationParity};
+use super::task::generation::{GenerationPanel, GenerationParity};
 use super::latency::{self, LatencyPanel};
-use super::task::{FillMaskPanel, LabelBars};
+use super::task::classification::LabelBars;
+use super::task::fill_mask::FillMaskPanel;
 use crate::backend::{Delegate, Runtime};
 use crate::app::{App, ColumnState, CorpusState, Output, ParityView, Phase};
 use crate::task::{Parity, Task, TaskOutput, TaskParity};
@@ -190,7 +191,7 @@ impl BackendColumn<'_> {
             ColumnState::Idle if current_error => ("✖ run failed".to_string(), Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)),
             // A generation that ended says why it stopped.
             ColumnState::Idle => match app.live(self.index).and_then(|l| l.stop) {
-                Some(stop) => (format!("● {}", super::generation::stop_words(stop)), Style::new().fg(Color::Green)),
+                Some(stop) => (format!("● {}", super::task::generation::stop_words(stop)), Style::new().fg(Color::Green)),
                 None => ("● idle".to_string(), Style::new().fg(Color::Green)),
             },
         };

@@ -8,9 +8,7 @@
 pub mod column;
 pub mod coverage;
 pub mod draw;
-pub mod embedding;
 pub mod format;
-pub mod generation;
 pub mod help;
 pub mod latency;
 pub mod layers;

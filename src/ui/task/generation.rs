@@ -26,8 +26,8 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
-use super::draw::line_at;
-use super::format;
+use crate::ui::draw::line_at;
+use crate::ui::format;
 use crate::app::{Divergence, LiveGeneration};
 use crate::task::generation::Stop;
 
