@@ -123,6 +123,7 @@ impl Tmux {
 
     /// The screen with each wrapped line joined back into one (`-J`): a long
     /// message reads whole wherever the terminal's width broke it.
+    #[cfg(feature = "eager")] // its one user, the abort test, needs eager
     fn screen_unwrapped(&self) -> String {
         String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-J", "-t", "e2e"]).stdout).into_owned()
     }

@@ -21,8 +21,8 @@ pub mod weight_format;
 use std::path::PathBuf;
 
 pub use decoder::Decoder;
-#[cfg(test)]
-pub(crate) use spec::named;
+#[doc(hidden)]
+pub use spec::named;
 pub use spec::{Ability, BackendSpec, Delegate, Runtime, Source, EAGER};
 pub use weight_format::WeightFormat;
 

@@ -280,10 +280,10 @@ impl fmt::Display for BackendSpec {
 
 /// A spec named like MiniLM's paths (`eager`, `portable`, `xnnpack`,
 /// `xnnpack-int8`, `xnnpack-static`; the XNNPACK ones share a column), with
-/// their titles, for unit tests of scheduling and drawing: the file need not
-/// exist. The integration tests have their own (`tests/common`).
-#[cfg(test)]
-pub(crate) fn named(name: &str) -> BackendSpec {
+/// their titles, for the tests of scheduling and drawing (the unit tests and
+/// `tests/common`): the file need not exist. Not for use outside tests.
+#[doc(hidden)]
+pub fn named(name: &str) -> BackendSpec {
     if name == EAGER {
         return BackendSpec::eager();
     }

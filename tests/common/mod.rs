@@ -46,34 +46,10 @@ pub fn corrupted_copies(real: &[u8]) -> [(&'static str, Vec<u8>); 3] {
     [("truncated", truncated), ("random bytes", random), ("flipped bytes", flipped)]
 }
 
-/// A spec named like MiniLM's paths (`eager`, `portable`, `xnnpack`,
-/// `xnnpack-int8`, `xnnpack-static`; the XNNPACK ones share a column), with
-/// their titles, for tests of scheduling and drawing: the file need not exist.
-pub fn named(name: &str) -> runlens::backend::BackendSpec {
-    use runlens::backend::{BackendSpec, Delegate, Source, EAGER};
-    if name == EAGER {
-        return BackendSpec::eager();
-    }
-    let title = match name {
-        "portable" => "ExecuTorch portable".to_string(),
-        "xnnpack" => "ExecuTorch XNNPACK".to_string(),
-        n if n.starts_with("xnnpack-") => format!("ExecuTorch XNNPACK {}", &n["xnnpack-".len()..]),
-        n => n.to_string(),
-    };
-    let column = if name.starts_with("xnnpack") { "xnnpack" } else { name };
-    BackendSpec {
-        name: name.to_string(),
-        title,
-        about: String::new(),
-        column: column.to_string(),
-        source: Source::Program(PathBuf::from(format!("{name}.pte"))),
-        given: false,
-        // As MiniLM's manifest says them (python/runlens_export/programs.py).
-        quantization: (name == "xnnpack-int8").then(|| "int8-dynamic-linear".to_string()),
-        delegate: if name.starts_with("xnnpack") { Delegate::Xnnpack } else { Delegate::None },
-        fixed_len: (name == "xnnpack-static").then_some(128),
-    }
-}
+/// A spec named like MiniLM's paths (`eager`, `portable`, `xnnpack`, ...), for
+/// tests of scheduling and drawing: the file need not exist.
+#[allow(unused_imports)] // some test files use it, each compiles this module
+pub use runlens::backend::named;
 
 /// The backend named `name` in MiniLM's directory (`eager`, `portable`, `xnnpack`, ...).
 pub fn spec(name: &str) -> runlens::backend::BackendSpec {
