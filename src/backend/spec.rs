@@ -197,15 +197,6 @@ impl BackendSpec {
         }
     }
 
-    /// A program on no delegate: every operator on ExecuTorch's default CPU
-    /// kernels (the portable path: slow, the reference of the runtime's own numbers).
-    pub fn is_undelegated_program(&self) -> bool {
-        match self.runtime() {
-            Runtime::Eager => false,
-            Runtime::ExecuTorch => self.delegate == Delegate::None,
-        }
-    }
-
     /// A float XNNPACK program of any length (MiniLM's `xnnpack`): what
     /// `bench` pairs with the shim's own loop and `footprint` runs.
     pub fn is_float_xnnpack_program(&self) -> bool {

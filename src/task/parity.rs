@@ -76,15 +76,9 @@ impl TaskParity {
     /// token at every mask, the label, the ids): `same`, `DIFFERS`, or, when a
     /// compared value is not finite, `NaN` / `INF` (never `same`).
     pub fn same_word(&self) -> &'static str {
-        let same = match self {
-            TaskParity::Embedding(p) => p.cosine >= 0.9999,
-            TaskParity::FillMask(p) => p.same_top1,
-            TaskParity::Classification(p) => p.same_argmax,
-            TaskParity::Generation(p) => p.same_ids,
-        };
         match self.not_finite() {
             Some(word) => word,
-            None if same => "same",
+            None if self.agrees() => "same",
             None => "DIFFERS",
         }
     }

@@ -189,7 +189,7 @@ pub fn bench_backend(
     let name = spec.name().to_string();
     let detok = Detokenizer::default();
     let options = GenerateOptions { max_new_tokens: gen_tokens, eos_token_ids: Vec::new() };
-    let decoder = backend.as_decoder().ok_or_else(|| crate::task::NotADecoder(name.clone()))?;
+    let decoder = crate::task::generation::decoder_of(backend, &name)?;
     let max_len = decoder.max_len();
     let (mut rows, mut skipped) = (Vec::new(), Vec::new());
     for prompt in prompts {

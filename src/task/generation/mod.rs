@@ -25,7 +25,7 @@ pub use greedy::{
     argmax, check_prompt, greedy, GenerateOptions, Generation, PromptError, Stop, TokenStep, DEFAULT_MAX_NEW_TOKENS,
 };
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Decoder};
 use crate::tensor::Encoded;
 
 /// How one continuation compares with the reference's for the same prompt:
@@ -115,6 +115,11 @@ impl Generation {
 #[error("{0}: this backend cannot generate text (it is not a decoder: neither a KV-cache or window program nor an eager decoder)")]
 pub struct NotADecoder(pub String);
 
+/// `backend` as a [`Decoder`], or [`NotADecoder`] naming it `name`.
+pub fn decoder_of<'a>(backend: &'a mut dyn Backend, name: &str) -> Result<&'a mut dyn Decoder, NotADecoder> {
+    backend.as_decoder().ok_or_else(|| NotADecoder(name.to_string()))
+}
+
 /// Continue `input` greedily on `backend`, `on_token` called for every new token
 /// (return `Break` to stop after it). [`super::run`] calls it for text-generation.
 pub fn generate(
@@ -124,7 +129,7 @@ pub fn generate(
     on_token: &mut dyn FnMut(&TokenStep) -> ControlFlow<()>,
 ) -> anyhow::Result<Generation> {
     let describe = backend.describe();
-    let decoder = backend.as_decoder().ok_or(NotADecoder(describe))?;
+    let decoder = decoder_of(backend, &describe)?;
     greedy(decoder, &ctx.detokenizer, &input.ids, &ctx.options, on_token)
 }
 

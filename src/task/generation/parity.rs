@@ -59,7 +59,7 @@ pub fn known_without_a_pass(generated: &[i64], reference: &[i64]) -> Option<Top1
 /// [`top1_agreement`] of `backend` (called `name` in errors), its decoder
 /// asked of it: `run` calls it while the backend is loaded.
 pub fn top1_agreement_of(backend: &mut dyn Backend, name: &str, prompt: &[i64], generated: &[i64], reference: &[i64]) -> anyhow::Result<Top1Agreement> {
-    let decoder = backend.as_decoder().ok_or_else(|| super::NotADecoder(name.to_string()))?;
+    let decoder = super::decoder_of(backend, name)?;
     top1_agreement(decoder, prompt, generated, reference)
 }
 
@@ -72,7 +72,7 @@ pub fn teacher_forced_on(
     reference: &[i64],
     stop: &mut dyn FnMut() -> bool,
 ) -> anyhow::Result<Option<Top1Agreement>> {
-    let decoder = backend.as_decoder().ok_or_else(|| super::NotADecoder(name.to_string()))?;
+    let decoder = super::decoder_of(backend, name)?;
     teacher_forced_until(decoder, prompt, reference, stop)
 }
 
