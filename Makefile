@@ -21,7 +21,9 @@ PROGRAMS := portable xnnpack xnnpack-int8 xnnpack-static
 COUNTS := $(PROGRAMS:%=$(MODELS)/%.counts.json)
 BIN := target/release/runlens
 # The lite build: cargo feature `eager` off, its own target directory so the two
-# builds never overwrite each other's artifacts.
+# builds never overwrite each other's binaries; its intermediate artifacts share
+# the full build's (CARGO_BUILD_BUILD_DIR below), so the dependencies both have,
+# llama.cpp above all, are compiled once.
 LITE_CARGO := --release --no-default-features --target-dir target/lite
 LITE_BIN := target/lite/release/runlens
 
@@ -31,6 +33,9 @@ export VIRTUAL_ENV := $(VENV)
 export PATH := $(VENV)/bin:$(PATH)
 export LIBTORCH_USE_PYTORCH := 1
 export LIBCLANG_PATH = $(SITE)/clang/native
+# bindgen for llama.cpp's llama.h (llama-cpp-sys-2's build script): the PyPI
+# libclang has no resource headers (stddef.h), so it borrows the C compiler's.
+export BINDGEN_EXTRA_CLANG_ARGS_x86_64_unknown_linux_gnu := -isystem $(shell gcc -print-file-name=include 2>/dev/null)
 
 .PHONY: run test build models sysdeps clean-models lite test-lite footprint console-font-data soak
 # A recipe that fails leaves no half-written target behind for the next run to trust.
@@ -49,12 +54,12 @@ models: $(MODEL_STAMP) $(COUNTS)
 
 # cargo itself notices when there is nothing to redo.
 lite: sysdeps $(VENV_STAMP)
-	cargo build $(LITE_CARGO)
+	CARGO_BUILD_BUILD_DIR=$(CURDIR)/target cargo build $(LITE_CARGO)
 
 # The lite build's own tests: those that need eager are compiled out by the feature.
 # The footprint test compares the lite binary with the full one, so both are built.
 test-lite: lite build models
-	cargo test $(LITE_CARGO)
+	CARGO_BUILD_BUILD_DIR=$(CURDIR)/target cargo test $(LITE_CARGO)
 
 # What each stack costs: disk, resident memory, time to the first result (README).
 footprint: build lite models
@@ -62,9 +67,10 @@ footprint: build lite models
 	$(BIN) footprint --repeat 3
 
 
-# C/C++ compilers for the shim and the tokenizer; tmux for the TUI's end-to-end test.
+# C/C++ compilers for the shim and the tokenizer, CMake for llama.cpp; tmux for
+# the TUI's end-to-end test.
 sysdeps:
-	@scripts/ensure-apt.sh cc:gcc c++:g++ tmux:tmux
+	@scripts/ensure-apt.sh cc:gcc c++:g++ cmake:cmake tmux:tmux
 	@command -v cargo >/dev/null || { echo "error: cargo not found: install Rust with rustup"; exit 1; }
 
 # requirements-test.txt: what only the tests use (Model Explorer's package), installed

@@ -63,7 +63,9 @@ A64_ENV := env -u LIBTORCH_USE_PYTORCH \
   CXX_aarch64_unknown_linux_gnu=aarch64-linux-gnu-g++ \
   AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar \
   CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
-  CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C link-arg=-Wl,-rpath-link,$(A64_SITE)/nvidia/cu13/lib"
+  CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C link-arg=-Wl,-rpath-link,$(A64_SITE)/nvidia/cu13/lib" \
+  BINDGEN_EXTRA_CLANG_ARGS_aarch64_unknown_linux_gnu="--target=aarch64-linux-gnu -isystem $$(aarch64-linux-gnu-gcc -print-file-name=include) -isystem /usr/aarch64-linux-gnu/include" \
+  CMAKE_PROJECT_INCLUDE=$(CURDIR)/mk/ggml-pi5.cmake
 
 # The bundle's run paths are relative to it ($ORIGIN/lib), so no LD_LIBRARY_PATH
 # is needed; -L holds the aarch64 libc and the fake ARM /proc/cpuinfo + midr_el1
@@ -115,7 +117,13 @@ test-aarch64: bundle-aarch64 bundle-aarch64-lite build models $(A64_GEN_MODEL)/m
 	@$(VPY) scripts/aarch64/check.py footprint $(A64_OUT)/footprint.json
 	@echo "test-aarch64: ok ($(A64_BIN) $$(du -sb $(A64_BIN) | awk '{printf "%.1f MB", $$1 / 1e6}'); $(A64_BUNDLE) $$(du -sb $(A64_BUNDLE) | awk '{printf "%.0f MB", $$1 / 1e6}'); $(A64_LITE_BUNDLE) $$(du -sb $(A64_LITE_BUNDLE) | awk '{printf "%.0f MB", $$1 / 1e6}'))"
 
-build-aarch64: sysdeps-aarch64 $(A64_WHEELS_STAMP)
+# llama.cpp's CMake cache is kept between builds (the sys crate configures once):
+# when mk/ggml-pi5.cmake changes, its aarch64 build is cleaned so the new flags apply.
+A64_LLAMA_STAMP := target/$(A64_TRIPLE)/.ggml-pi5.cmake
+$(A64_LLAMA_STAMP): mk/ggml-pi5.cmake
+	@mkdir -p $(@D) && { [ ! -e $@ ] || cargo clean -q --release -p llama-cpp-sys-2 --target $(A64_TRIPLE); } && cp $< $@
+
+build-aarch64: sysdeps-aarch64 $(A64_WHEELS_STAMP) $(A64_LLAMA_STAMP)
 	$(A64_ENV) cargo build --release --target $(A64_TRIPLE)
 
 # What to copy to the Pi (with models/minilm): runlens and the libraries it loads.
@@ -126,8 +134,8 @@ bundle-aarch64: build-aarch64
 # executorch wheel's libraries, and its bundle takes only those (bundle.py is
 # given the wheel's executorch/ folder alone, so anything else it needed would
 # be missing and fail the check).
-build-aarch64-lite: sysdeps-aarch64 $(A64_WHEELS_STAMP)
-	$(A64_ENV) cargo build --release --no-default-features --target-dir target/lite --target $(A64_TRIPLE)
+build-aarch64-lite: sysdeps-aarch64 $(A64_WHEELS_STAMP) $(A64_LLAMA_STAMP)
+	$(A64_ENV) CARGO_BUILD_BUILD_DIR=$(CURDIR)/target cargo build --release --no-default-features --target-dir target/lite --target $(A64_TRIPLE)
 
 bundle-aarch64-lite: build-aarch64-lite
 	@python3 scripts/aarch64/bundle.py $(A64_LITE_BIN) $(A64_SITE)/executorch $(A64_LITE_BUNDLE)

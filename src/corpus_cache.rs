@@ -37,7 +37,7 @@ impl CorpusCache {
         let manifest = self.models.manifest();
         let sha = match kind.runtime() {
             // A program given with --program has no sha256 in the manifest: no cache.
-            Runtime::ExecuTorch => {
+            Runtime::ExecuTorch | Runtime::LlamaCpp => {
                 let path = kind.model_file()?;
                 manifest.sha256.get(path.strip_prefix(self.models.root()).ok()?.to_str()?)?.clone()
             }

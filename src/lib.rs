@@ -9,6 +9,7 @@
 //!   driver that runs a backend for a task ([`task::run`], generation's greedy loop included) and
 //!   how two outputs compare;
 //! - [`pte`]: a reader for `.pte` files (delegation coverage, no runtime needed);
+//! - [`gguf`]: a reader for GGUF files' headers (llama.cpp's format), no runtime needed;
 //! - [`profile`]: per-operator time of the ExecuTorch paths, from a separate
 //!   run with ExecuTorch's ETDump tracer (`runlens profile`, F4 in the explorer);
 //! - [`layers`]: time per module of every backend, through the export's module sidecar (`runlens layers`);
@@ -31,6 +32,7 @@ pub mod cli;
 pub mod corpus_cache;
 pub mod ffi;
 pub mod footprint;
+pub mod gguf;
 pub mod heat;
 pub mod jobs;
 pub mod layers;

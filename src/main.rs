@@ -55,6 +55,7 @@ fn main() -> ExitCode {
         Some(Command::Footprint(args)) => runlens::cli::footprint::run(&cli.common, args),
         Some(Command::Memory(args)) => runlens::cli::memory::run(&cli.common, args).map(|()| true),
         Some(Command::FootprintProbe(args)) => runlens::cli::footprint::probe(&cli.common, args).map(|()| true),
+        Some(Command::GgufQuantize(args)) => runlens::cli::gguf::quantize(&cli.common, args).map(|()| true),
         Some(Command::Inspect(args)) => runlens::cli::inspect::run(&args.file, args.json).map(|()| true),
         None => {
             // Worker threads may still be in libtorch/ExecuTorch: skip their teardown.

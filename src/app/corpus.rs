@@ -49,6 +49,8 @@ pub(super) fn corpus_preference(spec: &BackendSpec) -> u8 {
     match spec.runtime() {
         Runtime::Eager if spec.is_quantized() => 3,
         Runtime::Eager => 1,
+        Runtime::LlamaCpp if spec.is_quantized() => 3,
+        Runtime::LlamaCpp => 1,
         Runtime::ExecuTorch => match spec.delegate {
             Delegate::None => 4,
             Delegate::Xnnpack | Delegate::Other(_) | Delegate::Unknown if spec.is_quantized() => 3,

@@ -14,6 +14,7 @@
 pub mod eager;
 pub mod executorch;
 pub mod decoder;
+pub mod llamacpp;
 pub mod probe;
 mod spec;
 pub mod weight_format;
@@ -23,7 +24,7 @@ use std::path::PathBuf;
 pub use decoder::Decoder;
 #[doc(hidden)]
 pub use spec::named;
-pub use spec::{Ability, BackendSpec, Delegate, Runtime, Source, EAGER};
+pub use spec::{is_gguf, Ability, BackendSpec, Delegate, Runtime, Source, EAGER};
 pub use weight_format::WeightFormat;
 
 use crate::model::ModelDir;
@@ -71,6 +72,33 @@ pub trait Backend: Send {
     /// `None` when the runtime has no such loop.
     fn native_loop(&mut self) -> Option<&mut dyn NativeLoop> {
         None
+    }
+    /// The runtime's own counters of the time inside its prefill and decode
+    /// calls since it loaded (llama.cpp's); `None` when it keeps none.
+    fn runtime_counters(&mut self) -> Option<RuntimeCounters> {
+        None
+    }
+}
+
+/// A runtime's own count of its calls ([`Backend::runtime_counters`]): the
+/// time inside its prefill calls (more than one token) and one-token calls.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RuntimeCounters {
+    pub prefill_ms: f64,
+    pub prefill_tokens: u64,
+    pub decode_ms: f64,
+    pub decode_tokens: u64,
+}
+
+impl RuntimeCounters {
+    /// What was counted between `earlier` and `self`.
+    pub fn since(&self, earlier: &RuntimeCounters) -> RuntimeCounters {
+        RuntimeCounters {
+            prefill_ms: self.prefill_ms - earlier.prefill_ms,
+            prefill_tokens: self.prefill_tokens.saturating_sub(earlier.prefill_tokens),
+            decode_ms: self.decode_ms - earlier.decode_ms,
+            decode_tokens: self.decode_tokens.saturating_sub(earlier.decode_tokens),
+        }
     }
 }
 
@@ -161,13 +189,14 @@ pub fn catalog(dir: &ModelDir, extra: &[(String, PathBuf)]) -> anyhow::Result<Ve
     for p in &dir.manifest().programs {
         let file = dir.root().join(&p.file);
         // The manifest's delegate; a manifest from before it was recorded: read once from the file.
-        let delegate = if p.delegate_recorded { Delegate::from_id(p.delegate.as_deref()) } else { Delegate::read(&file) };
+        let gguf = p.runtime.as_deref() == Some(spec::LLAMA_CPP) || p.file.ends_with(".gguf");
+        let delegate = if gguf || p.delegate_recorded { Delegate::from_id(p.delegate.as_deref()) } else { Delegate::read(&file) };
         specs.push(BackendSpec {
             name: p.name.clone(),
             title: p.title.clone(),
             about: p.about.clone(),
             column: p.column.clone().unwrap_or_else(|| p.name.clone()),
-            source: Source::Program(file),
+            source: if gguf { Source::Gguf(file) } else { Source::Program(file) },
             given: false,
             quantization: p.quantization.clone(),
             delegate,
@@ -215,7 +244,7 @@ pub fn variants(catalog: &[BackendSpec], spec: &BackendSpec) -> Vec<BackendSpec>
 /// the checkpoint the manifest lists, checked when it loads ([`files_present`]).
 fn file_there(spec: &BackendSpec) -> bool {
     match &spec.source {
-        Source::Program(file) => file.is_file(),
+        Source::Program(file) | Source::Gguf(file) => file.is_file(),
         Source::Eager(_) => true,
     }
 }
@@ -250,25 +279,27 @@ pub fn load(spec: &BackendSpec, dir: &ModelDir, output: OutputKind) -> anyhow::R
             let pad_id = manifest.pad_token_id.or(manifest.eos_token_id).unwrap_or(0);
             Box::new(executorch::ExecutorchBackend::load_file(spec, path, output)?.with_pad_id(pad_id))
         }
+        Source::Gguf(path) => Box::new(llamacpp::LlamaCppBackend::load(spec, path, dir, output)?),
     })
 }
 
 /// The files `spec` needs, or [`crate::model::ModelsMissing`] naming the first one absent.
 pub fn files_present(spec: &BackendSpec, dir: &ModelDir) -> Result<(), crate::model::ModelsMissing> {
     match &spec.source {
-        Source::Program(file) if file.is_file() => Ok(()),
-        Source::Program(file) => Err(crate::model::ModelsMissing { path: file.clone() }),
+        Source::Program(file) | Source::Gguf(file) if file.is_file() => Ok(()),
+        Source::Program(file) | Source::Gguf(file) => Err(crate::model::ModelsMissing { path: file.clone() }),
         Source::Eager(_) => dir.config().and_then(|_| dir.weight_files()).map(drop),
     }
 }
 
-/// Set the thread count of every runtime: libtorch's intra-op threads and
-/// ExecuTorch's shared pool (XNNPACK). Call before loading.
+/// Set the thread count of every runtime: libtorch's intra-op threads,
+/// ExecuTorch's shared pool (XNNPACK) and llama.cpp's contexts. Call before loading.
 pub fn set_threads(threads: usize) -> anyhow::Result<()> {
     anyhow::ensure!(threads >= 1, "--threads must be at least 1");
     #[cfg(feature = "eager")]
     tch::set_num_threads(threads as i32);
     crate::ffi::set_threads(threads as u32)?;
+    llamacpp::set_threads(threads);
     Ok(())
 }
 

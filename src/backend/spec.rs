@@ -17,6 +17,8 @@ pub enum Runtime {
     Eager,
     /// An ExecuTorch program (`.pte`).
     ExecuTorch,
+    /// A GGUF file run by llama.cpp's CPU kernels (ggml).
+    LlamaCpp,
 }
 
 impl Runtime {
@@ -25,6 +27,7 @@ impl Runtime {
         match self {
             Runtime::Eager => "PyTorch eager",
             Runtime::ExecuTorch => "ExecuTorch",
+            Runtime::LlamaCpp => "llama.cpp",
         }
     }
 }
@@ -102,6 +105,8 @@ pub enum Source {
     Eager(WeightFormat),
     /// An ExecuTorch program.
     Program(PathBuf),
+    /// A GGUF file for llama.cpp.
+    Gguf(PathBuf),
 }
 
 /// One inference path the user can pick, by name.
@@ -132,6 +137,9 @@ pub struct BackendSpec {
 
 /// The name of the built-in eager path.
 pub const EAGER: &str = "eager";
+
+/// A manifest entry's `runtime` for a GGUF file.
+pub const LLAMA_CPP: &str = "llama.cpp";
 
 impl BackendSpec {
     pub fn eager() -> BackendSpec {
@@ -170,8 +178,23 @@ impl BackendSpec {
         }
     }
 
-    /// A program given with `--program NAME=FILE.pte`: a column of its own.
+    /// A program given with `--program NAME=FILE.pte` (or `FILE.gguf`, for
+    /// llama.cpp: told by its first bytes, or by its name when it is missing):
+    /// a column of its own.
     pub fn program(name: &str, file: &Path) -> BackendSpec {
+        if is_gguf(file) {
+            return BackendSpec {
+                name: name.to_string(),
+                title: name.to_string(),
+                about: format!("{} (given with --program)", file.display()),
+                column: name.to_string(),
+                source: Source::Gguf(file.to_path_buf()),
+                given: true,
+                quantization: gguf_quantization(file),
+                delegate: Delegate::None,
+                fixed_len: None,
+            };
+        }
         BackendSpec {
             name: name.to_string(),
             title: name.to_string(),
@@ -194,6 +217,7 @@ impl BackendSpec {
         match &self.source {
             Source::Eager(_) => Runtime::Eager,
             Source::Program(_) => Runtime::ExecuTorch,
+            Source::Gguf(_) => Runtime::LlamaCpp,
         }
     }
 
@@ -201,7 +225,7 @@ impl BackendSpec {
     /// `bench` pairs with the shim's own loop and `footprint` runs.
     pub fn is_float_xnnpack_program(&self) -> bool {
         match self.runtime() {
-            Runtime::Eager => false,
+            Runtime::Eager | Runtime::LlamaCpp => false,
             Runtime::ExecuTorch => self.delegate == Delegate::Xnnpack && self.quantization.is_none() && self.fixed_len.is_none(),
         }
     }
@@ -210,7 +234,7 @@ impl BackendSpec {
     pub fn per_operator_times(&self) -> Ability {
         match self.runtime() {
             Runtime::ExecuTorch => Ability::Available,
-            Runtime::Eager => Ability::NotAvailable(format!(
+            Runtime::Eager | Runtime::LlamaCpp => Ability::NotAvailable(format!(
                 "per-operator times are not available for {} (they come from an ExecuTorch program's ETDump)",
                 self.runtime()
             )),
@@ -222,6 +246,10 @@ impl BackendSpec {
     pub fn per_module_times(&self) -> Ability {
         match self.runtime() {
             Runtime::Eager | Runtime::ExecuTorch => Ability::Available,
+            Runtime::LlamaCpp => Ability::NotAvailable(format!(
+                "per-module times are not available for {}: runlens reads its prefill and decode totals only (its own counters)",
+                self.runtime()
+            )),
         }
     }
 
@@ -230,13 +258,20 @@ impl BackendSpec {
         match self.runtime() {
             Runtime::ExecuTorch => Ability::Available,
             Runtime::Eager => Ability::NotAvailable(format!("delegation coverage is not available for {}: it has no delegates", self.runtime())),
+            Runtime::LlamaCpp => Ability::NotAvailable(format!(
+                "delegation coverage is not available for {}: a GGUF has no delegates, every tensor runs on ggml's CPU kernels",
+                self.runtime()
+            )),
         }
     }
 
     /// The file whose sha256 in the manifest names what computes its outputs:
     /// the program, or `None` for eager (its checkpoint's weights, `ModelDir::weights_sha256`).
     pub fn model_file(&self) -> Option<&Path> {
-        self.pte_file()
+        match &self.source {
+            Source::Program(p) | Source::Gguf(p) => Some(p),
+            Source::Eager(_) => None,
+        }
     }
 
     /// The eager path, in any weight format.
@@ -258,9 +293,34 @@ impl BackendSpec {
     pub fn pte_file(&self) -> Option<&Path> {
         match &self.source {
             Source::Program(p) => Some(p),
-            Source::Eager(_) => None,
+            Source::Eager(_) | Source::Gguf(_) => None,
         }
     }
+
+    /// The `.gguf` of a llama.cpp path.
+    pub fn gguf_file(&self) -> Option<&Path> {
+        match &self.source {
+            Source::Gguf(p) => Some(p),
+            Source::Eager(_) | Source::Program(_) => None,
+        }
+    }
+}
+
+/// Whether `file` is a GGUF: its first four bytes, or its extension when it
+/// cannot be read.
+pub fn is_gguf(file: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    match std::fs::File::open(file).and_then(|mut f| f.read_exact(&mut magic)) {
+        Ok(()) => &magic == b"GGUF",
+        Err(_) => file.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")),
+    }
+}
+
+/// A GGUF's weight type when it is quantized (`q4_0`), read from its header.
+fn gguf_quantization(file: &Path) -> Option<String> {
+    let t = crate::gguf::read_path(file).ok()?.main_type()?;
+    (!matches!(t.name(), "f32" | "f16" | "bf16")).then(|| t.name().to_string())
 }
 
 impl fmt::Display for BackendSpec {

@@ -260,7 +260,7 @@ impl Budget {
     /// side does the same).
     pub fn for_spec(self, spec: &BackendSpec) -> Budget {
         let warmup = match spec.runtime() {
-            Runtime::Eager => self.warmup,
+            Runtime::Eager | Runtime::LlamaCpp => self.warmup,
             Runtime::ExecuTorch => match spec.delegate {
                 Delegate::None => self.warmup.min(1),
                 Delegate::Xnnpack | Delegate::Other(_) | Delegate::Unknown => self.warmup,

@@ -82,6 +82,7 @@ pub struct PythonCell {
 
 /// Run the Python flow for `kinds` on `inputs`; its stderr (progress) passes through.
 pub fn run(dir: &ModelDir, specs: &[BackendSpec], inputs: &[Encoded], threads: usize, budget: Budget) -> anyhow::Result<PythonOutput> {
+    let specs: Vec<&BackendSpec> = specs.iter().filter(|s| has_python_flow(s)).collect();
     let venv = venv().context("no Python venv found ($VIRTUAL_ENV or ./.venv); `make build` creates it")?;
     let python = venv.join("bin/python");
     let script = script()?;
@@ -89,11 +90,11 @@ pub fn run(dir: &ModelDir, specs: &[BackendSpec], inputs: &[Encoded], threads: u
     let mut pte = BTreeMap::new();
     let mut pad_to = BTreeMap::new();
     let mut ids_only = Vec::new();
-    for spec in specs {
+    for spec in &specs {
         // The script runs a backend without a `pte` entry as transformers' eager model.
         let program = match spec.runtime() {
             Runtime::ExecuTorch => spec.pte_file(),
-            Runtime::Eager => None,
+            Runtime::Eager | Runtime::LlamaCpp => None,
         };
         if let Some(path) = program {
             let report = crate::pte::inspect_file(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -138,5 +139,15 @@ pub fn run(dir: &ModelDir, specs: &[BackendSpec], inputs: &[Encoded], threads: u
     match line {
         Some(line) => serde_json::from_str(line).with_context(|| format!("parsing the output of {}", script.display())),
         None => bail!("{} printed no JSON (exit status {}); its messages are above", script.display(), output.status),
+    }
+}
+
+/// Whether the course's Python flow has a row for `spec`: transformers for
+/// eager, ExecuTorch's Python runtime for a program; llama.cpp has none here
+/// (its Python binding is not installed: it would compile llama.cpp again).
+pub fn has_python_flow(spec: &BackendSpec) -> bool {
+    match spec.runtime() {
+        Runtime::Eager | Runtime::ExecuTorch => true,
+        Runtime::LlamaCpp => false,
     }
 }

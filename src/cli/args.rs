@@ -85,6 +85,9 @@ pub enum Command {
     /// One stack for `footprint` to measure (waits on stdin between load and run).
     #[command(hide = true)]
     FootprintProbe(footprint::ProbeArgs),
+    /// Internal: quantize a GGUF with llama.cpp's quantizer (the export's q8_0 and q4_0 files).
+    #[command(name = "gguf-quantize", hide = true)]
+    GgufQuantize(super::gguf::QuantizeArgs),
     /// Internal: load a .pte and run it once, print the verdict as JSON (runlens' probe, see backend::probe).
     #[command(name = "probe-program", hide = true)]
     ProbeProgram(ProbeArgs),

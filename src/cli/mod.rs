@@ -6,6 +6,7 @@
 pub mod args;
 pub mod bench;
 pub mod footprint;
+pub mod gguf;
 pub mod inspect;
 pub mod layers;
 pub mod memory;

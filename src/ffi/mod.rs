@@ -1,5 +1,6 @@
 //! The one module with `unsafe` in runlens: safe wrappers over the C shim
-//! (`shim/runlens_et.h`) that drives ExecuTorch's C++ `Module`.
+//! (`shim/runlens_et.h`) that drives ExecuTorch's C++ `Module`, and over
+//! llama.cpp's C API ([`llama`]).
 //!
 //! The shim catches every C++ exception and returns a status; here each status
 //! becomes an [`EtError`] carrying ExecuTorch's error code and message (with the
@@ -11,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::Once;
 
+pub mod llama;
 pub mod process;
 
 #[allow(non_camel_case_types, non_upper_case_globals, dead_code)]

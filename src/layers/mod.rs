@@ -162,6 +162,8 @@ pub fn layers_timed(
                 times.insert(spec.name.clone(), t);
                 layers
             }),
+            // Refused by per_module_times() above; said again here, never reached.
+            Runtime::LlamaCpp => Err(anyhow::anyhow!("{}", spec.per_module_times().check().err().map_or_else(String::new, |e| e.to_string()))),
             Runtime::Eager => own_modules(spec, dir, input, runs, trace.as_deref_mut()).map(|(layers, outputs)| {
                 // float32 eager's: a quantized eager column is compared, not compared with.
                 if spec.is_quantized() {
@@ -186,7 +188,7 @@ pub fn layers_timed(
             let path = match spec.runtime() {
                 Runtime::ExecuTorch => spec.pte_file().with_context(|| format!("{spec}: no program file"))?,
                 // Eager's own outputs are the reference, or compared above.
-                Runtime::Eager => continue,
+                Runtime::Eager | Runtime::LlamaCpp => continue,
             };
             let side_path = sidecar::path_for(path);
             if !side_path.exists() {

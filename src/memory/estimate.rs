@@ -24,6 +24,10 @@ pub const PROGRAM_RUNTIME: u64 = 8 * MIB;
 /// What eager costs besides its weights: the libtorch code a forward touches,
 /// its thread pool and allocator (measured as for [`PROGRAM_RUNTIME`]).
 pub const EAGER_RUNTIME: u64 = 16 * MIB;
+/// What a llama.cpp context costs besides its weights and KV cache: its
+/// thread pool, graph and output buffers at one physical batch (an estimate,
+/// not yet measured on its own: docs/llama-cpp.md).
+pub const LLAMA_CPP_RUNTIME: u64 = 32 * MIB;
 
 /// One named part of a column's figure.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -79,6 +83,7 @@ impl ColumnNeed {
 pub fn of_spec(spec: &BackendSpec, dir: &ModelDir) -> anyhow::Result<ColumnNeed> {
     match &spec.source {
         Source::Program(path) => of_program(spec, path),
+        Source::Gguf(path) => of_gguf(spec, dir, path),
         Source::Eager(format) => of_eager(spec, dir, *format),
     }
 }
@@ -94,6 +99,31 @@ fn of_program(spec: &BackendSpec, path: &Path) -> anyhow::Result<ColumnNeed> {
     // runlens' reader takes the whole file in before the runtime maps it (backend::executorch::Program::open).
     let transient = Part { what: "the file read whole by runlens' checks", bytes: s.file_bytes + PROGRAM_RUNTIME };
     Ok(ColumnNeed::new(spec, parts, Some(transient)))
+}
+
+/// A GGUF as llama.cpp holds it: its tensors memory-mapped (resident once
+/// touched), a float16 KV cache of the directory's length, the compute buffer
+/// of one physical batch (512 tokens at most). Q4_0's weights are repacked
+/// into a buffer of their own at load, beside the mapped file.
+fn of_gguf(spec: &BackendSpec, dir: &ModelDir, path: &Path) -> anyhow::Result<ColumnNeed> {
+    let header = crate::gguf::read_path(path).with_context(|| format!("{}: cannot read the GGUF's header", path.display()))?;
+    let weights = header.tensor_bytes();
+    let len = dir.max_seq_len() as u64;
+    let geometry = dir.config().ok().and_then(|c| Geometry::read(&c).ok().flatten());
+    let (kv, scores) = match (dir.task().takes_a_prompt(), geometry) {
+        (true, Some(g)) => (g.kv_cache(len) / 2, g.attention_scores(len.min(512))),
+        (false, Some(g)) => (0, g.attention_scores(len.min(512))),
+        _ => (0, 0),
+    };
+    let parts = vec![
+        Part { what: "weights (the GGUF, memory-mapped)", bytes: weights },
+        Part { what: "KV cache (float16)", bytes: kv },
+        Part { what: "compute buffer", bytes: scores },
+        Part { what: "llama.cpp's context", bytes: LLAMA_CPP_RUNTIME },
+    ];
+    let repacked = header.main_type().is_some_and(|t| t.name() == "q4_0");
+    let transient = repacked.then(|| Part { what: "Q4_0 weights repacked beside the mapped file", bytes: 2 * weights + kv + LLAMA_CPP_RUNTIME });
+    Ok(ColumnNeed::new(spec, parts, transient))
 }
 
 /// The tensors of a checkpoint as eager holds them.

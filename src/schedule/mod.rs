@@ -242,10 +242,11 @@ impl Scheduler {
     }
 }
 
-/// Who is woken first: delegated programs (fast), then eager, then programs
-/// without a delegate (the portable path, slow).
+/// Who is woken first: delegated programs and llama.cpp (fast), then eager,
+/// then programs without a delegate (the portable path, slow).
 fn start_order(spec: &BackendSpec) -> u8 {
     match spec.runtime() {
+        Runtime::LlamaCpp => 0,
         Runtime::Eager => 1,
         Runtime::ExecuTorch => match spec.delegate {
             Delegate::None => 2,

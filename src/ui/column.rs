@@ -368,6 +368,7 @@ impl BackendColumn<'_> {
                 return;
             }
             Runtime::Eager => ("no .pte: libtorch runs", "each operator in turn"),
+            Runtime::LlamaCpp => ("GGUF: ggml's CPU kernels", "run the whole graph, no delegates"),
         };
         let area = s.coverage;
         let rows = (area.height as usize).saturating_sub(1).max(1);
@@ -407,10 +408,11 @@ impl Widget for BackendColumn<'_> {
 }
 
 /// A column title's colour, by what the column runs: eager magenta, a program
-/// on no delegate (portable) blue, a delegated one green.
+/// on no delegate (portable) blue, a delegated one green, llama.cpp yellow.
 fn title_colour(spec: &crate::backend::BackendSpec) -> Color {
     match spec.runtime() {
         Runtime::Eager => Color::LightMagenta,
+        Runtime::LlamaCpp => Color::LightYellow,
         Runtime::ExecuTorch => match spec.delegate {
             Delegate::None => Color::LightBlue,
             Delegate::Xnnpack | Delegate::Other(_) | Delegate::Unknown => Color::LightGreen,

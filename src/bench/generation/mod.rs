@@ -62,6 +62,14 @@ pub struct GenRow {
     /// achieved_gbps over the machine's measured read bandwidth (`machine.memory_read_gbps`).
     #[serde(default)]
     pub fraction_of_read_bandwidth: Option<f64>,
+    /// The runtime's own time per decode step over the timed generations, ms
+    /// (llama.cpp's counters; null for a runtime that keeps none).
+    #[serde(default)]
+    pub runtime_decode_ms_per_token: Option<f64>,
+    /// runlens' wall time per decode step over the runtime's own: what the
+    /// wrapper adds (1.0: nothing).
+    #[serde(default)]
+    pub wrapper_overhead: Option<f64>,
 }
 
 /// A cell that was not measured, and why.
@@ -129,6 +137,8 @@ pub fn row(backend: &str, cache: Option<String>, prompt_len: usize, gen_tokens: 
         weight_bytes_per_token: None,
         achieved_gbps: None,
         fraction_of_read_bandwidth: None,
+        runtime_decode_ms_per_token: None,
+        wrapper_overhead: None,
     })
 }
 
@@ -150,6 +160,8 @@ pub fn fill_bandwidth(rows: &mut [GenRow], weight_bytes: &std::collections::BTre
 pub fn cache_of(dir: &ModelDir, spec: &BackendSpec) -> Option<String> {
     match spec.runtime() {
         Runtime::Eager => Some("dynamic".to_string()),
+        // llama.cpp's KV cache holds the context's positions, attention reads the filled ones.
+        Runtime::LlamaCpp => Some("llama.cpp".to_string()),
         Runtime::ExecuTorch => {
             let program = dir.manifest().programs.iter().find(|p| p.name == spec.name)?;
             Some(program.cache.clone().unwrap_or_else(|| "none".to_string()))
@@ -189,8 +201,7 @@ pub fn bench_backend(
     let name = spec.name().to_string();
     let detok = Detokenizer::default();
     let options = GenerateOptions { max_new_tokens: gen_tokens, eos_token_ids: Vec::new() };
-    let decoder = crate::task::generation::decoder_of(backend, &name)?;
-    let max_len = decoder.max_len();
+    let max_len = crate::task::generation::decoder_of(backend, &name)?.max_len();
     let (mut rows, mut skipped) = (Vec::new(), Vec::new());
     for prompt in prompts {
         let n = prompt.len();
@@ -201,7 +212,8 @@ pub fn bench_backend(
         progress(&format!("{name}: {n}-token prompt, {gen_tokens} new tokens"));
         let (mut ttft, mut decode) = (Vec::new(), Vec::new());
         // One generation: its TTFT (ms) and decode rate.
-        let mut once = || -> anyhow::Result<(f64, Option<f64>)> {
+        let once = |backend: &mut dyn backend::Backend| -> anyhow::Result<(f64, Option<f64>)> {
+            let decoder = crate::task::generation::decoder_of(backend, &name)?;
             let g = crate::task::generation::greedy(decoder, &detok, prompt, &options, &mut |_| std::ops::ControlFlow::Continue(()))?;
             anyhow::ensure!(g.ids.len() == gen_tokens, "{name} stopped after {} of {gen_tokens} tokens ({})", g.ids.len(), g.stop);
             Ok((g.ttft.as_secs_f64() * 1e3, g.decode_tokens_per_s()))
@@ -210,18 +222,31 @@ pub fn bench_backend(
             if stop.load(Ordering::Relaxed) {
                 break;
             }
-            once()?;
+            once(backend)?;
         }
+        // The runtime's own counters around the timed generations (llama.cpp's).
+        let counted_before = backend.runtime_counters();
         let deadline = Instant::now() + Duration::from_secs_f64(budget.max_seconds);
         while ttft.len() < budget.iters as usize && !stop.load(Ordering::Relaxed) {
-            let (t, d) = once()?;
+            let (t, d) = once(backend)?;
             ttft.push(t);
             decode.extend(d);
             if Instant::now() >= deadline {
                 break;
             }
         }
-        rows.extend(row(&name, cache.clone(), n, gen_tokens, &ttft, &decode));
+        let mut new_row = row(&name, cache.clone(), n, gen_tokens, &ttft, &decode);
+        if let (Some(r), Some(before), Some(after)) = (new_row.as_mut(), counted_before, backend.runtime_counters()) {
+            let own = after.since(&before);
+            if own.decode_tokens > 0 && !decode.is_empty() {
+                let runtime_ms = own.decode_ms / own.decode_tokens as f64;
+                // The mean of runlens' time per step, as the runtime's is a mean.
+                let wall_ms = decode.iter().map(|d| 1e3 / d).sum::<f64>() / decode.len() as f64;
+                r.runtime_decode_ms_per_token = Some(runtime_ms);
+                r.wrapper_overhead = (runtime_ms > 0.0).then(|| wall_ms / runtime_ms);
+            }
+        }
+        rows.extend(new_row);
         if stop.load(Ordering::Relaxed) {
             break;
         }
@@ -314,6 +339,9 @@ pub fn table(report: &GenerationReport) -> String {
             r.achieved_gbps.map_or("-".to_string(), |g| format!("{g:.1}")),
             r.fraction_of_read_bandwidth.map_or("-".to_string(), |f| format!("{:.0}%", f * 100.0)),
         );
+        if let (Some(own), Some(over)) = (r.runtime_decode_ms_per_token, r.wrapper_overhead) {
+            let _ = writeln!(out, "{:<24} {:>6} the runtime's own decode step {own:.2} ms; runlens' step over it {over:.3}x", r.backend, "");
+        }
     }
     out.push_str("t/s: prompt tokens/s (pp) = prompt / TTFT; decode tokens/s (tg) = (new - 1) / time from the first new token to the last.\n");
     out.push_str("vs python: speed over the same backend in Python in this run (> 1: runlens is faster).\n");

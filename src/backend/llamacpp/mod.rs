@@ -1,0 +1,227 @@
+//! The llama.cpp path: a GGUF file (the directory's `llamacpp-*.gguf`, or one
+//! given with `--program NAME=FILE.gguf`) run by llama.cpp's CPU kernels
+//! through [`crate::ffi::llama`].
+//!
+//! runlens tokenizes for every column and hands llama.cpp ids, so every column
+//! sees the same tokens; the GGUF's own vocabulary only has to load and be as
+//! large as the model directory's. Before llama.cpp sees a file, runlens reads
+//! its header itself ([`crate::gguf`]) and refuses what llama.cpp would fail
+//! or abort on, and checks that this CPU has the instructions the build's
+//! kernels use ([`cpu`]).
+//!
+//! What it gives each task: text-generation, a decoder with llama.cpp's KV
+//! cache (prefill in one call, one call a token); feature-extraction, the
+//! mean-pooled embedding, L2-normalised here as the `.pte` programs do inside.
+//! llama.cpp has no fill-mask or classification head for these models, and says so.
+
+pub mod cpu;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use super::{Backend, BackendSpec, Decoder, NativeLoop, OutputKind, RuntimeCounters};
+use crate::ffi::llama::{ContextOptions, LlamaSession};
+use crate::gguf::GgufFile;
+use crate::model::ModelDir;
+use crate::tensor::{Encoded, OutputTensor};
+
+/// The threads llama.cpp's contexts use (`--threads`; 0: not set, all cores).
+static THREADS: AtomicUsize = AtomicUsize::new(0);
+
+pub fn set_threads(threads: usize) {
+    THREADS.store(threads, Ordering::Relaxed);
+}
+
+pub fn threads() -> usize {
+    match THREADS.load(Ordering::Relaxed) {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+}
+
+/// The architectures llama.cpp runs for each task here.
+fn architectures_for(output: OutputKind) -> Result<&'static [&'static str], String> {
+    match output {
+        OutputKind::NextToken => Ok(&["llama", "qwen2", "qwen3", "gpt2"]),
+        OutputKind::Pooled => Ok(&["bert"]),
+        OutputKind::TokenLogits => Err("llama.cpp has no fill-mask head for these models (its BERT gives embeddings only)".into()),
+        OutputKind::ClassLogits => Err("llama.cpp has no classification head for these models (its BERT gives embeddings only)".into()),
+    }
+}
+
+pub struct LlamaCppBackend {
+    spec: BackendSpec,
+    session: LlamaSession,
+    output: OutputKind,
+    header: GgufFile,
+    /// Positions the context holds now (a decoder's sequence so far).
+    filled: usize,
+    load_time: Duration,
+    /// The counters as they were before the last run (for its own time).
+    before_last: RuntimeCounters,
+}
+
+impl LlamaCppBackend {
+    /// Check `path` (the CPU, the header, the task) and load it to return `output`.
+    pub fn load(spec: &BackendSpec, path: &Path, dir: &ModelDir, output: OutputKind) -> anyhow::Result<LlamaCppBackend> {
+        if !path.is_file() {
+            return Err(crate::model::ModelsMissing { path: path.to_path_buf() }.into());
+        }
+        cpu::check()?;
+        let header = crate::gguf::read_path(path)?;
+        header.check_runnable(expected_vocab(dir))?;
+        let arch = header.architecture().unwrap_or_default().to_string();
+        let archs = architectures_for(output).map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?;
+        anyhow::ensure!(
+            archs.contains(&arch.as_str()),
+            "{}: a GGUF of architecture {arch}; this model directory's task needs {} ({})",
+            path.display(),
+            output.expected(),
+            archs.join(" or ")
+        );
+        // A decoder holds the directory's longest sequence, at most the model's own limit;
+        // an encoder takes its whole input in one physical batch (llama.cpp asserts it).
+        let mut n_ctx = dir.max_seq_len().max(2);
+        if let Some(trained) = header.context_length().filter(|&c| c > 0) {
+            n_ctx = n_ctx.min(trained as usize);
+        }
+        let encoder = output == OutputKind::Pooled;
+        let n_ubatch = if encoder { n_ctx } else { n_ctx.min(512) };
+        // A float32 GGUF keeps a float32 cache (the column's parity reference, as
+        // ExecuTorch's float programs do); a quantized one llama.cpp's default float16.
+        let kv_f32 = header.main_type().is_some_and(|t| t.name() == "f32");
+        let options = ContextOptions { n_ctx: n_ctx as u32, n_batch: n_ctx as u32, n_ubatch: n_ubatch as u32, threads: threads(), embeddings: encoder, kv_f32 };
+        let start = Instant::now();
+        let session = LlamaSession::load(path, options)?;
+        let load_time = start.elapsed();
+        Ok(LlamaCppBackend { spec: spec.clone(), session, output, header, filled: 0, load_time, before_last: RuntimeCounters::default() })
+    }
+
+    /// The header runlens read before loading.
+    pub fn header(&self) -> &GgufFile {
+        &self.header
+    }
+
+    fn counters(&self) -> RuntimeCounters {
+        let c = self.session.counters();
+        RuntimeCounters { prefill_ms: c.prefill_ms, prefill_tokens: c.prefill_tokens, decode_ms: c.decode_ms, decode_tokens: c.decode_tokens }
+    }
+
+    fn mark(&mut self) {
+        self.before_last = self.counters();
+    }
+}
+
+/// The vocabulary the model directory's tokenizer ids index: config.json's `vocab_size`.
+fn expected_vocab(dir: &ModelDir) -> Option<u64> {
+    let config = std::fs::read_to_string(dir.config().ok()?).ok()?;
+    serde_json::from_str::<serde_json::Value>(&config).ok()?.get("vocab_size")?.as_u64()
+}
+
+impl Backend for LlamaCppBackend {
+    fn describe(&self) -> String {
+        let shape = match self.output {
+            OutputKind::NextToken => format!("KV cache of {} positions", self.session.options().n_ctx),
+            _ => format!("up to {} tokens, mean pooling", self.session.options().n_batch),
+        };
+        format!(
+            "{}: {}, {} ({}), {shape}, {} threads",
+            self.spec.title,
+            self.spec.about,
+            self.session.path().display(),
+            self.session.describe_model(),
+            self.session.options().threads
+        )
+    }
+
+    fn run(&mut self, input: &Encoded) -> anyhow::Result<OutputTensor> {
+        self.mark();
+        match self.output {
+            OutputKind::NextToken => {
+                let logits = self.prefill(&input.ids)?;
+                Ok(OutputTensor::new(vec![1, logits.len()], logits))
+            }
+            _ => {
+                let mut v = self.session.embed(&input.ids)?;
+                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                if norm > 0.0 && norm.is_finite() {
+                    v.iter_mut().for_each(|x| *x /= norm);
+                }
+                Ok(OutputTensor::new(vec![1, v.len()], v))
+            }
+        }
+    }
+
+    fn as_decoder(&mut self) -> Option<&mut dyn Decoder> {
+        (self.output == OutputKind::NextToken).then_some(self as &mut dyn Decoder)
+    }
+
+    /// The weights a decode step reads: every tensor but the token embedding
+    /// (one row is looked up) unless it is also the output matrix (no
+    /// `output.weight`), and the position and token-type tables.
+    fn weight_bytes_per_token(&self) -> Option<u64> {
+        (self.output == OutputKind::NextToken).then(|| {
+            let tied = !self.header.tensors.iter().any(|t| t.name == "output.weight");
+            self.header
+                .tensors
+                .iter()
+                .filter(|t| match t.name.as_str() {
+                    "token_embd.weight" => tied,
+                    "position_embd.weight" | "token_types.weight" => false,
+                    _ => true,
+                })
+                .map(|t| t.nbytes)
+                .sum()
+        })
+    }
+
+    fn load_time(&self) -> Option<Duration> {
+        Some(self.load_time)
+    }
+
+    fn native_loop(&mut self) -> Option<&mut dyn NativeLoop> {
+        Some(self)
+    }
+
+    fn runtime_counters(&mut self) -> Option<RuntimeCounters> {
+        Some(self.counters())
+    }
+}
+
+/// llama.cpp's loop is its own `llama_decode` / `llama_encode`: its counters
+/// time the call inside llama.cpp, what runlens' wrapper adds is the rest.
+impl NativeLoop for LlamaCppBackend {
+    fn last_run_ns(&mut self) -> u64 {
+        let (now, before) = (self.counters(), self.before_last);
+        let ms = (now.prefill_ms - before.prefill_ms) + (now.decode_ms - before.decode_ms);
+        (ms.max(0.0) * 1e6) as u64
+    }
+
+    fn run_native(&mut self, input: &Encoded) -> anyhow::Result<u64> {
+        self.run(input)?;
+        Ok(self.last_run_ns())
+    }
+}
+
+impl Decoder for LlamaCppBackend {
+    fn max_len(&self) -> usize {
+        self.session.options().n_ctx as usize
+    }
+
+    fn prefill(&mut self, prompt: &[i64]) -> anyhow::Result<Vec<f32>> {
+        anyhow::ensure!(!prompt.is_empty(), "{}: the prompt is empty: type some text to continue", self.session.path().display());
+        self.session.clear();
+        self.filled = 0;
+        let logits = self.session.decode(prompt, 0)?;
+        self.filled = prompt.len();
+        Ok(logits)
+    }
+
+    fn step(&mut self, token: i64) -> anyhow::Result<Vec<f32>> {
+        anyhow::ensure!(self.filled > 0, "{}: a step before any prefill (no sequence to continue)", self.session.path().display());
+        let logits = self.session.decode(&[token], self.filled)?;
+        self.filled += 1;
+        Ok(logits)
+    }
+}
