@@ -85,7 +85,13 @@ $(VENV_STAMP): requirements.txt
 	$(VPY) -m pip install -q -r requirements.txt
 	@touch $@
 
-$(MODEL_STAMP): $(VENV_STAMP) python/export.py $(wildcard python/runlens_export/*.py python/runlens_export/archs/*.py) assets/sentences.txt
+# llama.cpp's converter (GGUF_CONVERTER_STAMP), before the rules that need it.
+include mk/gguf-converter.mk
+
+# The GGUF files need the converter; `| build`: the export's `runlens gguf-quantize`
+# needs the binary, but rebuilding runlens does not re-export the model.
+$(MODEL_STAMP): $(VENV_STAMP) python/export.py $(wildcard python/runlens_export/*.py python/runlens_export/archs/*.py) assets/sentences.txt \
+  $(GGUF_CONVERTER_STAMP) | build
 	$(VPY) python/export.py --out $(MODELS) --sentences assets/sentences.txt
 
 $(MODELS)/%.counts.json: $(MODEL_STAMP) tests/python/pte_counts.py

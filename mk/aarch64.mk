@@ -20,6 +20,10 @@
 #     ids, first-step logits close, the quantized programs also against their
 #     own PyTorch reference, and no subgraph refused by XNNPACK
 #     (scripts/aarch64/check.py generation; docs/pi5.md).
+#     Then llama.cpp (issue 35): its kernels are the Pi 5's (inspect's
+#     llama_cpp_system_info says DOTPROD = 1), the three GGUF columns of the tiny
+#     GPT-2 against the x86-64 binary's (scripts/aarch64/check_llama.py), and under
+#     -cpu cortex-a53 (no dotprod) a refusal naming what the CPU lacks, not SIGILL.
 #  6. the same for the lite build (no eager path, no libtorch; issue #16):
 #     `make bundle-aarch64-lite` lays out build/aarch64/runlens-pi5-lite/ from
 #     target/lite/aarch64-unknown-linux-gnu/release/runlens and only the
@@ -52,6 +56,11 @@ A64_GEN_TOKENS := 16
 A64_GEN_ARGS = --model $(A64_GEN_MODEL) --threads $(A64_THREADS) --backends $(subst $(space),$(,),$(strip $(A64_GEN_BACKENDS))) \
   run --json --first-logits --max-new-tokens $(A64_GEN_TOKENS) "$(A64_GEN_PROMPT)"
 
+# llama.cpp's columns under qemu (issue 35): the three GGUF files of the tiny GPT-2.
+A64_LLAMA_BACKENDS := llamacpp-f32 llamacpp-q8_0 llamacpp-q4_0
+A64_LLAMA_ARGS = --model $(A64_GEN_MODEL) --threads $(A64_THREADS) --backends $(subst $(space),$(,),$(strip $(A64_LLAMA_BACKENDS))) \
+  run --json --first-logits --max-new-tokens $(A64_GEN_TOKENS) "$(A64_GEN_PROMPT)"
+
 # Environment of the cross build. LIBTORCH_USE_PYTORCH (exported by the Makefile
 # for the host build) is unset: it would make tch use the host venv's torch.
 # -rpath-link: a cross ld ignores libtorch_cpu's own $ORIGIN rpath when it looks
@@ -71,6 +80,8 @@ A64_ENV := env -u LIBTORCH_USE_PYTORCH \
 # is needed; -L holds the aarch64 libc and the fake ARM /proc/cpuinfo + midr_el1
 # (scripts/aarch64/make-prefix.sh).
 A64_QEMU = $$(command -v qemu-aarch64-static || command -v qemu-aarch64) -cpu cortex-a76 -L $(A64_PREFIX)
+# A Cortex-A53 (armv8.0: no dotprod, no fp16 arithmetic): llama.cpp must be refused, not die.
+A64_QEMU_A53 = $$(command -v qemu-aarch64-static || command -v qemu-aarch64) -cpu cortex-a53 -L $(A64_PREFIX)
 
 .PHONY: test-aarch64 build-aarch64 bundle-aarch64 sysdeps-aarch64 build-aarch64-lite bundle-aarch64-lite
 
@@ -98,6 +109,21 @@ test-aarch64: bundle-aarch64 bundle-aarch64-lite build models $(A64_GEN_MODEL)/m
 	@$(A64_QEMU) $(A64_BUNDLE)/runlens $(A64_GEN_ARGS) > $(A64_OUT)/gen.aarch64.json 2> $(A64_OUT)/gen.aarch64.err; \
 	  [ -s $(A64_OUT)/gen.aarch64.json ] || { echo "error: aarch64 generation printed nothing:"; cat $(A64_OUT)/gen.aarch64.err; exit 1; }
 	@$(VPY) scripts/aarch64/check.py generation $(A64_GEN_MODEL) $(A64_OUT)/gen.x86_64.json $(A64_OUT)/gen.aarch64.json $(A64_OUT)/gen.aarch64.err
+	@echo "== llama.cpp (ggml for armv8.2-a+dotprod+fp16) under qemu -cpu cortex-a76: its kernels, then $(A64_LLAMA_BACKENDS) vs x86-64"
+	@$(A64_QEMU) $(A64_BUNDLE)/runlens inspect --json $(A64_GEN_MODEL)/llamacpp-q4_0.gguf > $(A64_OUT)/gguf.aarch64.json \
+	  || { echo "error: aarch64 inspect of the GGUF failed"; exit 1; }
+	@grep -o '"llama_cpp_system_info": "[^"]*"' $(A64_OUT)/gguf.aarch64.json
+	@grep -q '"llama_cpp_system_info": "[^"]*DOTPROD = 1' $(A64_OUT)/gguf.aarch64.json \
+	  || { echo "error: the aarch64 llama.cpp was built without the dot-product kernels (mk/ggml-pi5.cmake)"; exit 1; }
+	@$(BIN) $(A64_LLAMA_ARGS) > $(A64_OUT)/llama.x86_64.json 2> $(A64_OUT)/llama.x86_64.err \
+	  || { echo "error: x86-64 llama.cpp run failed:"; cat $(A64_OUT)/llama.x86_64.err; exit 1; }
+	@$(A64_QEMU) $(A64_BUNDLE)/runlens $(A64_LLAMA_ARGS) > $(A64_OUT)/llama.aarch64.json 2> $(A64_OUT)/llama.aarch64.err \
+	  || { echo "error: aarch64 llama.cpp run failed:"; cat $(A64_OUT)/llama.aarch64.err; exit 1; }
+	@$(VPY) scripts/aarch64/check_llama.py $(A64_OUT)/llama.x86_64.json $(A64_OUT)/llama.aarch64.json
+	@echo "== llama.cpp on a CPU without dotprod (qemu -cpu cortex-a53): a clear refusal, not SIGILL"
+	@$(A64_QEMU_A53) $(A64_BUNDLE)/runlens $(A64_LLAMA_ARGS) > /dev/null 2> $(A64_OUT)/llama.a53.err; code=$$?; \
+	  cat $(A64_OUT)/llama.a53.err | head -3; \
+	  grep -q "lacks dotprod" $(A64_OUT)/llama.a53.err || { echo "error: no refusal naming dotprod (exit $$code)"; exit 1; }
 	@echo "== lite bundle (no libtorch): inspect --json vs x86-64, run --json portable + xnnpack vs reference.json"
 	@for pte in portable xnnpack; do \
 	  $(A64_QEMU) $(A64_LITE_BUNDLE)/runlens inspect --json $(MODELS)/$$pte.pte > $(A64_OUT)/inspect-$$pte.lite.json \
@@ -111,6 +137,10 @@ test-aarch64: bundle-aarch64 bundle-aarch64-lite build models $(A64_GEN_MODEL)/m
 	  [ -s $(A64_OUT)/lite-run-$$i.json ] || { echo "error: aarch64 lite run \"$$text\" printed nothing:"; cat $(A64_OUT)/lite-run-$$i.err; exit 1; }; \
 	done < assets/sentences.txt
 	@$(VPY) scripts/aarch64/check.py run --backends portable,xnnpack $(MODELS)/reference.json $(A64_OUT)/lite-run-*.json
+	@echo "== lite bundle: llama.cpp's columns (no libtorch needed) vs x86-64"
+	@$(A64_QEMU) $(A64_LITE_BUNDLE)/runlens $(A64_LLAMA_ARGS) > $(A64_OUT)/llama.lite.json 2> $(A64_OUT)/llama.lite.err \
+	  || { echo "error: aarch64 lite llama.cpp run failed:"; cat $(A64_OUT)/llama.lite.err; exit 1; }
+	@$(VPY) scripts/aarch64/check_llama.py $(A64_OUT)/llama.x86_64.json $(A64_OUT)/llama.lite.json
 	@echo "== footprint of the two bundles under qemu (emulated: memory includes qemu's own, times are not the Pi's)"
 	@$(BIN) --models $(MODELS) --threads $(A64_THREADS) footprint --no-python --json --wrapper "$(A64_QEMU)" \
 	  --full-binary $(A64_BUNDLE)/runlens --lite-binary $(A64_LITE_BUNDLE)/runlens > $(A64_OUT)/footprint.json

@@ -30,6 +30,15 @@
 # and of issue 25's programs runlens cannot run:
 #   models/llm-flow/update-cache.pte   a decoder-shaped program whose cache is written by
 #     ExecuTorch's LLM custom operator llama::update_cache (tests/python/llm_flow_program.py)
+# The text-generation exports (tiny-gpt2, the Llama-family decoders, the hub-layout
+# ones, soak-gpt2 and the figures' models) also write llama.cpp's files
+# (docs/gguf.md): llamacpp-f32.gguf by llama.cpp's converter (GGUF_CONVERTER_STAMP,
+# mk/gguf-converter.mk), llamacpp-q8_0.gguf and llamacpp-q4_0.gguf by `runlens
+# gguf-quantize`, hence `| build` (order-only: rebuilding runlens re-exports nothing).
+# On the tiny models each conversion takes about 3 s (2.3-3.1 s wall, most of it the
+# converter's imports) and each quantization well under a second; the context-*
+# exports are the hub Qwen2 again and skip them (--no-gguf); the encoders here are
+# fill-mask and text-classification, which get none.
 # Every export runs its programs against transformers (ExecuTorch's Python
 # runtime) and fails when they disagree. manifest.json / programs.json are the
 # stamps: a second run does nothing. The exports run two at a time.
@@ -103,7 +112,7 @@ $(DECODER_CKPT_STAMP): tests/python/tiny_checkpoint.py tests/python/tiny_decoder
 	@touch $@
 
 # A static pattern: the encoders' models/tiny-%/manifest.json rule would match these too.
-$(DECODER_MODELS): models/tiny-%/manifest.json: $(DECODER_CKPT_STAMP) $(EXPORT_PY) assets/prompts.txt
+$(DECODER_MODELS): models/tiny-%/manifest.json: $(DECODER_CKPT_STAMP) $(EXPORT_PY) assets/prompts.txt $(GGUF_CONVERTER_STAMP) | build
 	$(VPY) python/export.py --model $(CHECKPOINTS)/tiny-$* --task text-generation --max-seq-len 128 \
 	  $(call decoder_programs_of,tiny-$*) --out models/tiny-$* --threads 1
 
@@ -124,7 +133,7 @@ $(GPT2_CKPT)/.stamp: tests/python/tiny_checkpoint.py $(GPT2_TOKENIZER_TEXT) | $(
 	$(VPY) tests/python/tiny_checkpoint.py --arch gpt2 --size tiny --seed 0 --out $(GPT2_CKPT)
 	@touch $@
 
-models/tiny-gpt2/manifest.json: $(GPT2_CKPT)/.stamp $(EXPORT_PY) assets/prompts.txt $(TEST_REQS_STAMP)
+models/tiny-gpt2/manifest.json: $(GPT2_CKPT)/.stamp $(EXPORT_PY) assets/prompts.txt $(TEST_REQS_STAMP) $(GGUF_CONVERTER_STAMP) | build
 	$(VPY) python/export.py --model $(GPT2_CKPT) --task text-generation --max-seq-len 64 \
 	  --programs portable,portable-nocache,xnnpack,xnnpack-nocache,xnnpack-int8,xnnpack-8da4w --group-size 32 \
 	  --out models/tiny-gpt2 --threads 1
@@ -132,7 +141,7 @@ models/tiny-gpt2/manifest.json: $(GPT2_CKPT)/.stamp $(EXPORT_PY) assets/prompts.
 # `make soak`'s generation soak (scripts/soak.sh; not in `make test`): the same tiny
 # GPT-2 with L = 128, so that a prompt and 64 new tokens fit, with the float and
 # quantized KV-cache programs (about 2 minutes of export).
-models/soak-gpt2/manifest.json: $(GPT2_CKPT)/.stamp $(EXPORT_PY) assets/prompts.txt $(TEST_REQS_STAMP)
+models/soak-gpt2/manifest.json: $(GPT2_CKPT)/.stamp $(EXPORT_PY) assets/prompts.txt $(TEST_REQS_STAMP) $(GGUF_CONVERTER_STAMP) | build
 	$(VPY) python/export.py --model $(GPT2_CKPT) --task text-generation --max-seq-len 128 \
 	  --programs portable,xnnpack,xnnpack-int8,xnnpack-8da4w --group-size 32 \
 	  --out models/soak-gpt2 --threads 1
@@ -154,7 +163,7 @@ $(GPT2_FIGURES_CKPT)/.stamp: tests/python/tiny_checkpoint.py $(GPT2_TOKENIZER_TE
 	$(VPY) tests/python/tiny_checkpoint.py --arch gpt2 --size gpt2 --seed 0 --out $(GPT2_FIGURES_CKPT)
 	@touch $@
 
-$(GPT2_FIGURES_MODEL)/manifest.json: $(GPT2_FIGURES_CKPT)/.stamp $(EXPORT_PY) assets/prompts.txt
+$(GPT2_FIGURES_MODEL)/manifest.json: $(GPT2_FIGURES_CKPT)/.stamp $(EXPORT_PY) assets/prompts.txt $(GGUF_CONVERTER_STAMP) | build
 	$(VPY) python/export.py --model $(GPT2_FIGURES_CKPT) --task text-generation --max-seq-len 192 \
 	  --programs portable,portable-nocache,xnnpack,xnnpack-nocache,xnnpack-int8,xnnpack-8da4w \
 	  --out $(GPT2_FIGURES_MODEL) --no-check
@@ -172,7 +181,8 @@ $(DECODER_FIGURES:%=$(CHECKPOINTS)/%-random/.stamp): $(CHECKPOINTS)/%-random/.st
 	$(VPY) tests/python/tiny_checkpoint.py --arch $(call arch_of_figure,$*) --size $* --seed 0 --out $(CHECKPOINTS)/$*-random
 	@touch $@
 
-$(DECODER_FIGURES:%=models/%-random/manifest.json): models/%-random/manifest.json: $(CHECKPOINTS)/%-random/.stamp $(EXPORT_PY) assets/prompts.txt
+$(DECODER_FIGURES:%=models/%-random/manifest.json): models/%-random/manifest.json: $(CHECKPOINTS)/%-random/.stamp $(EXPORT_PY) assets/prompts.txt \
+  $(GGUF_CONVERTER_STAMP) | build
 	$(VPY) python/export.py --model $(CHECKPOINTS)/$*-random --task text-generation --max-seq-len 192 \
 	  --programs portable,xnnpack,xnnpack-nocache,xnnpack-int8,xnnpack-8da4w $(if $(filter smollm2-%,$*),--group-size 64) \
 	  --out models/$*-random --no-check
@@ -205,7 +215,7 @@ $(HUB_CKPT_STAMP): tests/python/tiny_checkpoint.py tests/python/tiny_decoders.py
 	$(VPY) tests/python/tiny_checkpoint.py --arch $(subst $(space),$(,),$(HUB_ARCHS)) --size hub --seed 0 --out $(CHECKPOINTS)
 	@touch $@
 
-$(HUB_MODELS): models/hub-%/manifest.json: $(HUB_CKPT_STAMP) $(EXPORT_PY) assets/prompts.txt
+$(HUB_MODELS): models/hub-%/manifest.json: $(HUB_CKPT_STAMP) $(EXPORT_PY) assets/prompts.txt $(GGUF_CONVERTER_STAMP) | build
 	$(VPY) python/export.py --model $(CHECKPOINTS)/hub-$* --task text-generation --out models/hub-$* --threads 1
 
 $(HUB_REFERENCES): $(CHECKPOINTS)/hub-%/hub_reference.json: $(HUB_CKPT_STAMP) tests/python/hub_reference.py
@@ -213,11 +223,12 @@ $(HUB_REFERENCES): $(CHECKPOINTS)/hub-%/hub_reference.json: $(HUB_CKPT_STAMP) te
 
 # Issue 33, a decode step that follows the filled length (tests/long_context.rs,
 # docs/kv-cache.md): the hub-layout Qwen2 exported twice, L = 256 and L = 2048, the
-# float KV-cache programs only (portable, xnnpack; about 40 s each).
+# float KV-cache programs only (portable, xnnpack; about 40 s each); no GGUF files
+# (models/hub-qwen2 has them from the same checkpoint).
 CONTEXT_MODELS := models/context-256/manifest.json models/context-2048/manifest.json
 
 test-models-files: $(CONTEXT_MODELS)
 
 $(CONTEXT_MODELS): models/context-%/manifest.json: $(HUB_CKPT_STAMP) $(EXPORT_PY) assets/prompts.txt
 	$(VPY) python/export.py --model $(CHECKPOINTS)/hub-qwen2 --task text-generation --max-seq-len $* \
-	  --programs portable,xnnpack --out models/context-$* --threads 1
+	  --programs portable,xnnpack --no-gguf --out models/context-$* --threads 1

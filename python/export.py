@@ -6,6 +6,7 @@
                             [--programs portable,xnnpack] [--sentences FILE]
     python python/export.py --model DIR --task text-generation [--max-seq-len 1024] [--max-new-tokens 24]
                             [--programs portable,xnnpack,xnnpack-int8,xnnpack-8da4w] [--group-size G]
+    any of them:            [--no-gguf] [--runlens PATH]
 
 DIR is a Hugging Face checkpoint directory as `save_pretrained` (or a hub
 download) writes it: config.json, weights (model.safetensors, shards with
@@ -49,10 +50,20 @@ Writes to OUT (default models/minilm, or models/<DIR's name>):
                       or the template from its tokenizer_config.json) beside tokenizer.json
   reference.json      Python transformers' outputs for the task on the sentences
                       (text-generation: greedy `generate` on assets/prompts.txt)
+  llamacpp-f32.gguf   llama.cpp's files (runlens_export/gguf.py, docs/gguf.md), from the same
+                      checkpoint, for gpt2, llama, qwen2, qwen3 text-generation and bert
+                      feature-extraction (mean pooling): llama.cpp's own converter
+                      (convert_hf_to_gguf.py from the llama-cpp-python sdist, which
+                      `make gguf-converter` unpacks into build/gguf-converter/), float32
+  llamacpp-q8_0.gguf, llamacpp-q4_0.gguf
+                      the F32 file quantized by `runlens gguf-quantize` (llama.cpp's
+                      llama_model_quantize); only when there is a runlens binary
+                      (--runlens, else $RUNLENS_BIN, else target/release/runlens)
   manifest.json       task, architecture, dtypes, programs, versions, sha256s, the command
 
-`--programs` picks which programs to write (default all; text-generation: the
-four KV-cache programs). Every program written is then run by ExecuTorch's
+`--programs` picks which .pte programs to write (default all; text-generation: the
+four KV-cache programs); the GGUF files are written whatever it says, and
+`--no-gguf` leaves them out. Every program written is then run by ExecuTorch's
 Python runtime on the reference sentences and must agree with transformers
 (text-generation: the same greedy ids from a Python loop; a quantized program:
 with its quantized model run by PyTorch; `--no-check` skips that). Files are
@@ -64,7 +75,8 @@ programs, named in its "failed_checks" and kept in the staging folder; the rest
 is written. Progress: each step as [k/n] with the elapsed time, a line every
 ~12 s during a long one, a table of sizes and times at the end.
 Exit codes: 0 done, 1 a program disagrees (or a quantized one failed its
-check), 2 bad options or a checkpoint it cannot export.
+check, or a GGUF file could not be written: the rest is), 2 bad options or a
+checkpoint it cannot export.
 """
 
 from __future__ import annotations
@@ -96,11 +108,13 @@ import torch  # noqa: E402
 
 from runlens_export.checkpoint import COMPUTE_DTYPE, Checkpoint  # noqa: E402
 from runlens_export.files import ExportError, say, sha256, write_atomic  # noqa: E402
+from runlens_export import gguf  # noqa: E402
 from runlens_export.decoder import DEFAULT_GENERATION_PROGRAMS, GENERATION_PROGRAMS  # noqa: E402
 from runlens_export.programs import PROGRAMS  # noqa: E402
 from runlens_export.progress import PROGRESS, summary_table  # noqa: E402
 from runlens_export.quantize import pick_group_size  # noqa: E402
 from runlens_export.tasks import ASSETS, TASKS, SentenceEmbedder, Task, TextGeneration  # noqa: E402,F401  (SentenceEmbedder: bench_python.py)
+from runlens_export.verify import check_gguf  # noqa: E402
 
 MANIFEST_VERSION = 2
 
@@ -115,9 +129,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     "tokens, enough for a chat template's system line and a few turns; both capped by the model's "
                     "position limit. A longer L costs memory: a prefill's planned activations grow with L x L per "
                     "head, the KV cache with L)")
-    ap.add_argument("--programs", help=f"comma list of {', '.join(PROGRAMS)} (default all); text-generation: "
-                    f"{', '.join(GENERATION_PROGRAMS)} (default {', '.join(DEFAULT_GENERATION_PROGRAMS)}: the "
-                    "window programs, which recompute the whole window per token, are opt-in)")
+    ap.add_argument("--programs", help=f"the .pte programs: comma list of {', '.join(PROGRAMS)} (default all); "
+                    f"text-generation: {', '.join(GENERATION_PROGRAMS)} (default "
+                    f"{', '.join(DEFAULT_GENERATION_PROGRAMS)}: the window programs, which recompute the whole "
+                    "window per token, are opt-in). The GGUF files do not depend on it (--no-gguf)")
     ap.add_argument("--group-size", type=int,
                     help="text-generation, xnnpack-8da4w: input channels per 4-bit weight scale; must divide every "
                     "linear layer's input width and be a multiple of 32 (XNNPACK). Default: the largest of 128 "
@@ -128,6 +143,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="text-generation: new tokens in reference.json (default %(default)s)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--no-check", action="store_true", help="skip running the programs against transformers")
+    ap.add_argument("--no-gguf", action="store_true",
+                    help="write no llama.cpp files (llamacpp-f32.gguf, llamacpp-q8_0.gguf, llamacpp-q4_0.gguf)")
+    ap.add_argument("--runlens", type=Path, metavar="PATH",
+                    help=f"the runlens binary that writes the quantized GGUF files (`runlens gguf-quantize`); "
+                    f"default ${gguf.RUNLENS_ENV}, else target/release/runlens when it is there; without one "
+                    "only llamacpp-f32.gguf is written")
     ap.add_argument("--check-all", action="store_true",
                     help="text-generation: check every prompt even past 200 M parameters (by default such a model's "
                     "programs are checked on the shortest raw and chat prompt; reference.json has them all)")
@@ -188,14 +209,15 @@ def program_files(entry: dict) -> set[str]:
     return {entry["file"], entry.get("modules") or "", entry.get("reference") or "", f"{stem}.graph.json"} - {""}
 
 
-def step_count(task: Task, names: list[str], check: bool) -> int:
-    """load, eager files, reference, a step per program, the check, the writing."""
-    return 3 + len(names) + int(check) + 1
+def step_count(task: Task, names: list[str], check: bool, gguf_plan: gguf.GgufPlan) -> int:
+    """load, eager files, reference, a step per program, a step per GGUF file, the check, the writing."""
+    return 3 + len(names) + len(gguf_plan.specs) + int(check) + 1
 
 
-def plan_line(task: Task, names: list[str], out: Path, max_seq_len: int, why_len: str, group: tuple | None) -> str:
+def plan_line(task: Task, names: list[str], out: Path, max_seq_len: int, why_len: str, group: tuple | None,
+              gguf_plan: gguf.GgufPlan) -> str:
     specs = task.program_specs()
-    files = ", ".join(specs[n].file for n in specs if n in names)
+    files = ", ".join([*(specs[n].file for n in specs if n in names), *gguf_plan.files()])
     line = f"will write {out}: {files}; L = {max_seq_len} ({why_len})"
     if group is not None:
         line += f"; 4-bit weights in groups of {group[0]} ({group[1]})"
@@ -231,7 +253,8 @@ def main(argv: list[str]) -> int:
         max_seq_len, why_len = choose_max_seq_len(args.max_seq_len, task, ckpt)
         lines = read_sentences(args.sentences or ASSETS / task.sentences)
         source_dtype = ckpt.source_dtype
-        PROGRESS.plan(step_count(task, names, check))
+        gguf_plan = gguf.plan(ckpt, task.name, not args.no_gguf, args.runlens)
+        PROGRESS.plan(step_count(task, names, check, gguf_plan))
         with PROGRESS.step(f"loading {ckpt.architecture} (model_type {ckpt.model_type}, {source_dtype} weights) as "
                            f"{class_name} in {COMPUTE_DTYPE} for {task.name}: {task.output}"):
             model = ckpt.load(class_name, task.name)
@@ -254,7 +277,9 @@ def main(argv: list[str]) -> int:
                 say(f"leaving {', '.join(grouped)} out: {e}")
                 names = [n for n in names if n not in grouped]
                 PROGRESS.add_steps(-len(grouped))
-        say(plan_line(task, names, out, max_seq_len, why_len, group))
+        say(plan_line(task, names, out, max_seq_len, why_len, group, gguf_plan))
+        for note in gguf_plan.notes():
+            say(note)
     except ExportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -278,6 +303,9 @@ def main(argv: list[str]) -> int:
             write_atomic(stage / "reference.json", json.dumps(reference).encode())
 
         programs = task.lower(model, names, max_seq_len, stage)
+        # llama.cpp's files after the .pte programs, from the checkpoint's own directory (gguf.py).
+        gguf_entries, gguf_field, gguf_failed = gguf.write(gguf_plan, ckpt, stage, source_dtype)
+        programs = programs + gguf_entries
         failed: dict[str, list[str]] = {}
         if check:
             with PROGRESS.step("checking every program against transformers (ExecuTorch's Python runtime)"):
@@ -285,7 +313,10 @@ def main(argv: list[str]) -> int:
                     pad_id = extra["pad_token_id"]
                 else:
                     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-                failed = task.verify(stage, programs, rows, pad_id, max_seq_len)
+                failed = task.verify(stage, programs, rows, pad_id, max_seq_len)  # skips the GGUF entries
+                if gguf_entries:
+                    for f in check_gguf(stage, gguf_plan.runlens, gguf_entries, rows):
+                        failed.setdefault(f["name"], []).append(f["why"])
             quantized = {e["name"] for e in programs if e.get("quantization")}
             for name, why in failed.items():
                 for w in why:
@@ -320,6 +351,7 @@ def main(argv: list[str]) -> int:
                 "programs": kept,
                 **({"failed_checks": [{"name": n, "file": e["file"], "why": "; ".join(failed[n])}
                                       for e in programs for n in [e["name"]] if n in failed]} if failed else {}),
+                **({"gguf": gguf_field} if gguf_field is not None else {}),
                 **versions,
                 "executorch": executorch.version.__version__,
                 "command": " ".join([Path(sys.executable).name, *sys.argv]),
@@ -339,9 +371,14 @@ def main(argv: list[str]) -> int:
     for line in summary_table(out, written, programs, failed, stage):
         print(line, flush=True)
     if failed:
-        print(f"error: {', '.join(failed)} failed the check against the quantized model in PyTorch: left out of "
+        print(f"error: {', '.join(failed)} failed the check (a quantized .pte against its quantized model in PyTorch, "
+              f"a GGUF file through runlens): left out of "
               f"{out}/manifest.json (\"failed_checks\" says why), the files kept in {stage} for a look; "
               f"the other programs are written", file=sys.stderr)
+        return 1
+    if gguf_failed:
+        print(f"error: {', '.join(f['file'] for f in gguf_failed)} not written (above: why); the rest of {out} is, "
+              f"without them in its manifest; --no-gguf exports without llama.cpp's files", file=sys.stderr)
         return 1
     return 0
 

@@ -306,14 +306,16 @@ impl BackendSpec {
     }
 }
 
-/// Whether `file` is a GGUF: its first four bytes, or its extension when it
-/// cannot be read.
+/// Whether `file` is for llama.cpp: its first four bytes say `GGUF`, or it is
+/// named `.gguf` and is no ExecuTorch program (`ET` at byte 4), so that a
+/// damaged `.gguf` is refused by the GGUF reader, which says what is wrong.
 pub fn is_gguf(file: &Path) -> bool {
     use std::io::Read;
-    let mut magic = [0u8; 4];
-    match std::fs::File::open(file).and_then(|mut f| f.read_exact(&mut magic)) {
-        Ok(()) => &magic == b"GGUF",
-        Err(_) => file.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")),
+    let named = file.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+    let mut head = [0u8; 8];
+    match std::fs::File::open(file).and_then(|mut f| f.read_exact(&mut head)) {
+        Ok(()) => &head[..4] == b"GGUF" || (named && &head[4..6] != b"ET"),
+        Err(_) => named,
     }
 }
 

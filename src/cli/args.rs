@@ -70,7 +70,7 @@ fn parse_threads(list: &str) -> Result<ThreadList, String> {
 pub enum Command {
     /// Tokenize TEXT and run it through each backend once; print outputs, latency and parity.
     Run(run::RunArgs),
-    /// Read a .pte file and show how much of it is delegated (no runtime needed); or describe a model directory.
+    /// Read a .pte file and show how much of it is delegated (no runtime needed), or a GGUF header; or describe a model directory.
     Inspect(InspectArgs),
     /// Time every backend at several sequence lengths, optionally against the course's Python flow.
     Bench(bench::BenchArgs),

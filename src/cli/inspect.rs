@@ -1,6 +1,7 @@
 //! `runlens inspect [--json] FILE.pte`: delegation coverage read from the file,
 //! and what of it the runtime linked into runlens has no kernel for.
-//! `runlens inspect [--json] DIR`: what a model directory holds (its manifest:
+//! `runlens inspect [--json] FILE.gguf`: a GGUF's header as runlens reads it
+//! (`cli::gguf`). `runlens inspect [--json] DIR`: what a model directory holds (its manifest:
 //! model, task, context, the weights' files and dtypes, the programs).
 
 use std::path::Path;
@@ -111,6 +112,9 @@ fn describe_dir(root: &Path, json: bool) -> anyhow::Result<()> {
 pub fn run(file: &Path, json: bool) -> anyhow::Result<()> {
     if file.is_dir() {
         return describe_dir(file, json);
+    }
+    if crate::backend::is_gguf(file) {
+        return super::gguf::inspect(file, json);
     }
     let report =
         pte::inspect_file(file).with_context(|| format!("cannot inspect {}", file.display()))?;

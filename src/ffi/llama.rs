@@ -177,7 +177,8 @@ pub struct ContextOptions {
     pub threads: usize,
     /// An encoder's mean-pooled embedding instead of logits.
     pub embeddings: bool,
-    /// Keep the KV cache in float32 (llama.cpp's default is float16).
+    /// Keep the KV cache and attention in float32 (llama.cpp's defaults are a
+    /// float16 cache and, on the CPU, flash attention in float16).
     pub kv_f32: bool,
 }
 
@@ -233,6 +234,8 @@ impl LlamaSession {
         if options.kv_f32 {
             cparams.type_k = sys::GGML_TYPE_F32;
             cparams.type_v = sys::GGML_TYPE_F32;
+            // llama.cpp's CPU flash attention works in float16: off, so float32 stays float32.
+            cparams.flash_attn_type = sys::LLAMA_FLASH_ATTN_TYPE_DISABLED;
         }
         if options.embeddings {
             cparams.pooling_type = sys::LLAMA_POOLING_TYPE_MEAN;

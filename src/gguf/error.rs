@@ -92,6 +92,8 @@ pub enum GgufError {
     VocabMismatch { file: FileName, gguf: u64, expected: u64 },
     #[error("{file}: the GGUF has no tokenizer.ggml.tokens nor a vocab_size, so it cannot be checked against the model directory's tokenizer ({expected} tokens): convert the model again with its tokenizer")]
     NoVocabulary { file: FileName, expected: u64 },
+    #[error("{file}: token {index} of the vocabulary (the array at byte {at}) repeats an earlier token, which llama.cpp cannot load (it aborts): a corrupt header")]
+    DuplicateToken { file: FileName, index: u64, at: u64 },
 }
 
 impl GgufError {
@@ -129,7 +131,8 @@ impl GgufError {
             | UnsupportedArchitecture { file, .. }
             | UnsupportedType { file, .. }
             | VocabMismatch { file, .. }
-            | NoVocabulary { file, .. } => file.0.as_deref(),
+            | NoVocabulary { file, .. }
+            | DuplicateToken { file, .. } => file.0.as_deref(),
         }
     }
 }

@@ -13,7 +13,8 @@
 //! in memory. Both refuse everything ggml's own reader (ggml/src/gguf.cpp)
 //! refuses, so llama.cpp is never handed a file it would fail on, plus
 //! llama.cpp's check that each tensor's data lies inside the file (a cut-short
-//! download). Every count and length out of the file is checked against the
+//! download) and its assertion that no token of the vocabulary appears twice
+//! (it aborts). Every count and length out of the file is checked against the
 //! bytes left before anything is allocated; bytes of any kind give a
 //! [`GgufFile`] or a [`GgufError`], never a panic.
 //!

@@ -18,7 +18,8 @@ use super::{GgufFile, TensorInfo};
 const BUFFER_BYTES: usize = 64 * 1024;
 
 /// Reads the header of the GGUF at `path`: the metadata and tensor infos,
-/// checked against the file's length, without reading the data section.
+/// checked against the file's length (from the file system), without reading
+/// the data section (its buffer reads at most 64 KiB past the header).
 pub fn read_path(path: impl AsRef<Path>) -> Result<GgufFile, GgufError> {
     let path = path.as_ref();
     let name = FileName(Some(path.to_path_buf()));
@@ -41,11 +42,11 @@ fn parse<R: BufRead + Seek>(src: &mut Source<R>) -> Result<GgufFile, GgufError> 
     let (tensor_count, kv_count) = counts(src)?;
     let metadata = key_values(src, kv_count)?;
     let alignment = alignment(src, &metadata)?;
-    let mut tensors = tensor_infos(src, tensor_count)?;
+    let tensors = tensor_infos(src, tensor_count)?;
     // ggml aligns the data section only when there are tensors.
     let header_end = src.pos();
     let data_start = if tensors.is_empty() { header_end } else { pad(header_end, alignment).unwrap_or(u64::MAX) };
-    check_offsets(src, &mut tensors, alignment)?;
+    check_offsets(src, &tensors, alignment)?;
     check_bounds(src, &tensors, data_start)?;
     Ok(GgufFile { path: None, version, alignment, data_start, file_len: src.len(), metadata, tensors })
 }
@@ -123,6 +124,9 @@ fn value_type<R: BufRead + Seek>(src: &mut Source<R>, key: &str) -> Result<Value
     ValueType::from_id(type_id).ok_or_else(|| GgufError::UnknownValueType { file: src.file.clone(), key: key.to_string(), type_id, at })
 }
 
+/// The key of the vocabulary, whose tokens must be distinct.
+const VOCABULARY: &str = "tokenizer.ggml.tokens";
+
 fn value<R: BufRead + Seek>(src: &mut Source<R>, key: &str) -> Result<Value, GgufError> {
     let ty = value_type(src, key)?;
     if ty != ValueType::Array {
@@ -143,17 +147,30 @@ fn value<R: BufRead + Seek>(src: &mut Source<R>, key: &str) -> Result<Value, Ggu
     let keep = len <= KEPT_ELEMENTS;
     let (mut strings, mut numbers) = (None, None);
     if elem == ValueType::Str {
-        if keep {
-            let mut kept = Vec::with_capacity(len as usize);
-            for _ in 0..len {
-                kept.push(String::from_utf8_lossy(&src.string("an element")?).into_owned());
-            }
-            strings = Some(kept);
-        } else {
-            for _ in 0..len {
+        let vocabulary = key == VOCABULARY;
+        let mut kept = Vec::new();
+        let mut seen = HashSet::new();
+        for index in 0..len {
+            if !keep && !vocabulary {
                 src.skip_string("an element")?;
+                continue;
+            }
+            let token = src.string("an element")?;
+            if vocabulary {
+                // llama.cpp reads a token as a C string (up to its first NUL byte),
+                // names an empty one "[EMPTY_i]", then asserts (aborts) when two
+                // tokens are the same string.
+                let text = token.split(|&b| b == 0).next().unwrap_or_default();
+                let word = if text.is_empty() { format!("[EMPTY_{index}]").into_bytes() } else { text.to_vec() };
+                if !seen.insert(word) {
+                    return Err(GgufError::DuplicateToken { file: src.file.clone(), index, at });
+                }
+            }
+            if keep {
+                kept.push(String::from_utf8_lossy(&token).into_owned());
             }
         }
+        strings = keep.then_some(kept);
     } else if keep {
         let mut kept = Vec::with_capacity(len as usize);
         for _ in 0..len {
@@ -279,7 +296,7 @@ fn tensor_infos<R: BufRead + Seek>(src: &mut Source<R>, count: u64) -> Result<Ve
 
 /// ggml's packing: each offset is aligned and is where the tensors before it
 /// end, each padded to the alignment.
-fn check_offsets<R: BufRead + Seek>(src: &Source<R>, tensors: &mut [TensorInfo], alignment: u64) -> Result<(), GgufError> {
+fn check_offsets<R: BufRead + Seek>(src: &Source<R>, tensors: &[TensorInfo], alignment: u64) -> Result<(), GgufError> {
     let mut expected = 0u64;
     for t in tensors.iter() {
         let file = src.file.clone();

@@ -24,4 +24,8 @@ ARCH = Arch(
     geometry=geometry,
     # The sentence embedding pools the last hidden state itself; BertModel's pooler is not in the program.
     unused_weights={"feature-extraction": ("pooler.",)},
+    # The sentence embedding (mean pooling) only: llama.cpp's bert graph has no masked-LM head, and
+    # runlens reads no class logits from it. WordPiece has no pre-tokenizer in llama.cpp: the name is
+    # not used.
+    gguf={"feature-extraction": "default"},
 )

@@ -25,4 +25,5 @@ ARCH = Arch(
     geometry=geometry,
     # A hub GPT-2 names its weights `h.N...`; GPT2LMHeadModel saves `transformer.h.N...`.
     resave_weights=True,
+    gguf={"text-generation": "gpt-2"},
 )

@@ -34,4 +34,7 @@ ARCH = Arch(
     classes={"text-generation": "LlamaForCausalLM"},
     geometry=geometry,
     check=check_rope,
+    # Llama 3's byte-level BPE. A SentencePiece tokenizer.model, or a byte-fallback tokenizer.json
+    # (TinyLlama's), takes the converter's SentencePiece paths, which write "default" and check no hash.
+    gguf={"text-generation": "llama-bpe"},
 )

@@ -25,4 +25,5 @@ ARCH = Arch(
     classes={"text-generation": "Qwen2ForCausalLM"},
     geometry=geometry,
     check=check,
+    gguf={"text-generation": "qwen2"},
 )

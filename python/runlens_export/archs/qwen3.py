@@ -15,4 +15,6 @@ ARCH = Arch(
     classes={"text-generation": "Qwen3ForCausalLM"},
     geometry=geometry,
     check=check,
+    # Qwen3 keeps Qwen2's tokenizer and regex.
+    gguf={"text-generation": "qwen2"},
 )

@@ -68,18 +68,19 @@ impl LlamaCppBackend {
         if !path.is_file() {
             return Err(crate::model::ModelsMissing { path: path.to_path_buf() }.into());
         }
+        let archs = architectures_for(output).map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?;
         cpu::check()?;
         let header = crate::gguf::read_path(path)?;
-        header.check_runnable(expected_vocab(dir))?;
+        // The task first (an encoder's GGUF in a decoder's directory says so), then the rest.
         let arch = header.architecture().unwrap_or_default().to_string();
-        let archs = architectures_for(output).map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?;
         anyhow::ensure!(
-            archs.contains(&arch.as_str()),
+            !crate::gguf::ARCHITECTURES.contains(&arch.as_str()) || archs.contains(&arch.as_str()),
             "{}: a GGUF of architecture {arch}; this model directory's task needs {} ({})",
             path.display(),
             output.expected(),
             archs.join(" or ")
         );
+        header.check_runnable(expected_vocab(dir))?;
         // A decoder holds the directory's longest sequence, at most the model's own limit;
         // an encoder takes its whole input in one physical batch (llama.cpp asserts it).
         let mut n_ctx = dir.max_seq_len().max(2);

@@ -266,3 +266,32 @@ fn a_terabyte_claimed_by_a_short_file_is_refused_quickly() {
     }
     assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
 }
+
+#[test]
+fn a_vocabulary_with_a_token_twice() {
+    // llama.cpp aborts on it (GGML_ASSERT in llama_vocab::load).
+    let with_tokens = |tokens: Vec<&str>| {
+        let mut s = spec();
+        let at = kv_index("tokenizer.ggml.tokens");
+        s.kvs[at].1 = Val::Array(8, tokens.into_iter().map(Val::str).collect());
+        read(&s.bytes())
+    };
+    let mut long: Vec<String> = (0..VOCAB).map(|i| format!("tok{i}")).collect();
+    long[70] = "tok3".into();
+    let err = with_tokens(long.iter().map(String::as_str).collect()).unwrap_err();
+    assert!(matches!(err, GgufError::DuplicateToken { index: 70, .. }), "{err}");
+    assert!(err.to_string().contains("token 70") && err.to_string().contains("aborts"), "{err}");
+    let err = with_tokens(vec!["a", "b", "a"]).unwrap_err();
+    assert!(matches!(err, GgufError::DuplicateToken { index: 2, .. }), "{err}");
+    // Empty tokens are renamed "[EMPTY_i]" by llama.cpp, so two are distinct...
+    let g = with_tokens(vec!["a", "", ""]).unwrap();
+    assert_eq!(g.vocab_size(), Some(3));
+    // ... unless a token has that name.
+    let err = with_tokens(vec!["a", "", "[EMPTY_1]"]).unwrap_err();
+    assert!(matches!(err, GgufError::DuplicateToken { index: 2, .. }), "{err}");
+    // llama.cpp reads a token up to its first NUL byte: "ab\0c" is "ab" (found by tests/corrupt_gguf.rs).
+    let err = with_tokens(vec!["ab", "x", "ab\0c"]).unwrap_err();
+    assert!(matches!(err, GgufError::DuplicateToken { index: 2, .. }), "{err}");
+    // Other string arrays may repeat themselves.
+    assert!(read(&spec().kv("test.same", Val::Array(8, vec![Val::str("x"); 70])).bytes()).is_ok());
+}

@@ -387,3 +387,12 @@ fn the_ggml_type_table() {
     assert_eq!(runnable.len(), RUNNABLE_TYPES.len());
     assert!(!GgmlType(16).is_runnable() && !GgmlType(15).is_runnable());
 }
+
+#[test]
+fn errors_travel_as_anyhow_errors() {
+    fn error<T: std::error::Error + Send + Sync + 'static>() {}
+    error::<GgufError>();
+    let err = read(b"GGUF\x01\0\0\0").unwrap_err();
+    assert_eq!(err.file(), None);
+    assert!(std::error::Error::source(&err).is_none());
+}
