@@ -121,9 +121,10 @@ test-aarch64: bundle-aarch64 bundle-aarch64-lite build models $(A64_GEN_MODEL)/m
 	  || { echo "error: aarch64 llama.cpp run failed:"; cat $(A64_OUT)/llama.aarch64.err; exit 1; }
 	@$(VPY) scripts/aarch64/check_llama.py $(A64_OUT)/llama.x86_64.json $(A64_OUT)/llama.aarch64.json
 	@echo "== llama.cpp on a CPU without dotprod (qemu -cpu cortex-a53): a clear refusal, not SIGILL"
-	@$(A64_QEMU_A53) $(A64_BUNDLE)/runlens $(A64_LLAMA_ARGS) > /dev/null 2> $(A64_OUT)/llama.a53.err; code=$$?; \
-	  cat $(A64_OUT)/llama.a53.err | head -3; \
-	  grep -q "lacks dotprod" $(A64_OUT)/llama.a53.err || { echo "error: no refusal naming dotprod (exit $$code)"; exit 1; }
+	@$(A64_QEMU_A53) $(A64_BUNDLE)/runlens $(A64_LLAMA_ARGS) > $(A64_OUT)/llama.a53.json 2> $(A64_OUT)/llama.a53.err; code=$$?; \
+	  grep -o '"error":"[^"]*"' $(A64_OUT)/llama.a53.json | head -1; \
+	  [ $$code = 1 ] && grep -q "lacks dotprod" $(A64_OUT)/llama.a53.json \
+	  || { echo "error: no refusal naming dotprod (exit $$code)"; cat $(A64_OUT)/llama.a53.err; exit 1; }
 	@echo "== lite bundle (no libtorch): inspect --json vs x86-64, run --json portable + xnnpack vs reference.json"
 	@for pte in portable xnnpack; do \
 	  $(A64_QEMU) $(A64_LITE_BUNDLE)/runlens inspect --json $(MODELS)/$$pte.pte > $(A64_OUT)/inspect-$$pte.lite.json \

@@ -254,14 +254,16 @@ fn run_json_is_one_object_with_parity_against_eager() {
     assert_eq!(json["reference"], "eager");
     let backends = json["backends"].as_array().unwrap();
     let names: Vec<&str> = backends.iter().map(|b| b["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["eager", "portable", "xnnpack"]);
+    assert_eq!(names, ["eager", "portable", "xnnpack", "llamacpp-f32"]);
     for b in backends {
         assert_eq!(b["ok"], true, "{b}");
         assert_eq!(b["embedding"].as_array().unwrap().len(), 384);
         assert!(b["latency_ms"].as_f64().unwrap() > 0.0);
         if b["name"] != "eager" {
             assert!(b["cosine_vs_reference"].as_f64().unwrap() >= 0.99999, "{b}");
-            assert!(b["max_abs_diff_vs_reference"].as_f64().unwrap() <= 1e-4, "{b}");
+            // ggml computes GELU through a float16 table: llama.cpp's float32 differs by up to 2e-4.
+            let bound = if b["name"] == "llamacpp-f32" { 5e-4 } else { 1e-4 };
+            assert!(b["max_abs_diff_vs_reference"].as_f64().unwrap() <= bound, "{b}");
         } else {
             assert!(b["cosine_vs_reference"].is_null());
         }

@@ -16,10 +16,10 @@ const RESULTS_TIMEOUT: Duration = Duration::from_secs(120);
 const EXIT_TIMEOUT: Duration = Duration::from_secs(20);
 const SENTENCE: &str = "A kitten is sleeping on the sofa";
 #[cfg(feature = "eager")]
-const TITLES: &[&str] = &["PyTorch eager", "ExecuTorch portable", "ExecuTorch XNNPACK"];
-/// The lite build (no eager path) shows the ExecuTorch columns only.
+const TITLES: &[&str] = &["PyTorch eager", "ExecuTorch portable", "ExecuTorch XNNPACK", "llama.cpp f32"];
+/// The lite build (no eager path) shows the ExecuTorch and llama.cpp columns only.
 #[cfg(not(feature = "eager"))]
-const TITLES: &[&str] = &["ExecuTorch portable", "ExecuTorch XNNPACK"];
+const TITLES: &[&str] = &["ExecuTorch portable", "ExecuTorch XNNPACK", "llama.cpp f32"];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -70,13 +70,17 @@ impl App {
     }
 
     /// Show the layers view and ask for a per-module measurement of the current
-    /// text on every column that did not fail.
+    /// text on every column that did not fail and can be timed so (not llama.cpp's).
     pub(super) fn open_layers(&mut self) {
         self.layers_requests += 1;
         let id = self.layers_requests;
         let text = self.input.text().to_string();
-        let kinds: Vec<BackendSpec> =
-            self.columns.iter().filter(|c| !matches!(c.phase, Phase::Failed(_))).map(|c| c.kind.clone()).collect();
+        let kinds: Vec<BackendSpec> = self
+            .columns
+            .iter()
+            .filter(|c| c.kind.per_module_times().is_available() && !matches!(c.phase, Phase::Failed(_)))
+            .map(|c| c.kind.clone())
+            .collect();
         let state = match (&self.encoded, kinds.is_empty()) {
             (None, _) => LayersState::Failed("type a sentence first: F6 times the text in the input line per module".to_string()),
             (Some(_), true) => LayersState::Failed("no column loaded to time per module".to_string()),

@@ -29,16 +29,23 @@ pub struct LayersArgs {
     pub text: Vec<String>,
 }
 
-/// `--backends`, else eager (when it can run) and every program whose file is present.
+/// `--backends`, else eager (when it can run) and every program whose file is
+/// present; a column that cannot be timed per module (llama.cpp's) is left out
+/// with a note when not named.
 fn specs(common: &Common, dir: &crate::model::ModelDir) -> anyhow::Result<Vec<BackendSpec>> {
     if common.backends.is_some() {
         return common.backends(dir);
     }
-    let present: Vec<BackendSpec> = common
+    let (present, untimed): (Vec<BackendSpec>, Vec<BackendSpec>) = common
         .catalog(dir)?
         .into_iter()
         .filter(|s| s.given || backend::files_present(s, dir).is_ok())
-        .collect();
+        .partition(|s| s.per_module_times().is_available());
+    for s in &untimed {
+        if let backend::Ability::NotAvailable(why) = s.per_module_times() {
+            eprintln!("note: {s} left out: {why}");
+        }
+    }
     anyhow::ensure!(!present.is_empty(), "{}: no backend can run; re-export the directory", dir.root().display());
     Ok(present)
 }
