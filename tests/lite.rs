@@ -55,8 +55,9 @@ fn the_full_binary_loads_libtorch() {
     assert!(libs.iter().any(|l| l.starts_with("libc10.so")), "{libs:?}");
 }
 
-/// With no `--backends`, the lite binary runs the two ExecuTorch paths, and both
-/// match Python's transformers output (reference.json) within the parity bounds.
+/// With no `--backends`, the lite binary runs the two ExecuTorch paths and
+/// llama.cpp's float32 column, and each matches Python's transformers output
+/// (reference.json) within the parity bounds.
 #[cfg(not(feature = "eager"))]
 #[test]
 fn the_lite_run_is_the_executorch_paths_and_matches_python() {
@@ -68,7 +69,7 @@ fn the_lite_run_is_the_executorch_paths_and_matches_python() {
         let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object on stdout");
         let backends = json["backends"].as_array().unwrap();
         let names: Vec<&str> = backends.iter().map(|b| b["name"].as_str().unwrap()).collect();
-        assert_eq!(names, ["portable", "xnnpack"], "the default columns of the lite build");
+        assert_eq!(names, ["portable", "xnnpack", "llamacpp-f32"], "the default columns of the lite build: ExecuTorch's and llama.cpp's");
         assert_eq!(json["reference"], "portable", "without eager the first backend is the reference");
         let ids: Vec<i64> = json["ids"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect();
         assert_eq!(ids, sentence.ids, "{:?}", sentence.text);
@@ -76,7 +77,9 @@ fn the_lite_run_is_the_executorch_paths_and_matches_python() {
             assert_eq!(b["ok"], true, "{b}");
             let embedding: Vec<f32> = b["embedding"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
             let p = runlens::task::Embedding(embedding).parity(&sentence.embedding()).unwrap();
-            assert!(p.cosine >= 0.99999 && p.max_abs_diff <= 1e-4, "{} on {:?}: {p:?}", b["name"], sentence.text);
+            // ggml computes GELU through a float16 table: llama.cpp's float32 differs by up to 2e-4.
+            let bound = if b["name"] == "llamacpp-f32" { 5e-4 } else { 1e-4 };
+            assert!(p.cosine >= 0.99999 && p.max_abs_diff <= bound, "{} on {:?}: {p:?}", b["name"], sentence.text);
         }
     }
 }
