@@ -11,7 +11,7 @@
 //! leaves behind. The calls runlens makes are few, so they are here, each with
 //! why it is sound.
 //!
-//! llama.cpp's log goes to [`log_callback`], never to the terminal: the lines
+//! llama.cpp's log goes to `log_callback`, never to the terminal: the lines
 //! of the call under way are kept, and a failed call's error carries its
 //! warnings and errors (a load that fails says why only in its log).
 //! llama.cpp's C API catches C++ exceptions itself (`llama_model_load_from_file`,
