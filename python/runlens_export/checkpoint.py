@@ -72,7 +72,14 @@ class Checkpoint:
             raise ExportError(f"--model {path}: no such directory (a checkpoint directory as save_pretrained writes it)")
         config = read_config(path)
         name = path.resolve().name
-        return cls(path, name, str(path), config)
+        source = str(path)
+        note = path / "runlens-source.json"  # from_gguf.py's: where a dequantized checkpoint came from
+        if note.is_file():
+            try:
+                source = str(json.loads(note.read_text(encoding="utf-8"))["source"])
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                raise ExportError(f"cannot read {note} (a JSON object with \"source\"): {e}") from e
+        return cls(path, name, source, config)
 
     @property
     def arch(self) -> Arch | None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -56,10 +57,13 @@ class GgufSpec:
     gguf_type: str  # f32, q8_0, q4_0: the GGUF's weight type
     bits: int | None
     group_size: int | None
+    # A file taken as it was shipped (export.py --from-gguf), not made here: where it came from.
+    shipped_from: str | None = None
+    label: str | None = None  # the name's suffix when it is not the type's (a shipped q4_0 beside ours)
 
     @property
     def name(self) -> str:
-        return f"llamacpp-{self.gguf_type}"
+        return f"llamacpp-{self.label or self.gguf_type}"
 
     @property
     def file(self) -> str:
@@ -67,10 +71,14 @@ class GgufSpec:
 
     @property
     def title(self) -> str:
-        return f"llama.cpp {self.gguf_type}"
+        return f"llama.cpp {self.label or self.gguf_type}"
 
     @property
     def about(self) -> str:
+        if self.shipped_from is not None:
+            return (f"{ENGINE}, the GGUF file as {self.shipped_from} ships it, not re-quantized: "
+                    f"{self.gguf_type.upper()} weights (as its header says), the checkpoint's float32 weights "
+                    "are dequantized from it")
         if self.bits is None:
             return f"{ENGINE}, GGUF from the checkpoint by llama.cpp's convert_hf_to_gguf.py, all weights float32"
         return (f"{ENGINE}, llamacpp-f32.gguf quantized by llama.cpp's llama_model_quantize (runlens gguf-quantize, "
@@ -92,6 +100,22 @@ class GgufSpec:
 F32 = GgufSpec("f32", None, None)
 QUANTIZED = (GgufSpec("q8_0", 8, 32), GgufSpec("q4_0", 4, 32))
 GGUF_FILES = {s.name: s for s in (F32, *QUANTIZED)}
+# Bits and block size of the types a shipped file may have (ggml's block_q*: 32 weights, one scale).
+SHIPPED_TYPES = {"q4_0": (4, 32), "q4_1": (4, 32), "q5_0": (5, 32), "q5_1": (5, 32), "q8_0": (8, 32),
+                 "f16": (16, None), "bf16": (16, None)}
+
+
+def shipped_spec(gguf_type: str, described: str) -> GgufSpec:
+    """The entry of a GGUF file taken as shipped (llamacpp-<type>), or an ExportError for a
+    type the column does not name. Its name must not be one the export makes itself."""
+    if gguf_type not in SHIPPED_TYPES:
+        raise ExportError(f"{described}: its weights are {gguf_type}; runlens takes a shipped GGUF of "
+                          f"{', '.join(SHIPPED_TYPES)}")
+    bits, group = SHIPPED_TYPES[gguf_type]
+    spec = GgufSpec(gguf_type, bits, group, shipped_from=described)
+    if spec.name in GGUF_FILES:
+        spec = GgufSpec(gguf_type, bits, group, shipped_from=described, label=f"{gguf_type}-shipped")
+    return spec
 
 
 def is_gguf(entry: dict) -> bool:
@@ -111,12 +135,14 @@ class GgufPlan:
     runlens: Path | None = None
     why_not: str | None = None  # one line: why no GGUF at all
     why_not_quantized: str | None = None  # one line: why F32 alone
+    # export.py --from-gguf: the file the checkpoint was dequantized from, copied in as it is.
+    shipped: tuple[GgufSpec, Path] | None = None
 
     @property
     def specs(self) -> list[GgufSpec]:
         if self.why_not is not None:
             return []
-        return [F32, *(QUANTIZED if self.runlens is not None else ())]
+        return [F32, *(QUANTIZED if self.runlens is not None else ()), *([self.shipped[0]] if self.shipped else [])]
 
     def files(self) -> list[str]:
         return [s.file for s in self.specs]
@@ -303,6 +329,12 @@ def write(p: GgufPlan, ckpt, out: Path, source_dtype: str) -> tuple[list[dict], 
         except GgufFailure as e:
             failed(F32, str(e))
     for spec in specs[1:]:
+        if p.shipped is not None and spec is p.shipped[0]:
+            with PROGRESS.step(f"{spec.file}: {spec.title}, the file as shipped", program=spec.name):
+                shutil.copyfile(p.shipped[1], out / spec.file)
+                say(f"  {spec.file}: {p.shipped[1]} copied as it is ({spec.shipped_from})")
+                entries.append(spec.manifest_entry())
+            continue
         with PROGRESS.step(f"{spec.file}: {spec.title} (runlens gguf-quantize)", program=spec.name):
             if field is None:
                 failed(spec, f"no {F32.file} to quantize")

@@ -43,7 +43,11 @@ def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_op
 
     from .modules import edge_nodes
 
-    edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]) if delegate else to_edge(ep)
+    if delegate:
+        edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
+    else:
+        edge = to_edge(ep)
+        fold_constants(edge)
     if mutable_buffers:
         write_buffers_in_place(edge)
     nodes = edge_nodes(edge)
@@ -70,6 +74,29 @@ def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_op
 
         write_graph(pte, graph)
     return program, nodes
+
+
+def fold_constants(edge) -> None:
+    """ExecuTorch's constant propagation on a program without a delegate: an operator
+    whose inputs are all weights (a linear layer's `permute_copy` of its weight, which
+    `to_edge` puts in front of every `mm`/`addmm`) is computed once here and stored as a
+    constant, so the program no longer copies every weight transposed on every call
+    (the portable decoder spent most of a decode step doing that: docs/profile.md). The
+    file grows by what a transposed copy of a shared weight adds (a tied LM head's
+    embedding is stored twice, once in each layout)."""
+    from executorch.exir.passes.constant_prop_pass import constant_prop_pass
+
+    ep = edge.exported_program()
+    # The pass pops folded weights from these dicts, which the edge program shares with the
+    # ExportedProgram it came from (decoder.py lowers the XNNPACK programs from that one next).
+    ep._state_dict = dict(ep.state_dict)
+    ep._constants = dict(ep.constants)
+    before = sum(1 for n in ep.graph.nodes if n.op == "call_function")
+    folded = constant_prop_pass(ep)
+    edge._edge_programs["forward"] = folded
+    after = sum(1 for n in folded.graph.nodes if n.op == "call_function")
+    say(f"  constant propagation: {before - after} operators on weights alone computed at export "
+        f"({before} -> {after} calls)")
 
 
 def write_buffers_in_place(edge) -> None:
