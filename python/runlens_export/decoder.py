@@ -29,6 +29,7 @@ Two kinds of program (docs/model-directory.md, "text-generation"):
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -263,6 +264,10 @@ def lower_decoder(model: torch.nn.Module, names: list[str], max_seq_len: int, ou
             write_atomic(out / spec.file, program.buffer)
             # The sidecar of `runlens layers`: each instruction's module (modules.py).
             write_atomic(out / spec.modules_file, sidecar(spec.file, nodes, program))
+            # Gone before the next program is lowered: the serialised program, its edge graph and the
+            # constants folded into it are each about the size of the weights (docs/models.md, peak memory).
+            del program, nodes, ep
+            gc.collect()
     return [spec.manifest_entry(max_seq_len, group_size) for spec in wanted]
 
 

@@ -1,0 +1,154 @@
+"""Whether an export fits in this machine's memory, checked before the heavy steps.
+
+A decoder's export holds the float32 model, a copy of it per program while that
+program is exported, lowered and serialised, and the programs' buffers; at
+Qwen2.5-0.5B's sizes that peaked at 15.2 GB. An export that does not fit is
+refused before it starts, with the figures and a `--programs` set that fits,
+instead of being killed by the kernel's OOM killer halfway (exit 137, no word).
+
+What the process may take is the smallest of `MemAvailable` (/proc/meminfo) and,
+where the process's cgroup sets a limit, that limit less what the cgroup uses
+(v2 `memory.max` / `memory.current`, v1 `memory.limit_in_bytes` /
+`memory.usage_in_bytes`), as runlens' own check reads them (src/memory/limit.rs).
+
+What a step needs is estimated from the weights' float32 bytes W (parameters x 4):
+measured peaks on SmolLM2-135M-Instruct (W = 538 MB) are in docs/models.md, and the
+factors below cover them with a margin. A program's step holds the model, its
+exported graph, the edge and lowered graphs and the serialised program: about
+PEAK_FACTOR[program] x W above what the process holds before it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .files import ExportError
+
+GIB = 1 << 30
+MIB = 1 << 20
+# A limit at or above this is "no limit" (cgroup v1 writes 2^63 rounded down to a page).
+UNLIMITED = 1 << 60
+# Resident memory of the export's Python with torch, transformers and executorch imported.
+BASE_BYTES = 700 * MIB
+# Peak above BASE_BYTES while a program is exported, in units of the float32 weights'
+# bytes W (the float model itself, W, included). Measured factors: docs/models.md.
+PEAK_FACTOR = {"portable": 7.0, "xnnpack": 7.0, "xnnpack-int8": 7.0, "xnnpack-8da4w": 7.0,
+               "portable-nocache": 7.0, "xnnpack-nocache": 7.0}
+# The reference generation and the GGUF conversion (a process of its own) need less.
+OTHER_FACTOR = 2.5
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return None
+
+
+def mem_available(root: Path = Path("/")) -> int | None:
+    text = _read(root / "proc/meminfo")
+    for line in (text or "").splitlines():
+        if line.startswith("MemAvailable:"):
+            parts = line.split()
+            return int(parts[1]) * 1024
+    return None
+
+
+def _int(text: str | None) -> int | None:
+    if text is None:
+        return None
+    text = text.strip()
+    if text == "max":
+        return UNLIMITED
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def cgroup_headroom(root: Path = Path("/")) -> list[tuple[int, str]]:
+    """(headroom, description) for each cgroup level above this process with a memory limit."""
+    found = []
+    text = _read(root / "proc/self/cgroup") or ""
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, rel = parts
+        if controllers == "":  # v2
+            bases = [root / "sys/fs/cgroup/unified", root / "sys/fs/cgroup"]
+            files = ("memory.max", "memory.current")
+        elif "memory" in controllers.split(","):
+            bases = [root / "sys/fs/cgroup/memory"]
+            files = ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        for base in bases:
+            level = base / rel.lstrip("/")
+            if not (level / files[0]).is_file():
+                continue
+            while True:
+                limit, used = _int(_read(level / files[0])), _int(_read(level / files[1]))
+                if limit is not None and used is not None and limit < UNLIMITED:
+                    found.append((max(limit - used, 0), f"cgroup limit {limit / MIB:.0f} MiB "
+                                  f"({used / MIB:.0f} MiB in use) at {level}"))
+                if level == base:
+                    break
+                level = level.parent
+            break
+    return found
+
+
+def headroom() -> tuple[int, str]:
+    """What this process may still take, and what says so."""
+    bounds = []
+    available = mem_available()
+    if available is not None:
+        bounds.append((available, f"MemAvailable {available / GIB:.2f} GiB"))
+    bounds.extend(cgroup_headroom())
+    if not bounds:
+        return UNLIMITED, "no memory figure readable (/proc/meminfo, cgroups)"
+    return min(bounds)
+
+
+def resident() -> int:
+    """This process's resident memory now (VmRSS)."""
+    for line in (_read(Path("/proc/self/status")) or "").splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def weight_bytes(model) -> int:
+    """The float32 bytes of the model's parameters (shared ones once)."""
+    seen, total = set(), 0
+    for p in model.parameters():
+        if p.data_ptr() in seen:
+            continue
+        seen.add(p.data_ptr())
+        total += p.numel() * 4
+    return total
+
+
+def needs(program: str, weights: int) -> int:
+    """What exporting `program` is estimated to take above what the process holds."""
+    return int(PEAK_FACTOR.get(program, 7.0) * weights)
+
+
+def check_programs(names: list[str], weights: int, held: int) -> None:
+    """An ExportError when a program's step would not fit: the figures, and the
+    programs that do fit (the steps run one after another, so each must fit alone)."""
+    room, what = headroom()
+    if os.environ.get("RUNLENS_EXPORT_NO_MEMORY_CHECK"):
+        return
+    too_big = [n for n in names if needs(n, weights) > room]
+    if not too_big:
+        return
+    fits = [n for n in names if n not in too_big]
+    detail = ", ".join(f"{n} about {needs(n, weights) / GIB:.1f} GiB" for n in too_big)
+    hint = (f"--programs {','.join(fits)} fits" if fits else
+            "no program fits: export on a machine with more memory (a desktop) and copy the directory over")
+    raise ExportError(f"not enough memory to export {', '.join(too_big)}: {detail} more than the "
+                      f"{held / GIB:.1f} GiB this export holds already, with {room / GIB:.2f} GiB free ({what}); "
+                      f"{hint}; RUNLENS_EXPORT_NO_MEMORY_CHECK=1 tries anyway")
