@@ -8,7 +8,8 @@ use runlens::model::{ManifestError, ModelsMissing};
 /// `layers --model-explorer` included) is missing or old,
 /// `--backends` names one it does not have, or `--prompt-format chat` a template
 /// it does not have, or `--trace` a file that cannot be written, or the columns
-/// asked for need more memory than the process may use (before any loaded); 1: anything else.
+/// asked for need more memory than the process may use (before any loaded), or
+/// `report` cannot render a table (a bad spec, a missing JSON, backend or metric); 1: anything else.
 fn exit_code(err: &anyhow::Error) -> u8 {
     if err.downcast_ref::<ModelsMissing>().is_some()
         || err.downcast_ref::<ManifestError>().is_some()
@@ -17,6 +18,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         || err.downcast_ref::<runlens::layers::model_explorer::NoGraph>().is_some()
         || err.downcast_ref::<runlens::timeline::TraceFileError>().is_some()
         || err.downcast_ref::<runlens::memory::NotEnoughMemory>().is_some()
+        || err.downcast_ref::<runlens::bench::tables::TableError>().is_some()
     {
         2
     } else {
@@ -54,6 +56,7 @@ fn main() -> ExitCode {
         Some(Command::Layers(args)) => runlens::cli::layers::run(&cli.common, args).map(|()| true),
         Some(Command::Footprint(args)) => runlens::cli::footprint::run(&cli.common, args),
         Some(Command::Memory(args)) => runlens::cli::memory::run(&cli.common, args).map(|()| true),
+        Some(Command::Report(args)) => runlens::cli::report::run(&cli.common, args),
         Some(Command::FootprintProbe(args)) => runlens::cli::footprint::probe(&cli.common, args).map(|()| true),
         Some(Command::GgufQuantize(args)) => runlens::cli::gguf::quantize(&cli.common, args).map(|()| true),
         Some(Command::Inspect(args)) => runlens::cli::inspect::run(&args.file, args.json).map(|()| true),

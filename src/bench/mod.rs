@@ -4,7 +4,8 @@
 //! - [`Row`] / [`LoadRow`] / [`BenchReport`]: what is measured, as JSON and CSV carry it;
 //! - [`python`]: launching the Python flow on the same token ids;
 //! - [`report`]: the table, JSON and CSV; [`plot`]: the SVG; [`machine`]: the machine description;
-//! - [`generation`]: a text-generation model's prefill and decode rows (llama-bench's pp / tg).
+//! - [`generation`]: a text-generation model's prefill and decode rows (llama-bench's pp / tg);
+//! - [`tables`]: the docs' markdown tables rendered from these JSON files (`runlens report`).
 
 pub mod bandwidth;
 pub mod generation;
@@ -12,6 +13,7 @@ pub mod machine;
 pub mod plot;
 pub mod python;
 pub mod report;
+pub mod tables;
 pub mod weights;
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use super::{bench, footprint, layers, memory, profile, run};
+use super::{bench, footprint, layers, memory, profile, report, run};
 use crate::backend::BackendSpec;
 
 #[derive(Debug, Parser)]
@@ -82,6 +82,8 @@ pub enum Command {
     Footprint(footprint::FootprintArgs),
     /// What each column of a model directory will hold in memory, which sets fit here and on a 2, 4, 8 and 16 GB Raspberry Pi 5 (estimated, nothing loaded).
     Memory(memory::MemoryArgs),
+    /// Markdown tables rendered from `bench --json` files: check (--check) or rewrite (--write) the marked tables of markdown files, or print one table of a bench JSON.
+    Report(report::ReportArgs),
     /// One stack for `footprint` to measure (waits on stdin between load and run).
     #[command(hide = true)]
     FootprintProbe(footprint::ProbeArgs),

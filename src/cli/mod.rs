@@ -11,6 +11,7 @@ pub mod inspect;
 pub mod layers;
 pub mod memory;
 pub mod profile;
+pub mod report;
 pub mod run;
 
 pub use args::{parse_list, parse_program, Cli, Command, Common, InspectArgs, ProbeArgs, ThreadList, UnknownBackend};

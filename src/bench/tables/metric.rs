@@ -1,0 +1,247 @@
+//! What a table can show: the metrics of a bench JSON by name, and the one
+//! figure a (backend, metric, length) names in a file `runlens bench --json`
+//! wrote: an encoder bench ([`BenchReport`], `--seq-lens`) or a generation
+//! bench ([`GenerationReport`], `--prompt-lens`).
+
+use std::path::Path;
+
+use super::format::Format;
+use crate::bench::generation::{GenRow, GenerationReport};
+use crate::bench::{BenchReport, LoadRow, Row};
+
+/// Which way a metric is better, for `bold:` (none: never bold).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Better {
+    Higher,
+    Lower,
+    Neither,
+}
+
+/// Where a metric's figure is read.
+#[derive(Debug, Clone, Copy)]
+pub enum Getter {
+    /// An encoder bench's row at one length (`seq_len`).
+    Encoder(fn(&Row) -> Option<f64>),
+    /// A generation bench's row at one prompt length (`prompt_len`).
+    Generation(fn(&GenRow) -> Option<f64>),
+    /// A backend's load (either kind of bench; no length).
+    Load(fn(&LoadRow) -> f64),
+}
+
+/// One metric a table may name.
+#[derive(Debug)]
+pub struct Metric {
+    /// Its name in the spec: the JSON field, or a field in other units (`weight_mb_per_token`).
+    pub name: &'static str,
+    /// The title a column or row gets when the spec gives none (with ` @N` for a length).
+    pub title: &'static str,
+    pub get: Getter,
+    pub better: Better,
+    /// Its format when neither the item nor the table names one.
+    pub format: Format,
+    /// A fraction shown as a percentage (0.887 is `89%`; the format applies to 88.7).
+    pub percent: bool,
+}
+
+impl Metric {
+    /// `value` as a cell shows it, in `format`.
+    pub fn show(&self, value: f64, format: Format) -> String {
+        if self.percent {
+            format!("{}%", format.apply(value * 100.0))
+        } else {
+            format.apply(value)
+        }
+    }
+
+    /// Read at one length (every metric but a load's).
+    pub fn needs_length(&self) -> bool {
+        !matches!(self.get, Getter::Load(_))
+    }
+
+    fn kind(&self) -> &'static str {
+        match self.get {
+            Getter::Encoder(_) => "encoder benches (`bench --seq-lens`)",
+            Getter::Generation(_) => "generation benches (`bench --prompt-lens`)",
+            Getter::Load(_) => "every bench's loads",
+        }
+    }
+}
+
+macro_rules! metric {
+    ($name:literal, $title:literal, Encoder, $field:ident, $better:ident) => {
+        Metric { name: $name, title: $title, get: Getter::Encoder(|r| Some(r.$field)), better: Better::$better, format: Format::Sig3, percent: false }
+    };
+    ($name:literal, $title:literal, Generation, $field:ident, $better:ident) => {
+        Metric { name: $name, title: $title, get: Getter::Generation(|r| Some(r.$field)), better: Better::$better, format: Format::Sig3, percent: false }
+    };
+    ($name:literal, $title:literal, GenerationOpt, $field:ident, $better:ident, $format:expr) => {
+        Metric { name: $name, title: $title, get: Getter::Generation(|r| r.$field), better: Better::$better, format: $format, percent: false }
+    };
+}
+
+/// Every metric a table may name, in the JSON's order.
+pub static METRICS: &[Metric] = &[
+    // Encoder benches: latency of one forward at `seq_len` tokens.
+    metric!("p50_ms", "p50 ms", Encoder, p50_ms, Lower),
+    metric!("p90_ms", "p90 ms", Encoder, p90_ms, Lower),
+    metric!("p99_ms", "p99 ms", Encoder, p99_ms, Lower),
+    metric!("min_ms", "min ms", Encoder, min_ms, Lower),
+    metric!("max_ms", "max ms", Encoder, max_ms, Lower),
+    metric!("mean_ms", "mean ms", Encoder, mean_ms, Lower),
+    metric!("tokens_per_s", "tokens/s", Encoder, tokens_per_s, Higher),
+    metric!("gflops", "GFLOP/s", Encoder, gflops, Higher),
+    Metric { name: "ratio_vs_python", title: "vs Python", get: Getter::Encoder(|r| r.ratio_vs_python), better: Better::Neither, format: Format::Decimals(2), percent: false },
+    // Generation benches: one backend at one prompt length.
+    metric!("ttft_ms", "TTFT ms", Generation, ttft_ms, Lower),
+    metric!("prompt_tokens_per_s", "prefill t/s", Generation, prompt_tokens_per_s, Higher),
+    metric!("decode_tokens_per_s", "decode t/s", Generation, decode_tokens_per_s, Higher),
+    metric!("decode_min", "decode t/s, slowest", Generation, decode_min, Higher),
+    metric!("decode_max", "decode t/s, fastest", Generation, decode_max, Higher),
+    Metric { name: "weight_mb_per_token", title: "MB a token", get: Getter::Generation(|r| r.weight_bytes_per_token.map(|b| b as f64 / 1e6)), better: Better::Neither, format: Format::Whole, percent: false },
+    Metric { name: "weight_bytes_per_token", title: "bytes a token", get: Getter::Generation(|r| r.weight_bytes_per_token.map(|b| b as f64)), better: Better::Neither, format: Format::Whole, percent: false },
+    metric!("achieved_gbps", "GB/s", GenerationOpt, achieved_gbps, Neither, Format::Sig3),
+    Metric { name: "fraction_of_read_bandwidth", title: "of read bandwidth", get: Getter::Generation(|r| r.fraction_of_read_bandwidth), better: Better::Neither, format: Format::Whole, percent: true },
+    metric!("runtime_decode_ms_per_token", "runtime ms a step", GenerationOpt, runtime_decode_ms_per_token, Lower, Format::Sig3),
+    metric!("wrapper_overhead", "wrapper overhead", GenerationOpt, wrapper_overhead, Neither, Format::Decimals(3)),
+    metric!("ttft_speedup_vs_python", "TTFT vs Python", GenerationOpt, ttft_speedup_vs_python, Neither, Format::Decimals(2)),
+    metric!("decode_speedup_vs_python", "decode vs Python", GenerationOpt, decode_speedup_vs_python, Neither, Format::Decimals(2)),
+    // Loads, either kind.
+    Metric { name: "load_ms", title: "load ms", get: Getter::Load(|l| l.load_ms), better: Better::Lower, format: Format::Sig3, percent: false },
+    Metric { name: "rss_mb", title: "load RSS MB", get: Getter::Load(|l| l.rss_mb), better: Better::Neither, format: Format::Sig3, percent: false },
+];
+
+/// The metric named `name`, or an error listing them all.
+pub fn metric(name: &str) -> Result<&'static Metric, String> {
+    METRICS.iter().find(|m| m.name == name).ok_or_else(|| format!("unknown metric `{name}`; the metrics: {}", names(METRICS.iter())))
+}
+
+fn names<'a>(metrics: impl Iterator<Item = &'a Metric>) -> String {
+    metrics.map(|m| m.name).collect::<Vec<_>>().join(", ")
+}
+
+/// A bench JSON, read.
+#[derive(Debug)]
+pub enum Bench {
+    Encoder(BenchReport),
+    Generation(GenerationReport),
+}
+
+impl Bench {
+    /// Read `path`: a generation bench has `gen_tokens`, an encoder bench not.
+    pub fn read(path: &Path) -> Result<Bench, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
+        let not_a_bench = |e: serde_json::Error| format!("{} is not a `runlens bench --json` file: {e}", path.display());
+        if value.get("gen_tokens").is_some() {
+            serde_json::from_value(value).map(Bench::Generation).map_err(not_a_bench)
+        } else {
+            serde_json::from_value(value).map(Bench::Encoder).map_err(not_a_bench)
+        }
+    }
+
+    /// Every backend with a row or a load, in the file's order.
+    pub fn backends(&self) -> Vec<&str> {
+        let (rows, loads): (Vec<&str>, &[LoadRow]) = match self {
+            Bench::Encoder(b) => (b.results.iter().map(|r| r.backend.as_str()).collect(), &b.loads),
+            Bench::Generation(b) => (b.results.iter().map(|r| r.backend.as_str()).collect(), &b.loads),
+        };
+        let mut names: Vec<&str> = Vec::new();
+        for name in rows.into_iter().chain(loads.iter().map(|l| l.backend.as_str())) {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
+    }
+
+    /// `backend` has a load row.
+    pub fn has_load(&self, backend: &str) -> bool {
+        let loads = match self {
+            Bench::Encoder(b) => &b.loads,
+            Bench::Generation(b) => &b.loads,
+        };
+        loads.iter().any(|l| l.backend == backend)
+    }
+
+    /// The lengths measured, in the file's order.
+    pub fn lengths(&self) -> Vec<usize> {
+        let all: Vec<usize> = match self {
+            Bench::Encoder(b) => b.results.iter().map(|r| r.seq_len).collect(),
+            Bench::Generation(b) => b.results.iter().map(|r| r.prompt_len).collect(),
+        };
+        let mut lengths = Vec::new();
+        for n in all {
+            if !lengths.contains(&n) {
+                lengths.push(n);
+            }
+        }
+        lengths
+    }
+
+    /// The metrics of this kind of bench.
+    pub fn metrics(&self) -> impl Iterator<Item = &'static Metric> + '_ {
+        METRICS.iter().filter(move |m| self.has(m))
+    }
+
+    fn has(&self, metric: &Metric) -> bool {
+        matches!((self, metric.get), (_, Getter::Load(_)) | (Bench::Encoder(_), Getter::Encoder(_)) | (Bench::Generation(_), Getter::Generation(_)))
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Bench::Encoder(_) => "an encoder bench",
+            Bench::Generation(_) => "a generation bench",
+        }
+    }
+
+    /// The figure of `backend`'s `metric` at `len` tokens (`threads`: the row of
+    /// that count in a thread sweep), or why there is none. `file` names the file.
+    pub fn figure(&self, file: &str, backend: &str, metric: &Metric, len: Option<usize>, threads: Option<usize>) -> Result<f64, String> {
+        if !self.has(metric) {
+            return Err(format!("`{}` is a metric of {}; {file} is {} (its metrics: {})", metric.name, metric.kind(), self.kind(), names(self.metrics())));
+        }
+        if !self.backends().contains(&backend) {
+            return Err(format!("no backend `{backend}` in {file} (it has: {})", self.backends().join(", ")));
+        }
+        let at = |n: usize| format!("`{backend}` at {n} tokens");
+        let value = match (metric.get, len) {
+            (Getter::Load(get), None) => {
+                let loads = match self {
+                    Bench::Encoder(b) => &b.loads,
+                    Bench::Generation(b) => &b.loads,
+                };
+                loads.iter().find(|l| l.backend == backend).map(get).ok_or_else(|| format!("{file} has no load of `{backend}`"))?
+            }
+            (Getter::Load(_), Some(n)) => return Err(format!("`{}` is one figure per load, not per length: `{}` without `@{n}`", metric.name, metric.name)),
+            (_, None) => return Err(format!("`{}` needs a length: `{}@{}`", metric.name, metric.name, self.lengths().first().copied().unwrap_or(128))),
+            (Getter::Encoder(get), Some(n)) => {
+                let Bench::Encoder(b) = self else { unreachable!("checked by has()") };
+                let rows: Vec<&Row> = b.results.iter().filter(|r| r.backend == backend && r.seq_len == n && threads.is_none_or(|t| r.threads == Some(t))).collect();
+                self.one(file, &at(n), &rows, threads)?;
+                get(rows[0]).ok_or_else(|| format!("{file}: {} has no `{}` (null)", at(n), metric.name))?
+            }
+            (Getter::Generation(get), Some(n)) => {
+                let Bench::Generation(b) = self else { unreachable!("checked by has()") };
+                let rows: Vec<&GenRow> = b.results.iter().filter(|r| r.backend == backend && r.prompt_len == n).collect();
+                self.one(file, &at(n), &rows, None)?;
+                get(rows[0]).ok_or_else(|| format!("{file}: {} has no `{}` (null)", at(n), metric.name))?
+            }
+        };
+        if value.is_finite() {
+            Ok(value)
+        } else {
+            Err(format!("{file}: `{backend}`'s `{}` is {value}", metric.name))
+        }
+    }
+
+    /// Exactly one row matched, or why not.
+    fn one<T>(&self, file: &str, what: &str, rows: &[T], threads: Option<usize>) -> Result<(), String> {
+        let lengths = || self.lengths().iter().map(usize::to_string).collect::<Vec<_>>().join(", ");
+        match (rows.len(), threads) {
+            (1, _) => Ok(()),
+            (0, None) => Err(format!("{file} has no row of {what} (its lengths: {})", lengths())),
+            (0, Some(t)) => Err(format!("{file} has no row of {what} with {t} threads")),
+            (n, _) => Err(format!("{file} has {n} rows of {what} (a thread sweep): add `threads: N`")),
+        }
+    }
+}
