@@ -1,10 +1,12 @@
 //! The model directory and the data that flows in: its manifest, its files,
 //! the tokenizer (text -> [`Encoded`]), the chat template and the Python
-//! reference outputs.
+//! reference outputs; and the model directories on disk (`listing`: the
+//! explorer's model list, F8).
 //! What the outputs mean is the [`crate::task`] layer's.
 
 mod chat;
 mod files;
+pub mod listing;
 pub mod manifest;
 mod prompt;
 mod reference;
@@ -13,6 +15,7 @@ mod tokenizer;
 
 pub use chat::{encode_prompt, ChatError, ChatMessage, ChatTemplate, PromptFormat, CHAT_TEMPLATE_FILE};
 pub use files::{ModelDir, ModelsMissing, DEFAULT_MODEL_DIR, MAX_SEQ_LEN};
+pub use listing::{list_dirs, list_with, DirEntry, MODELS_ROOT};
 pub use manifest::{Manifest, ManifestError, ProgramEntry, Task};
 pub use reference::{Reference, ReferenceMask, ReferenceSentence, ReferenceTokenProb};
 pub use crate::tensor::Encoded;
