@@ -408,6 +408,58 @@ fn models_with_damaged_xnnpack() -> (tempfile::TempDir, PathBuf, common::damage:
     (work, models, changed)
 }
 
+/// F8 on the Pi's console (`TERM=linux`): the model list opens over the
+/// columns, drawn with the console fonts' characters only; choosing
+/// tiny-bert-cls unloads MiniLM and opens it on the same screen, its
+/// classification columns replacing MiniLM's, the typed text kept and run on it.
+#[test]
+fn f8_switches_to_another_model_and_keeps_the_text() {
+    require_setup();
+    let target = root().join("models/tiny-bert-cls");
+    assert!(target.join("manifest.json").is_file(), "{} is missing: run `make test-models` first", target.display());
+    let tmux = Tmux::start_with("switch", "TERM=linux ", "");
+    tmux.wait_until("the explorer to open", RESULTS_TIMEOUT, |s| TITLES.iter().all(|t| s.contains(t)));
+    tmux.type_text(SENTENCE);
+    tmux.wait_until("a result in every column", RESULTS_TIMEOUT, |s| s.contains(SENTENCE) && columns(s).iter().all(|c| result_of(c).is_some()));
+
+    tmux.key("F8");
+    let list = tmux.wait_until("the model list", EXIT_TIMEOUT, |s| s.contains("model directories (") && s.contains("Enter switch"));
+    let open = list.lines().find(|l| l.contains(" minilm ")).unwrap_or_else(|| panic!("no MiniLM in the list:\n{list}"));
+    assert!(open.contains("all-MiniLM-L6-v2 · feature-extraction  ● open"), "MiniLM is not marked as open: {open}");
+    assert!(list.contains("tiny-bert-cls") && list.contains("text-classification"), "{list}");
+    assert!(!list.contains("checkpoints"), "the checkpoints are not model directories:\n{list}");
+    let fonts = std::fs::read_to_string(root().join("tests/data/console-font-codepoints.txt")).expect("tests/data/console-font-codepoints.txt");
+    let drawable: std::collections::HashSet<char> =
+        fonts.lines().filter_map(|l| l.strip_prefix("U+")).filter_map(|h| u32::from_str_radix(h, 16).ok().and_then(char::from_u32)).collect();
+    let outside: std::collections::BTreeSet<char> = list.chars().filter(|c| *c != '\n' && !drawable.contains(c)).collect();
+    assert!(outside.is_empty(), "the list has characters the console fonts cannot draw: {outside:?}\n{list}");
+
+    // Down to tiny-bert-cls (the cursor's line starts with `›`), then Enter.
+    let mut screen = list;
+    for _ in 0..40 {
+        if screen.contains("› tiny-bert-cls ") {
+            break;
+        }
+        tmux.key("Down");
+        std::thread::sleep(Duration::from_millis(150));
+        screen = tmux.screen();
+    }
+    assert!(screen.contains("› tiny-bert-cls "), "the cursor never reached tiny-bert-cls:\n{screen}");
+    tmux.key("Enter");
+    let screen = tmux.wait_until("tiny-bert-cls's columns with a label each and the text kept", RESULTS_TIMEOUT, |s| {
+        !s.contains("model directories (") && s.contains("tiny-bert-cls") && s.contains(SENTENCE) && s.matches("3 labels").count() >= 2
+    });
+    assert!(screen.contains("ExecuTorch XNNPACK") && screen.contains("ExecuTorch portable"), "{screen}");
+    assert!(!screen.contains("llama.cpp f32"), "MiniLM's llama.cpp column is still there:\n{screen}");
+    assert!(!screen.contains("nearest"), "a MiniLM panel is still there:\n{screen}");
+    assert!(screen.lines().next().is_some_and(|l| l.contains(SENTENCE)), "the text is not in the input line:\n{screen}");
+
+    tmux.key("C-u");
+    tmux.wait_until("the input to clear", EXIT_TIMEOUT, |s| !s.contains(SENTENCE));
+    tmux.key("q");
+    check_restored(&tmux);
+}
+
 fn send_signal(pid: u32, signal: &str) {
     let status = Command::new("kill").args([&format!("-{signal}"), &pid.to_string()]).status().expect("run kill");
     assert!(status.success(), "kill -{signal} {pid} failed");

@@ -563,6 +563,57 @@ fn layers_view_shows_every_row_or_one_per_layer() {
     check("layers_running_80x24", layers_scene(None).screen(80, 24));
 }
 
+// ---- the model list (F8) ----
+
+/// The explorer on MiniLM with F8's list open: the current model marked, a
+/// decoder, a directory whose manifest is broken (the cursor on it: its error
+/// in full under the list).
+fn models_scene(cursor_down: isize) -> Scene {
+    use runlens::model::DirEntry;
+    let mut s = Scene::with_results();
+    let entry = |name: &str, opened: Result<(&str, Task), &str>| DirEntry {
+        path: std::path::PathBuf::from("models").join(name),
+        name: name.to_string(),
+        opened: opened.map(|(m, t)| (m.to_string(), t)).map_err(str::to_string),
+    };
+    let list: app::ListModels = Box::new(move || {
+        vec![
+            entry("broken", Err("models/broken/manifest.json is not a readable manifest: EOF while parsing an object at line 1 column 9; re-export the directory")),
+            entry("minilm", Ok(("all-MiniLM-L6-v2", Task::FeatureExtraction))),
+            entry("smollm2-135m-instruct", Ok(("SmolLM2-135M-Instruct", Task::TextGeneration))),
+            entry("tiny-bert-cls", Ok(("tiny-bert-cls", Task::TextClassification))),
+            entry("tiny-distilbert-mlm", Ok(("tiny-distilbert-mlm", Task::FillMask))),
+        ]
+    });
+    s.app = s.app.with_model_list(list, "models/minilm".into());
+    s.app.apply(Action::ToggleModels);
+    s.app.apply(Action::MoveModel(cursor_down));
+    s
+}
+
+#[test]
+fn the_model_list_shows_each_directory_its_model_and_task_and_marks_the_current() {
+    let screen = models_scene(1).screen(80, 24);
+    assert!(screen.contains("model directories (5)"), "{screen}");
+    assert!(screen.contains("smollm2-135m-instruct  SmolLM2-135M-Instruct · text-generation"), "{screen}");
+    assert!(screen.lines().any(|l| l.contains("  minilm ") && l.contains("feature-extraction  ● open")), "the model open now is marked:\n{screen}");
+    assert!(screen.contains("› smollm2-135m-instruct"), "the cursor's line:\n{screen}");
+    assert!(screen.contains("✖ models/broken/manifest.json is not a readable"), "{screen}");
+    assert!(screen.contains("Enter switch"), "{screen}");
+    assert!(screen.contains(SENTENCE), "the input line stays above the list:\n{screen}");
+    check("models_80x24", screen);
+    // On the broken one: its error in full under the list.
+    let broken = models_scene(-1).screen(80, 24);
+    assert!(broken.contains("re-export the directory"), "{broken}");
+    // A switch under way says so.
+    let mut switching = models_scene(1);
+    switching.app.apply(Action::ChooseModel);
+    switching.at(5_200);
+    let screen = switching.screen(80, 24);
+    assert!(screen.contains("unloading all-MiniLM-L6-v2… 1.2 s, then smollm2-135m-instruct loads"), "{screen}");
+    check("models_switching_80x24", screen);
+}
+
 /// Glyph sets: every screen drawn with the console set uses only characters
 /// that all of console-setup's Lat15 / Uni2 fonts (Fixed, Terminus,
 /// TerminusBold, VGA, 16 px) draw, read from the fonts' own Unicode tables by
@@ -702,6 +753,8 @@ mod glyphs {
             }
             out.push((name, profile, 120, 40));
         }
+        out.push(("model list", super::models_scene(1), 80, 24));
+        out.push(("model list 120x40", super::models_scene(-1), 120, 40));
         out.push(("layers running", super::layers_scene(None), 80, 24));
         out.push(("layers failed", super::layers_scene(Some(Err("portable: cannot time it".into()))), 80, 24));
         for (w, h) in [(80, 24), (120, 40)] {

@@ -11,6 +11,7 @@
 //! - `events`: the workers' reports (a column loaded, a token, a result);
 //! - `jobs`: the background jobs (the F4 profile, the F6 layers, coverage);
 //! - `variants`: F5, a column switched to another program of its `column`;
+//! - `models`: F8, the model list and the switch to another model directory;
 //! - `input`: the input line; `column`: one backend's column; `loading`: memory while loading;
 //! - `corpus`: the nearest-sentence corpus; `profile`: the F4 view; `layers`: the F6 view;
 //! - `generation`: text-generation's own state (a continuation as it grows, the top-1 pass).
@@ -23,6 +24,7 @@ mod input;
 mod jobs;
 mod layers;
 mod loading;
+mod models;
 mod profile;
 mod variants;
 
@@ -34,6 +36,7 @@ pub use corpus::{Corpus, CorpusState};
 pub use generation::{compare, Divergence, LiveGeneration};
 pub use input::InputLine;
 pub use layers::{LayersState, LayersView};
+pub use models::{ListModels, ModelsView, SwitchRequest};
 pub use profile::{ProfileState, ProfileView};
 pub use crate::jobs::{CoverageRequest, JobDone, JobRequest, LayersRequest, ProfileRequest};
 
@@ -101,6 +104,13 @@ pub enum Action {
     CloseLayers,
     /// F7: the prompt through the model's chat template, or raw (text-generation).
     TogglePromptFormat,
+    /// F8: open or close the list of model directories.
+    ToggleModels,
+    CloseModels,
+    /// Up / Down in the model list: move its cursor by this many entries.
+    MoveModel(isize),
+    /// Enter in the model list: switch the explorer to the entry under the cursor.
+    ChooseModel,
     Quit,
 }
 
@@ -142,6 +152,14 @@ pub struct App {
     base: Option<u64>,
     /// The process's resident memory, sampled while columns load.
     resident: Option<u64>,
+    /// F8's list, when shown; how it is read; the directory now open.
+    models: Option<ModelsView>,
+    list_models: Option<ListModels>,
+    model_dir: Option<std::path::PathBuf>,
+    /// The switch to another model directory, once chosen.
+    switch: Option<SwitchRequest>,
+    /// A word for the status bar until the next key.
+    note: Option<String>,
 }
 
 impl App {
@@ -190,6 +208,11 @@ impl App {
             needs: std::collections::HashMap::new(),
             base: None,
             resident: None,
+            models: None,
+            list_models: None,
+            model_dir: None,
+            switch: None,
+            note: None,
         };
         if app.corpus.state != CorpusState::Empty {
             app.assign_corpus();
@@ -318,6 +341,7 @@ impl App {
         matches!(self.corpus.state, CorpusState::Embedding(_))
             || self.profile.as_ref().is_some_and(|p| matches!(p.state, ProfileState::Running { .. }))
             || self.layers.as_ref().is_some_and(|l| matches!(l.state, LayersState::Running { .. }))
+            || self.switch.is_some()
             || self.columns.iter().any(|c| c.phase == Phase::Loading || c.running.is_some() || c.pending.is_some())
     }
 
@@ -350,11 +374,14 @@ impl App {
     }
 
     pub fn apply(&mut self, action: Action) {
+        self.note = None;
         let edited = match action {
             Action::Insert(c) => {
                 self.input.insert(c);
                 true
             }
+            // The model list takes the keys; a paste under it would change the text unseen.
+            Action::Paste(_) if self.models.is_some() => false,
             Action::Paste(s) => {
                 self.input.insert_str(&s);
                 !s.is_empty()
@@ -410,6 +437,7 @@ impl App {
             Action::ToggleProfile => {
                 if self.profile.take().is_none() {
                     self.layers = None;
+                    self.models = None;
                     self.open_profile();
                 }
                 false
@@ -421,6 +449,7 @@ impl App {
             Action::ToggleLayers => {
                 if self.layers.take().is_none() {
                     self.profile = None;
+                    self.models = None;
                     self.open_layers();
                 }
                 false
@@ -430,6 +459,26 @@ impl App {
                 false
             }
             Action::TogglePromptFormat => self.toggle_prompt_format(),
+            Action::ToggleModels => {
+                if self.models.is_some() {
+                    self.close_models();
+                } else {
+                    self.open_models();
+                }
+                false
+            }
+            Action::CloseModels => {
+                self.close_models();
+                false
+            }
+            Action::MoveModel(by) => {
+                self.move_model(by);
+                false
+            }
+            Action::ChooseModel => {
+                self.choose_model();
+                false
+            }
             Action::Quit => {
                 self.quit = true;
                 false

@@ -378,3 +378,107 @@ fn a_generation_column_gets_its_top1_teacher_forced_on_the_reference_columns_ids
     assert_eq!(app.column("portable").unwrap().top1, Some((2, Top1State::Failed("boom".into()))));
     assert_eq!(logits(&app, 2).1, None, "a failed pass gives no figure");
 }
+
+// ---- F8: the model list and the switch to another model directory ----
+
+fn entry(name: &str, opened: Result<(&str, Task), &str>) -> crate::model::DirEntry {
+    crate::model::DirEntry {
+        path: std::path::PathBuf::from("models").join(name),
+        name: name.to_string(),
+        opened: opened.map(|(m, t)| (m.to_string(), t)).map_err(str::to_string),
+    }
+}
+
+/// An app on `models/minilm` whose list holds three directories, one broken.
+fn app_with_model_list() -> App {
+    let (app, _) = app(&["eager", "xnnpack"]);
+    let list: ListModels = Box::new(|| {
+        vec![
+            entry("broken", Err("models/broken/manifest.json is not a readable manifest: EOF")),
+            entry("minilm", Ok(("all-MiniLM-L6-v2", Task::FeatureExtraction))),
+            entry("tiny-gpt2", Ok(("tiny-gpt2", Task::TextGeneration))),
+        ]
+    });
+    app.with_model_list(list, std::path::PathBuf::from("models/minilm"))
+}
+
+#[test]
+fn the_model_list_opens_on_the_current_model_moves_and_chooses_another_with_the_text() {
+    let mut app = app_with_model_list();
+    app.apply(Action::Paste("a cat".into()));
+    app.drain_requests();
+    assert!(app.models().is_none());
+    app.apply(Action::ToggleModels);
+    let view = app.models().expect("F8 opens the list");
+    assert_eq!((view.entries.len(), view.cursor, view.current), (3, 1, Some(1)), "the cursor starts on the model open now");
+
+    // The ends hold the cursor.
+    app.apply(Action::MoveModel(-1));
+    app.apply(Action::MoveModel(-1));
+    assert_eq!(app.models().unwrap().cursor, 0);
+    // A directory that cannot be opened says why and stays.
+    app.apply(Action::ChooseModel);
+    let view = app.models().unwrap();
+    assert!(view.message.as_deref().is_some_and(|m| m.contains("not a readable manifest")), "{:?}", view.message);
+    assert!(app.switch_request().is_none() && view.switching.is_none());
+    app.apply(Action::MoveModel(5));
+    assert_eq!(app.models().unwrap().cursor, 2);
+    assert!(app.models().unwrap().message.is_none(), "moving clears the message");
+
+    // The paste under the list does not reach the text; choosing switches with the text as it is.
+    app.apply(Action::Paste(" ignored".into()));
+    app.apply(Action::ChooseModel);
+    let request = app.switch_request().expect("a switch is asked for");
+    assert_eq!(request, &SwitchRequest { dir: "models/tiny-gpt2".into(), text: "a cat".into() });
+    assert!(matches!(app.drain_requests()[..], [Request::Cancel]), "nothing waits on the old model");
+    assert!(app.is_busy(), "the switch keeps the elapsed time ticking");
+    // While the old model unloads, the list stays and its cursor holds.
+    app.apply(Action::CloseModels);
+    app.apply(Action::MoveModel(-1));
+    app.apply(Action::ChooseModel);
+    let view = app.models().expect("the list stays while switching");
+    assert_eq!((view.cursor, view.switching.map(|s| s.0)), (2, Some(2)));
+    app.set_unloaded();
+    assert!(app.models().unwrap().unloaded);
+}
+
+#[test]
+fn choosing_the_model_open_closes_the_list_and_esc_closes_it_too() {
+    let mut app = app_with_model_list();
+    app.apply(Action::ToggleModels);
+    app.apply(Action::ChooseModel);
+    assert!(app.models().is_none() && app.switch_request().is_none());
+    app.apply(Action::ToggleModels);
+    app.apply(Action::CloseModels);
+    assert!(app.models().is_none());
+    app.apply(Action::ToggleHelp);
+    app.apply(Action::ToggleModels);
+    assert!(app.models().is_some() && !app.show_help(), "the list replaces the help");
+    app.apply(Action::ToggleModels);
+    assert!(app.models().is_none(), "F8 again closes it");
+}
+
+#[test]
+fn a_new_session_gets_the_text_back_a_note_and_a_refused_switch_in_the_list() {
+    let (t0, mut app) = {
+        let app = app_with_model_list();
+        (app.now(), app)
+    };
+    app.drain_requests();
+    app.set_text("a cat");
+    assert_eq!(app.input().text(), "a cat");
+    app.set_now(t0 + DEBOUNCE);
+    assert!(app.tick(), "the text carried over runs once its debounce is over");
+    assert_eq!(runs(&app.drain_requests()), vec![(1, "a cat".to_string())]);
+
+    app.set_note("--backends not all in tiny-gpt2: its default columns".into());
+    assert!(app.note().is_some());
+    app.apply(Action::Left);
+    assert!(app.note().is_none(), "the next key clears the note");
+
+    app.switch_refused(std::path::Path::new("models/tiny-gpt2"), "not enough memory to load eager, xnnpack together".into());
+    let view = app.models().expect("a refused switch opens the list");
+    assert_eq!((view.cursor, view.current), (2, Some(1)));
+    assert!(view.message.as_deref().is_some_and(|m| m.starts_with("not enough memory")));
+    assert!(app.switch_request().is_none());
+}

@@ -169,6 +169,12 @@ impl Jobs {
         }
     }
 
+    /// Is a job of any kind running or waiting? (F8's switch waits for them: a
+    /// profile or layers run holds backends of its own.)
+    pub fn is_busy(&self) -> bool {
+        self.profile.is_busy() || self.layers.is_busy() || self.coverage.is_busy()
+    }
+
     /// Start `request` in the slot of its kind (or queue it there, newest wins).
     pub fn request(&self, request: JobRequest) {
         match request {

@@ -1,6 +1,19 @@
 //! The event loop: hand the app's requests to the scheduler and the
 //! background jobs, draw when something changed (within a frame budget),
 //! then wait for the next [`Event`] and apply it to the app.
+//!
+//! Two channels feed it: the terminal's input (keys, pastes, resizes,
+//! signals), which lives as long as the [`super::Explorer`], and this
+//! session's own work (workers, jobs, heat), dropped with the session so that
+//! no late report of one model reaches the next.
+//!
+//! F8's switch: once the app asks for it, the scheduler is closed (every
+//! inbox shut: what waits is dropped, a generation stops at its next token)
+//! and its threads are waited for, at most [`UNLOAD_WAIT`], on a blocking
+//! thread while the loop goes on drawing "unloading…" and reading keys
+//! (Ctrl-C still quits). A worker's backend is dropped when its thread ends,
+//! so the memory is free before the next model loads; what cannot stop sooner
+//! is a load or a single forward in progress, neither of which can be interrupted.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -8,9 +21,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
-use super::terminal::{self, Screen};
+use super::terminal::Screen;
 use super::trace::Trace;
-use super::{keys, Ended, Event, TuiOptions};
+use super::{keys, Carry, Ended, Event, TuiOptions};
 use crate::app::{self, Action, App, AppConfig, Tokenize};
 use crate::backend::{self, BackendSpec};
 use crate::corpus_cache::CorpusCache;
@@ -25,17 +38,21 @@ pub const FPS: f64 = 30.0;
 pub const TICK: Duration = Duration::from_millis(100);
 /// Events taken in one go before the next frame (repeat mode sends many results).
 const BATCH: usize = 512;
+/// F8: how long a switch waits for the old model's workers to end (a load or
+/// a forward in progress finishes first) before the next model is set up anyway.
+pub const UNLOAD_WAIT: Duration = Duration::from_secs(20);
 
 /// Set up the app, the workers and the background work, then run the loop.
 pub(super) async fn session(
     screen: &mut Screen,
+    input: &mut UnboundedReceiver<Event>,
     opts: &TuiOptions,
     threads: usize,
-    trace: Trace,
+    trace: &mut Trace,
+    carry: Carry,
 ) -> anyhow::Result<Ended> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    terminal::listen_for_signals(&tx)?;
-    tokio::spawn(terminal::read_terminal(tx.clone()));
+    // This session's work: dropped with it, so no late report reaches the next session.
+    let (tx, mut work) = mpsc::unbounded_channel();
 
     let prompter = opts.prompter.clone();
     let tokenize: Tokenize = Box::new(move |text| prompter.encode(text));
@@ -50,7 +67,20 @@ pub(super) async fn session(
     // What each column will hold (shown while it loads), from the same estimate the memory check used.
     let needs = crate::memory::needs(&config.variants, &opts.models).into_iter().map(|n| (n.name, n.peak)).collect();
     let base = crate::memory::resident_now();
-    let app = App::new(config, tokenize, Instant::now()).with_prompter(opts.prompter.clone()).with_needs(needs, base);
+    let mut listed = opts.given_dirs.clone();
+    listed.push(opts.models.root().to_path_buf());
+    let list_models: app::ListModels = Box::new(move || crate::model::list_with(std::path::Path::new(crate::model::MODELS_ROOT), &listed));
+    let mut app = App::new(config, tokenize, Instant::now())
+        .with_prompter(opts.prompter.clone())
+        .with_needs(needs, base)
+        .with_model_list(list_models, opts.models.root().to_path_buf());
+    app.set_text(&carry.text);
+    if let Some(note) = carry.note {
+        app.set_note(note);
+    }
+    if let Some((dir, message)) = carry.refused {
+        app.switch_refused(&dir, message);
+    }
 
     let dir = opts.models.clone();
     let admission = crate::memory::Admission::new(&opts.backends, dir.clone(), opts.memory_budget);
@@ -74,8 +104,20 @@ pub(super) async fn session(
 
     let now = Instant::now();
     let frames = FrameBudget::new(now);
-    let mut session = Session { screen, app, theme: opts.theme, scheduler, jobs, corpus, trace, frames, dirty: true, last_tick: now };
-    let outcome = session.run(rx).await;
+    let mut session = Session {
+        screen,
+        app,
+        theme: opts.theme,
+        scheduler: Some(scheduler),
+        jobs: Some(jobs),
+        unloading: None,
+        corpus,
+        trace,
+        frames,
+        dirty: true,
+        last_tick: now,
+    };
+    let outcome = session.run(input, &mut work).await;
     session.trace.flush();
     outcome
 }
@@ -85,10 +127,13 @@ struct Session<'a> {
     screen: &'a mut Screen,
     app: App,
     theme: ui::Theme,
-    scheduler: Scheduler,
-    jobs: Jobs,
+    /// `None` once F8's switch has stopped it.
+    scheduler: Option<Scheduler>,
+    jobs: Option<Jobs>,
+    /// F8's switch: the wait for the old workers, on a blocking thread (true: all ended).
+    unloading: Option<tokio::task::JoinHandle<bool>>,
     corpus: CorpusCacheLink,
-    trace: Trace,
+    trace: &'a mut Trace,
     frames: FrameBudget,
     /// Something changed since the last frame.
     dirty: bool,
@@ -96,8 +141,16 @@ struct Session<'a> {
     last_tick: Instant,
 }
 
+/// The end of the wait for the old workers (never, while there is none).
+async fn unloaded(wait: &mut Option<tokio::task::JoinHandle<bool>>) -> bool {
+    let Some(handle) = wait else { return std::future::pending().await };
+    let all_ended = handle.await.unwrap_or(false);
+    *wait = None;
+    all_ended
+}
+
 impl Session<'_> {
-    async fn run(&mut self, mut rx: UnboundedReceiver<Event>) -> anyhow::Result<Ended> {
+    async fn run(&mut self, input: &mut UnboundedReceiver<Event>, work: &mut UnboundedReceiver<Event>) -> anyhow::Result<Ended> {
         loop {
             let now = Instant::now();
             self.app.set_now(now);
@@ -105,16 +158,21 @@ impl Session<'_> {
             if self.app.should_quit() {
                 return Ok(Ended::Quit);
             }
+            if self.app.switch_request().is_some() && self.unloading.is_none() {
+                self.start_unloading();
+            }
             self.draw_if_due(now)?;
 
             let tick_at = self.app.is_busy().then_some(self.last_tick + TICK);
             let frame_at = self.dirty.then(|| self.frames.next_at());
             let deadline = [self.app.next_deadline(), tick_at, frame_at].into_iter().flatten().min();
             let first = tokio::select! {
-                event = rx.recv() => match event {
+                event = input.recv() => match event {
                     Some(event) => event,
                     None => return Ok(Ended::Quit),
                 },
+                Some(event) = work.recv() => event,
+                all = unloaded(&mut self.unloading) => Event::Unloaded(all),
                 _ = tokio::time::sleep_until(deadline.unwrap_or(now).into()), if deadline.is_some() => Event::Tick,
             };
             self.app.set_now(Instant::now());
@@ -128,7 +186,7 @@ impl Session<'_> {
                 }
                 handled += 1;
                 if handled < BATCH {
-                    next = rx.try_recv().ok();
+                    next = input.try_recv().or_else(|_| work.try_recv()).ok();
                 }
             }
             // A tick after a key: the debounce may already be due.
@@ -145,12 +203,48 @@ impl Session<'_> {
                 }
             }
             self.trace.request(&request);
-            self.scheduler.handle(request);
+            if let Some(scheduler) = &mut self.scheduler {
+                scheduler.handle(request);
+            }
         }
         for request in self.app.drain_jobs() {
             self.trace.job(&request);
-            self.jobs.request(request);
+            if let Some(jobs) = &self.jobs {
+                jobs.request(request);
+            }
         }
+    }
+
+    /// F8's switch: stop every worker now (what waits is dropped, a generation
+    /// stops at its next token) and wait for their threads, and for a job in
+    /// flight, off the UI thread; [`Event::Unloaded`] says when.
+    fn start_unloading(&mut self) {
+        let scheduler = self.scheduler.take();
+        let jobs = self.jobs.take();
+        if let Some(scheduler) = &scheduler {
+            scheduler.close();
+        }
+        self.unloading = Some(tokio::task::spawn_blocking(move || {
+            let deadline = Instant::now() + UNLOAD_WAIT;
+            let workers = scheduler.is_none_or(|s| s.shutdown(UNLOAD_WAIT));
+            // A profile or layers run holds backends of its own.
+            while jobs.as_ref().is_some_and(Jobs::is_busy) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            workers && !jobs.as_ref().is_some_and(Jobs::is_busy)
+        }));
+        self.dirty = true;
+    }
+
+    /// The old workers ended (or the wait ran out): show that the next model
+    /// is being set up, and end the session with the switch.
+    fn end_with_switch(&mut self, all_ended: bool) -> anyhow::Result<Option<Ended>> {
+        let Some(app::SwitchRequest { dir, text }) = self.app.switch_request().cloned() else { return Ok(None) };
+        self.app.set_unloaded();
+        if self.screen.is_active() {
+            self.screen.draw(&self.app, &self.theme)?;
+        }
+        Ok(Some(Ended::SwitchModel { dir, text, unloaded: all_ended }))
     }
 
     fn draw_if_due(&mut self, now: Instant) -> anyhow::Result<()> {
@@ -212,6 +306,7 @@ impl Session<'_> {
                 self.dirty = true;
             }
             Event::Signal(sig) => return Ok(Some(Ended::Signal(sig))),
+            Event::Unloaded(all_ended) => return self.end_with_switch(all_ended),
         }
         Ok(None)
     }

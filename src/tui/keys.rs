@@ -26,6 +26,21 @@ pub fn key_action(key: &KeyEvent, app: &App) -> Option<Action> {
     if app.layers().is_some() && key.code == KeyCode::Esc {
         return Some(Action::CloseLayers);
     }
+    if let Some(list) = app.models() {
+        // The list takes the keys while it is shown; none while a switch is under way (Ctrl-C still quits).
+        if list.switching.is_some() {
+            return None;
+        }
+        return match key.code {
+            KeyCode::Up => Some(Action::MoveModel(-1)),
+            KeyCode::Down => Some(Action::MoveModel(1)),
+            KeyCode::PageUp => Some(Action::MoveModel(-10)),
+            KeyCode::PageDown => Some(Action::MoveModel(10)),
+            KeyCode::Enter => Some(Action::ChooseModel),
+            KeyCode::Esc | KeyCode::F(8) => Some(Action::CloseModels),
+            _ => None,
+        };
+    }
     let empty = app.input().is_empty();
     Some(match key.code {
         KeyCode::Char('u') if ctrl => Action::Clear,
@@ -40,6 +55,7 @@ pub fn key_action(key: &KeyEvent, app: &App) -> Option<Action> {
         KeyCode::F(5) => Action::NextVariant,
         KeyCode::F(6) => Action::ToggleLayers,
         KeyCode::F(7) => Action::TogglePromptFormat,
+        KeyCode::F(8) => Action::ToggleModels,
         KeyCode::Esc => Action::Quit,
         KeyCode::Char('q') if empty && !ctrl && !alt => Action::Quit,
         KeyCode::Char('?') if empty && !ctrl && !alt => Action::ToggleHelp,
@@ -103,5 +119,30 @@ mod tests {
         assert_eq!(key_action(&key(KeyCode::Esc, none), &app), Some(Action::CloseHelp), "Esc closes the help first");
         assert_eq!(key_action(&key(KeyCode::Char('x'), none), &app), Some(Action::CloseHelp));
         assert_eq!(key_action(&key(KeyCode::Char('c'), ctrl), &app), Some(Action::Quit));
+    }
+
+    #[test]
+    fn the_model_list_takes_the_arrows_enter_and_esc_while_shown() {
+        let config = AppConfig {
+            kinds: vec![crate::backend::named("xnnpack")],
+            threads: 1,
+            model: "m".into(),
+            task: crate::task::Task::FeatureExtraction,
+            corpus: vec![],
+            variants: vec![],
+        };
+        let mut app = App::new(config, Box::new(|t: &str| anyhow::bail!("no tokenizer for {t}")), Instant::now());
+        let key = |code| KeyEvent::new(code, KeyModifiers::NONE);
+        assert_eq!(key_action(&key(KeyCode::F(8)), &app), Some(Action::ToggleModels));
+        assert_eq!(key_action(&key(KeyCode::Enter), &app), Some(Action::RunNow));
+        app.apply(Action::ToggleModels);
+        assert!(app.models().is_some());
+        assert_eq!(key_action(&key(KeyCode::Down), &app), Some(Action::MoveModel(1)));
+        assert_eq!(key_action(&key(KeyCode::Up), &app), Some(Action::MoveModel(-1)));
+        assert_eq!(key_action(&key(KeyCode::Enter), &app), Some(Action::ChooseModel));
+        assert_eq!(key_action(&key(KeyCode::Esc), &app), Some(Action::CloseModels), "Esc closes the list, not the explorer");
+        assert_eq!(key_action(&key(KeyCode::F(8)), &app), Some(Action::CloseModels));
+        assert_eq!(key_action(&key(KeyCode::Char('q')), &app), None, "letters are not text under the list");
+        assert_eq!(key_action(&KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL), &app), Some(Action::Quit));
     }
 }

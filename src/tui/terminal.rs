@@ -65,6 +65,14 @@ impl Screen {
         Ok(())
     }
 
+    /// Make the next frame a full redraw on a blank screen (a new session, F8).
+    pub(super) fn clear(&mut self) -> anyhow::Result<()> {
+        // As in `resume`: a resize to the current size clears without asking for the cursor position.
+        let size = self.terminal.size().context("cannot read the terminal size")?;
+        self.terminal.resize(ratatui::layout::Rect::new(0, 0, size.width, size.height)).context("cannot clear the terminal")?;
+        Ok(())
+    }
+
     /// SIGTSTP: restore the terminal, then stop until `fg` (SIGCONT, which
     /// comes back as [`Event::Signal`] and calls [`Screen::resume`]).
     pub(super) fn suspend(&mut self) {

@@ -18,8 +18,8 @@ pub const KEYS: &[(&str, &str)] = &[
     ("Ctrl-R or F3", "repeat on/off (re-run to fill the percentiles)"),
     ("F4", "operator profile (traced run)   F5: next program of a column"),
     ("F6", "time per module (layers)   F7: chat template / raw prompt"),
-    ("F1, ? on empty", "this help (any key closes it)"),
-    ("Esc, Ctrl-C", "quit (also q when the text is empty)   Ctrl-Z: suspend"),
+    ("F8", "switch to another model directory (the text carries over)"),
+    ("Esc, Ctrl-C", "quit (q on empty text)   Ctrl-Z: suspend   F1, ?: help"),
 ];
 
 /// The three paths and the numbers, two or three lines each.

@@ -1,7 +1,7 @@
 //! Drawing: a pure function of `&App` (`impl Widget for &App`), so tests render
 //! whole screens into a buffer. Top to bottom: input line, token strip, one
-//! column per backend, status bar; the profile view (F4) or the layers view
-//! (F6) over the columns and
+//! column per backend, status bar; the profile view (F4), the layers view
+//! (F6) or the model list (F8) over the columns and
 //! the help overlay on top when asked for; a
 //! short notice instead when the terminal is too small.
 
@@ -12,6 +12,7 @@ pub mod format;
 pub mod help;
 pub mod latency;
 pub mod layers;
+pub mod models;
 pub mod profile;
 pub mod status;
 pub mod task;
@@ -93,9 +94,10 @@ fn render_input(app: &App, area: Rect, buf: &mut Buffer) {
     buf.set_line(area.x, area.y, &line, area.width);
 }
 
-/// Where the terminal cursor goes: in the input line, unless an overlay hides it.
+/// Where the terminal cursor goes: in the input line, unless an overlay hides it
+/// or the model list takes the keys.
 pub fn cursor_position(app: &App, area: Rect) -> Option<Position> {
-    if too_small(area) || app.show_help() {
+    if too_small(area) || app.show_help() || app.models().is_some() {
         return None;
     }
     let input = areas(area).input;
@@ -152,6 +154,9 @@ impl Widget for &App {
         }
         if let Some(view) = self.layers() {
             layers::LayersPanel { view, now: self.now() }.render(a.columns, buf);
+        }
+        if self.models().is_some() {
+            models::ModelsPanel { app: self }.render(a.columns, buf);
         }
         if self.show_help() {
             help::HelpOverlay.render(area, buf);

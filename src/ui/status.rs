@@ -1,6 +1,8 @@
 //! The status bar: run mode and repeat (each with the key that toggles it),
 //! threads, model, corpus, the SoC's temperature and clock (and THROTTLED when
-//! the firmware says so); key hints on the right, as many as fit.
+//! the firmware says so); key hints on the right, as many as fit. A note (what
+//! a switch of model with F8 fell back to, or why it did not happen) takes the
+//! place of threads, model, corpus and heat until the next key.
 //!
 //! ```text
 //!  ^S PARALLEL  ^R repeat off  2 threads · all-MiniLM-L6-v2 · 61°C 2400 MHz   F1 help  Esc quit
@@ -44,8 +46,18 @@ impl Widget for StatusBar<'_> {
             Span::styled(mode, mode_style.add_modifier(Modifier::BOLD)),
             Span::styled(" ^R", key),
             Span::styled(repeat, repeat_style.add_modifier(Modifier::BOLD)),
-            Span::styled(format!(" {threads} · {}", app.model()), bar),
         ];
+        let help = vec![Span::styled(" F1", key), Span::styled(" help ", bar), Span::styled(" Esc", key), Span::styled(" quit ", bar)];
+        if let Some(note) = app.note() {
+            let room = (area.width as usize).saturating_sub(width_of(&left) + width_of(&help) + 1);
+            left.push(Span::styled(format!(" {}", super::format::fit(note, room)), bar.fg(Color::Yellow).add_modifier(Modifier::BOLD)));
+            let gap = (area.width as usize).saturating_sub(width_of(&left) + width_of(&help));
+            left.push(Span::styled(" ".repeat(gap), bar));
+            left.extend(help);
+            buf.set_line(area.x, area.y, &Line::from(left), area.width);
+            return;
+        }
+        left.push(Span::styled(format!(" {threads} · {}", app.model()), bar));
         if let Some(format) = app.prompt_format() {
             left.push(Span::styled(" · F7", key));
             left.push(Span::styled(format!(" {format}"), bar));
@@ -57,7 +69,6 @@ impl Widget for StatusBar<'_> {
             CorpusState::Failed(_) => Some(" · no corpus".to_string()),
             CorpusState::Empty => None,
         };
-        let help = vec![Span::styled(" F1", key), Span::styled(" help ", bar), Span::styled(" Esc", key), Span::styled(" quit ", bar)];
         let enter = vec![Span::styled(" Enter", key), Span::styled(" run ", bar)];
         let heat = app.heat().map(|heat| {
             let throttled = heat.throttled.is_some_and(|t| t & crate::heat::THROTTLED_NOW != 0);
