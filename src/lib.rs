@@ -14,6 +14,7 @@
 //!   run with ExecuTorch's ETDump tracer (`runlens profile`, F4 in the explorer);
 //! - [`layers`]: time per module of every backend, through the export's module sidecar (`runlens layers`);
 //! - [`bench`](mod@bench): `runlens bench`'s measurements, Python comparison and outputs;
+//! - [`eval`]: `runlens eval`'s quantization error on the model's own weights (top-1, KL, perplexity);
 //! - [`footprint`]: what each stack costs (disk, memory, time to the first result), `runlens footprint`;
 //! - [`memory`]: what each column will hold and what the process may use, checked before anything loads, `runlens memory`;
 //! - [`heat`]: SoC temperature, CPU clock and throttling (status bar, bench rows);
@@ -30,6 +31,7 @@ pub mod backend;
 pub mod bench;
 pub mod cli;
 pub mod corpus_cache;
+pub mod eval;
 pub mod ffi;
 pub mod footprint;
 pub mod gguf;

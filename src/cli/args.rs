@@ -84,6 +84,8 @@ pub enum Command {
     Memory(memory::MemoryArgs),
     /// Markdown tables rendered from `bench --json` files: check (--check) or rewrite (--write) the marked tables of markdown files, or print one table of a bench JSON.
     Report(report::ReportArgs),
+    /// Quantization error on the model's own weights: every column against float32 over chat prompts (top-1 agreement, KL, where greedy continuations part) and a text (perplexity).
+    Eval(super::eval::EvalArgs),
     /// One stack for `footprint` to measure (waits on stdin between load and run).
     #[command(hide = true)]
     FootprintProbe(footprint::ProbeArgs),

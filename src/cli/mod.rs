@@ -5,6 +5,7 @@
 
 pub mod args;
 pub mod bench;
+pub mod eval;
 pub mod footprint;
 pub mod gguf;
 pub mod inspect;
