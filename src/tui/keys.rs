@@ -84,8 +84,8 @@ mod tests {
     use super::*;
     use crate::app::AppConfig;
 
-    #[test]
-    fn keys_map_to_actions_and_letters_are_text() {
+    /// An embedding app with one column and no tokenizer: keys only.
+    fn test_app() -> App {
         let config = AppConfig {
             kinds: vec![crate::backend::named("xnnpack")],
             threads: 1,
@@ -94,7 +94,12 @@ mod tests {
             corpus: vec![],
             variants: vec![],
         };
-        let mut app = App::new(config, Box::new(|t: &str| anyhow::bail!("no tokenizer for {t}")), Instant::now());
+        App::new(config, Box::new(|t: &str| anyhow::bail!("no tokenizer for {t}")), Instant::now())
+    }
+
+    #[test]
+    fn keys_map_to_actions_and_letters_are_text() {
+        let mut app = test_app();
         let key = |code, modifiers| KeyEvent::new(code, modifiers);
         let none = KeyModifiers::NONE;
         let ctrl = KeyModifiers::CONTROL;
@@ -123,15 +128,7 @@ mod tests {
 
     #[test]
     fn the_model_list_takes_the_arrows_enter_and_esc_while_shown() {
-        let config = AppConfig {
-            kinds: vec![crate::backend::named("xnnpack")],
-            threads: 1,
-            model: "m".into(),
-            task: crate::task::Task::FeatureExtraction,
-            corpus: vec![],
-            variants: vec![],
-        };
-        let mut app = App::new(config, Box::new(|t: &str| anyhow::bail!("no tokenizer for {t}")), Instant::now());
+        let mut app = test_app();
         let key = |code| KeyEvent::new(code, KeyModifiers::NONE);
         assert_eq!(key_action(&key(KeyCode::F(8)), &app), Some(Action::ToggleModels));
         assert_eq!(key_action(&key(KeyCode::Enter), &app), Some(Action::RunNow));
