@@ -86,8 +86,8 @@ pub fn run(common: &Common, args: &EvalArgs) -> anyhow::Result<bool> {
         text_ids.truncate(n as usize);
     }
     anyhow::ensure!(text_ids.len() >= 2, "{text_file}: {} token(s): the perplexity needs at least 2", text_ids.len());
-    let generation = setup.ctx.clone().with_max_new_tokens(args.gen_tokens as usize);
-    let generation = generation.generation()?;
+    let ctx = setup.ctx.clone().with_max_new_tokens(args.gen_tokens as usize);
+    let generation = ctx.generation()?;
     let input = EvalInput {
         prompts,
         text: text_ids,

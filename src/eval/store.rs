@@ -26,8 +26,10 @@ impl LogitRows {
     /// removed when the store is dropped (on Linux at once: it stays
     /// readable through the open handle, and nothing is left after a crash).
     pub fn new() -> anyhow::Result<LogitRows> {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        let path = std::env::temp_dir().join(format!("runlens-eval-{}-{nanos}.f32", std::process::id()));
+        // Unique within the process (a counter) and across processes (the pid).
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("runlens-eval-{}-{n}.f32", std::process::id()));
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
