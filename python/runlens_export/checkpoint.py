@@ -27,6 +27,7 @@ from pathlib import Path
 
 from .archs import Arch, Geometry, arch_of, supported_text
 from .files import ExportError, say
+from .from_gguf import SOURCE_FILE
 
 MINILM_NAME = "all-MiniLM-L6-v2"
 MINILM_SOURCE = "sentence-transformers/all-MiniLM-L6-v2"
@@ -73,7 +74,7 @@ class Checkpoint:
         config = read_config(path)
         name = path.resolve().name
         source = str(path)
-        note = path / "runlens-source.json"  # from_gguf.py's: where a dequantized checkpoint came from
+        note = path / SOURCE_FILE  # from_gguf.py's: where a dequantized checkpoint came from
         if note.is_file():
             try:
                 source = str(json.loads(note.read_text(encoding="utf-8"))["source"])

@@ -38,9 +38,7 @@ PACKAGES = {
 # The note written beside the checkpoint: where it came from (Checkpoint.from_dir reads it).
 SOURCE_FILE = "runlens-source.json"
 GGUF_MAGIC = b"GGUF"
-# ggml type ids -> names, for the file's main weight type (gguf.py names the column's entry by it).
-GGML_TYPE_NAMES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 6: "q5_0", 7: "q5_1", 8: "q8_0", 10: "q2_k",
-                   11: "q3_k", 12: "q4_k", 13: "q5_k", 14: "q6_k", 30: "bf16"}
+
 
 
 @dataclass(frozen=True)
@@ -136,5 +134,5 @@ def main_type(path: Path) -> str:
     if not counts:
         raise ExportError(f"{path}: no 2-D tensors in the GGUF")
     type_id = counts.most_common(1)[0][0]
-    return GGML_TYPE_NAMES.get(type_id, f"type{type_id}")
+    return gguf_py.GGMLQuantizationType(type_id).name.lower()
 

@@ -29,14 +29,9 @@ GIB = 1 << 30
 MIB = 1 << 20
 # A limit at or above this is "no limit" (cgroup v1 writes 2^63 rounded down to a page).
 UNLIMITED = 1 << 60
-# Resident memory of the export's Python with torch, transformers and executorch imported.
-BASE_BYTES = 700 * MIB
-# Peak above BASE_BYTES while a program is exported, in units of the float32 weights'
-# bytes W (the float model itself, W, included). Measured factors: docs/models.md.
-PEAK_FACTOR = {"portable": 7.0, "xnnpack": 7.0, "xnnpack-int8": 7.0, "xnnpack-8da4w": 7.0,
-               "portable-nocache": 7.0, "xnnpack-nocache": 7.0}
-# The reference generation and the GGUF conversion (a process of its own) need less.
-OTHER_FACTOR = 2.5
+# Peak while a program is exported, in units of the float32 weights' bytes W (the float
+# model itself, W, included): the measured peaks (docs/models.md) with a margin.
+PEAK_FACTOR = 7.0
 
 
 def _read(path: Path) -> str | None:
@@ -131,9 +126,9 @@ def weight_bytes(model) -> int:
     return total
 
 
-def needs(program: str, weights: int) -> int:
-    """What exporting `program` is estimated to take above what the process holds."""
-    return int(PEAK_FACTOR.get(program, 7.0) * weights)
+def needs(weights: int) -> int:
+    """What exporting one program is estimated to take above what the process holds."""
+    return int(PEAK_FACTOR * weights)
 
 
 def check_programs(names: list[str], weights: int, held: int) -> None:
@@ -142,11 +137,11 @@ def check_programs(names: list[str], weights: int, held: int) -> None:
     room, what = headroom()
     if os.environ.get("RUNLENS_EXPORT_NO_MEMORY_CHECK"):
         return
-    too_big = [n for n in names if needs(n, weights) > room]
+    too_big = [n for n in names if needs(weights) > room]
     if not too_big:
         return
     fits = [n for n in names if n not in too_big]
-    detail = ", ".join(f"{n} about {needs(n, weights) / GIB:.1f} GiB" for n in too_big)
+    detail = ", ".join(f"{n} about {needs(weights) / GIB:.1f} GiB" for n in too_big)
     hint = (f"--programs {','.join(fits)} fits" if fits else
             "no program fits: export on a machine with more memory (a desktop) and copy the directory over")
     raise ExportError(f"not enough memory to export {', '.join(too_big)}: {detail} more than the "
