@@ -248,6 +248,21 @@ fn generation_bench_gives_prefill_and_decode_rows_for_every_program() {
         assert!(row["ttft_min_ms"].as_f64() <= row["ttft_ms"].as_f64() && row["ttft_ms"].as_f64() <= row["ttft_max_ms"].as_f64());
         assert!(row["decode_speedup_vs_python"].is_null(), "no Python rows without --python");
     }
+    // The cache named: a tiny model's weights always fit in the last-level cache, so every row
+    // with a weight figure says so, from the machine section's cache size, and the table marks it.
+    let llc = report["machine"]["memory_read"]["llc_bytes"].as_u64();
+    for row in rows {
+        match (row["weight_bytes_per_token"].as_u64(), llc) {
+            (Some(w), Some(c)) => {
+                assert!(w < c, "a tiny model's {w} bytes a token and a {c}-byte cache");
+                assert_eq!(row["weights_in_llc"], true, "{row}");
+            }
+            _ => assert!(row["weights_in_llc"].is_null(), "no weight or cache figure, no verdict: {row}"),
+        }
+    }
+    if llc.is_some() {
+        assert!(stdout.contains("% LLC") && stdout.contains("fit in the last-level cache"), "the LLC mark:\n{stdout}");
+    }
     let skipped = report["skipped"].as_array().unwrap();
     assert_eq!(skipped.len(), backends.len());
     assert!(skipped.iter().all(|s| s["prompt_len"] == 125 && s["why"].as_str().unwrap().contains("do not fit")), "{skipped:?}");

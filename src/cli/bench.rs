@@ -228,11 +228,12 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
         eprintln!("measuring the memory read bandwidth ({threads} threads) ...");
         machine.measure_read_bandwidth(threads);
     }
-    generation::fill_bandwidth(&mut rows, &weight_bytes, machine.memory_read_gbps);
+    let llc = machine.memory_read.as_ref().and_then(|m| m.llc_bytes);
+    generation::fill_bandwidth(&mut rows, &weight_bytes, machine.memory_read_gbps, llc);
     let report = GenerationReport {
         machine,
         model: dir.model_name().to_string(),
-        weights: generation::WEIGHTS_NOTE.to_string(),
+        weights: generation::weights_note(&dir.manifest().weights_kind()),
         threads,
         command: std::env::args().collect::<Vec<_>>().join(" "),
         gen_tokens,

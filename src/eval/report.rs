@@ -119,25 +119,6 @@ fn finite(x: f64) -> Option<f64> {
     x.is_finite().then_some(x)
 }
 
-/// Whether the directory's weights are trained: `random` for the tests' tiny
-/// and random-weight models (`random` or `tiny-` in the source or the name),
-/// `real` for a checkpoint dequantized from a GGUF, MiniLM and SmolLM2, else
-/// the manifest's source string (or `unknown`).
-pub fn weights_of(manifest: &Manifest) -> String {
-    let source = manifest.source.as_deref().unwrap_or("");
-    let (s, model) = (source.to_lowercase(), manifest.model.to_lowercase());
-    let last = s.trim_end_matches('/').rsplit('/').next().unwrap_or("");
-    if s.contains("random") || model.contains("random") || last.starts_with("tiny-") || model.starts_with("tiny-") {
-        "random".to_string()
-    } else if s.contains("dequantized") || s.contains(".gguf") || model.contains("minilm") || model.contains("smollm2") {
-        "real".to_string()
-    } else if source.is_empty() {
-        "unknown".to_string()
-    } else {
-        source.to_string()
-    }
-}
-
 /// Bits per weight of a column's linear layers: eager's from its format, a
 /// program's or GGUF's from the manifest (`bits`), 32 for float32.
 pub fn bits_of(spec: &BackendSpec, manifest: &Manifest) -> Option<u32> {
@@ -232,7 +213,7 @@ impl EvalReport {
             model: manifest.model.clone(),
             model_dir: dir.root().display().to_string(),
             source: manifest.source.clone(),
-            weights: weights_of(manifest),
+            weights: manifest.weights_kind(),
             threads: about.threads,
             prompt_format: about.prompt_format,
             prompts_file: about.prompts_file,

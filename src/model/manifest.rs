@@ -122,6 +122,26 @@ impl Manifest {
 }
 
 impl Manifest {
+    /// Whether the directory's weights are trained: `random` for the tests' tiny
+    /// and random-weight models (`random` or `tiny-` in the source or the name),
+    /// `real` for a checkpoint dequantized from a GGUF, MiniLM and SmolLM2, else
+    /// the source string (or `unknown`). Reports say which, since a quantization
+    /// error means something on trained weights only (timings hold either way).
+    pub fn weights_kind(&self) -> String {
+        let source = self.source.as_deref().unwrap_or("");
+        let (s, model) = (source.to_lowercase(), self.model.to_lowercase());
+        let last = s.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+        if s.contains("random") || model.contains("random") || last.starts_with("tiny-") || model.starts_with("tiny-") {
+            "random".to_string()
+        } else if s.contains("dequantized") || s.contains(".gguf") || model.contains("minilm") || model.contains("smollm2") {
+            "real".to_string()
+        } else if source.is_empty() {
+            "unknown".to_string()
+        } else {
+            source.to_string()
+        }
+    }
+
     /// One line on the weights' dtypes, e.g. `stored as bfloat16, computed in float32`;
     /// None when the manifest records neither.
     pub fn dtypes(&self) -> Option<String> {

@@ -25,8 +25,27 @@ use crate::backend::{self, BackendSpec, Runtime};
 use crate::task::generation::{Detokenizer, GenerateOptions};
 use crate::model::ModelDir;
 
-/// What the timings are worth: the models made here have random weights.
-pub const WEIGHTS_NOTE: &str = "random weights (tests/python/tiny_checkpoint.py): the timings depend on the shapes only (layers, width, vocabulary, lengths)";
+/// What the figures are worth, from the manifest's kind of weights
+/// (`Manifest::weights_kind`): timings depend on the shapes only, a quantization
+/// error is worth something on trained weights only.
+pub fn weights_note(kind: &str) -> String {
+    match kind {
+        "random" => "random weights (tests/python/tiny_checkpoint.py): the timings depend on the shapes only (layers, width, vocabulary, lengths)".to_string(),
+        "real" => "real (trained) weights".to_string(),
+        other => format!("weights: {other} (timings depend on the shapes only)"),
+    }
+}
+
+/// The plot's short form of a report's `weights`.
+pub fn weights_short(note: &str) -> &'static str {
+    if note.starts_with("random") {
+        "random weights"
+    } else if note.starts_with("real") {
+        "real weights"
+    } else {
+        "weights as the manifest says"
+    }
+}
 
 /// One backend at one prompt length: medians over the timed generations.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -60,8 +79,14 @@ pub struct GenRow {
     #[serde(default)]
     pub achieved_gbps: Option<f64>,
     /// achieved_gbps over the machine's measured read bandwidth (`machine.memory_read_gbps`).
+    /// Where `weights_in_llc`, the step reads its weights from the cache, not memory: the
+    /// fraction says how fast the cache serves them and may pass 100%; it is no wall figure.
     #[serde(default)]
     pub fraction_of_read_bandwidth: Option<f64>,
+    /// Whether the weights a decode step reads (`weight_bytes_per_token`) fit in the
+    /// machine's last-level cache (`machine.memory_read.llc_bytes`); null when either is unknown.
+    #[serde(default)]
+    pub weights_in_llc: Option<bool>,
     /// The runtime's own time per decode step over the timed generations, ms
     /// (llama.cpp's counters; null for a runtime that keeps none).
     #[serde(default)]
@@ -137,20 +162,33 @@ pub fn row(backend: &str, cache: Option<String>, prompt_len: usize, gen_tokens: 
         weight_bytes_per_token: None,
         achieved_gbps: None,
         fraction_of_read_bandwidth: None,
+        weights_in_llc: None,
         runtime_decode_ms_per_token: None,
         wrapper_overhead: None,
     })
 }
 
 /// Fill each decode row's weight bytes (by backend name; a `python-` row takes
-/// its runlens counterpart's), the GB/s they stream at and the fraction of the
-/// measured read bandwidth.
-pub fn fill_bandwidth(rows: &mut [GenRow], weight_bytes: &std::collections::BTreeMap<String, u64>, read_gbps: Option<f64>) {
+/// its runlens counterpart's), the GB/s they stream at, the fraction of the
+/// measured read bandwidth, and whether those weights fit in the last-level
+/// cache (`llc_bytes`), where that fraction is the cache's, not memory's.
+pub fn fill_bandwidth(rows: &mut [GenRow], weight_bytes: &std::collections::BTreeMap<String, u64>, read_gbps: Option<f64>, llc_bytes: Option<u64>) {
     for r in rows.iter_mut() {
         let name = r.backend.strip_prefix("python-").unwrap_or(&r.backend);
         r.weight_bytes_per_token = weight_bytes.get(name).copied();
         r.achieved_gbps = r.weight_bytes_per_token.map(|b| b as f64 * r.decode_tokens_per_s / 1e9);
         r.fraction_of_read_bandwidth = r.achieved_gbps.zip(read_gbps.filter(|g| *g > 0.0)).map(|(a, g)| a / g);
+        r.weights_in_llc = r.weight_bytes_per_token.zip(llc_bytes.filter(|c| *c > 0)).map(|(w, c)| w <= c);
+    }
+}
+
+/// The text table's "of wall" cell: the fraction, marked `LLC` where the weights fit in the
+/// last-level cache (then it is how fast the cache serves them, not the memory wall).
+pub fn wall_cell(r: &GenRow) -> String {
+    match (r.fraction_of_read_bandwidth, r.weights_in_llc) {
+        (None, _) => "-".to_string(),
+        (Some(f), Some(true)) => format!("{:.0}% LLC", f * 100.0),
+        (Some(f), _) => format!("{:.0}%", f * 100.0),
     }
 }
 
@@ -311,7 +349,7 @@ pub fn table(report: &GenerationReport) -> String {
             bw.buffer_bytes >> 20
         );
     }
-    let _ = writeln!(out, "{:<24} {:>6} {:>10} {:>5} {:>11} {:>11} {:>10} {:>9} {:>7} {:>7}", "backend", "cache", "test", "runs", "t/s", "ttft ms", "vs python", "MB/token", "GB/s", "of wall");
+    let _ = writeln!(out, "{:<24} {:>6} {:>10} {:>5} {:>11} {:>11} {:>10} {:>9} {:>7} {:>9}", "backend", "cache", "test", "runs", "t/s", "ttft ms", "vs python", "MB/token", "GB/s", "of wall");
     for r in &report.results {
         let cache = r.cache.as_deref().unwrap_or("-");
         let _ = writeln!(
@@ -327,7 +365,7 @@ pub fn table(report: &GenerationReport) -> String {
         );
         let _ = writeln!(
             out,
-            "{:<24} {:>6} {:>10} {:>5} {:>11.1} {:>11} {:>10} {:>9} {:>7} {:>7}",
+            "{:<24} {:>6} {:>10} {:>5} {:>11.1} {:>11} {:>10} {:>9} {:>7} {:>9}",
             r.backend,
             cache,
             format!("tg{} @{}", r.gen_tokens, r.prompt_len),
@@ -337,7 +375,7 @@ pub fn table(report: &GenerationReport) -> String {
             speedup(r.decode_speedup_vs_python),
             r.weight_bytes_per_token.map_or("-".to_string(), |b| format!("{:.1}", b as f64 / 1e6)),
             r.achieved_gbps.map_or("-".to_string(), |g| format!("{g:.1}")),
-            r.fraction_of_read_bandwidth.map_or("-".to_string(), |f| format!("{:.0}%", f * 100.0)),
+            wall_cell(r),
         );
         if let (Some(own), Some(over)) = (r.runtime_decode_ms_per_token, r.wrapper_overhead) {
             let _ = writeln!(out, "{:<24} {:>6} the runtime's own decode step {own:.2} ms; runlens' step over it {over:.3}x", r.backend, "");
@@ -346,6 +384,10 @@ pub fn table(report: &GenerationReport) -> String {
     out.push_str("t/s: prompt tokens/s (pp) = prompt / TTFT; decode tokens/s (tg) = (new - 1) / time from the first new token to the last.\n");
     out.push_str("vs python: speed over the same backend in Python in this run (> 1: runlens is faster).\n");
     out.push_str("MB/token: weights a decode step reads; GB/s: MB/token x decode t/s; of wall: GB/s over the measured read bandwidth.\n");
+    if report.results.iter().any(|r| r.weights_in_llc == Some(true)) {
+        let llc = report.machine.memory_read.as_ref().and_then(|m| m.llc_bytes).map_or(String::new(), |b| format!(" ({} MiB)", b >> 20));
+        let _ = writeln!(out, "LLC: the weights a step reads fit in the last-level cache{llc}: that figure is the cache's speed, not the memory wall.");
+    }
     for (program, len, ttft, decode) in cache_speedups(&report.results) {
         let _ = writeln!(out, "KV cache: {program} over {program}-nocache at a {len}-token prompt: decode {decode:.1}x, TTFT {ttft:.1}x");
     }
@@ -414,8 +456,18 @@ mod tests {
         assert!(row("eager", None, 8, 32, &[], &[]).is_none());
 
         let bytes = std::collections::BTreeMap::from([("xnnpack".to_string(), 500_000_000u64)]);
-        fill_bandwidth(&mut rows, &bytes, Some(20.0));
+        fill_bandwidth(&mut rows, &bytes, Some(20.0), Some(260 << 20));
         assert_eq!(rows[0].weight_bytes_per_token, Some(500_000_000));
+        assert_eq!(rows[0].weights_in_llc, Some(false), "500 MB of weights past a 260 MiB cache");
+        assert_eq!(wall_cell(&rows[0]), "500%");
+        assert_eq!(rows[2].weights_in_llc, None, "no weight figure, no verdict");
+        let small = std::collections::BTreeMap::from([("xnnpack".to_string(), 135_000_000u64)]);
+        fill_bandwidth(&mut rows, &small, Some(20.0), Some(260 << 20));
+        assert_eq!(rows[0].weights_in_llc, Some(true), "135 MB fit in 260 MiB");
+        assert_eq!(wall_cell(&rows[0]), "135% LLC");
+        fill_bandwidth(&mut rows, &small, Some(20.0), None);
+        assert_eq!(rows[0].weights_in_llc, None, "no cache size read: no verdict");
+        fill_bandwidth(&mut rows, &bytes, Some(20.0), Some(260 << 20));
         assert!((rows[0].achieved_gbps.unwrap() - 100.0).abs() < 1e-9, "0.5 GB x 200 t/s");
         assert!((rows[0].fraction_of_read_bandwidth.unwrap() - 5.0).abs() < 1e-9);
         assert!((rows[1].achieved_gbps.unwrap() - 25.0).abs() < 1e-9, "python-xnnpack reads what xnnpack reads");

@@ -128,15 +128,18 @@ fn panel(
 fn ceilings(report: &GenerationReport) -> Vec<(String, f64)> {
     let Some(gbps) = report.machine.memory_read_gbps else { return Vec::new() };
     let mut out: Vec<(Vec<String>, f64)> = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
     for r in report.results.iter().filter(|r| !r.backend.starts_with("python-")) {
         let Some(bytes) = r.weight_bytes_per_token.filter(|b| *b > 0) else { continue };
-        if out.iter().any(|(names, _)| names.contains(&r.backend)) {
+        if !seen.insert(r.backend.as_str()) {
             continue;
         }
         let ceiling = gbps * 1e9 / bytes as f64;
+        // Weights that fit in the last-level cache are read from it: the line is no wall for them.
+        let name = if r.weights_in_llc == Some(true) { format!("{} (in LLC)", r.backend) } else { r.backend.clone() };
         match out.iter_mut().find(|(_, c)| (ceiling / *c - 1.0).abs() < 0.02) {
-            Some((names, _)) => names.push(r.backend.clone()),
-            None => out.push((vec![r.backend.clone()], ceiling)),
+            Some((names, _)) => names.push(name),
+            None => out.push((vec![name], ceiling)),
         }
     }
     out.into_iter().map(|(names, c)| (names.join(", "), c)).collect()
@@ -147,7 +150,7 @@ pub fn write_svg(report: &GenerationReport, path: &Path) -> anyhow::Result<()> {
     anyhow::ensure!(!report.results.is_empty(), "nothing was measured, so there is nothing to plot");
     let root = SVGBackend::new(path, (1200, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow!("drawing {}: {e}", path.display()))?;
-    let caption = format!("{}, {} new tokens, {} threads ({}) — {}", report.model, report.gen_tokens, report.threads, "random weights", report.machine.cpu);
+    let caption = format!("{}, {} new tokens, {} threads ({}) — {}", report.model, report.gen_tokens, report.threads, super::weights_short(&report.weights), report.machine.cpu);
     let root = root.titled(&caption, ("sans-serif", 18)).map_err(|e| anyhow!("drawing {}: {e}", path.display()))?;
     let (left, right) = root.split_horizontally(600);
     panel(&left, &report.results, "time to first token", "median TTFT (ms, log)", |r| r.ttft_ms, &[], path)?;
@@ -173,7 +176,7 @@ mod tests {
         let report = GenerationReport {
             machine: crate::bench::machine::Machine::probe(None),
             model: "tiny-gpt2".into(),
-            weights: super::super::WEIGHTS_NOTE.into(),
+            weights: super::super::weights_note("random"),
             threads: 2,
             command: "runlens bench".into(),
             gen_tokens: 32,
@@ -204,7 +207,7 @@ mod tests {
         let mut rows: Vec<GenRow> =
             ["eager", "xnnpack", "python-xnnpack"].iter().map(|b| super::super::row(b, None, 8, 32, &[2.0], &[100.0]).unwrap()).collect();
         let bytes = std::collections::BTreeMap::from([("eager".to_string(), 500_000_000u64), ("xnnpack".to_string(), 250_000_000)]);
-        super::super::fill_bandwidth(&mut rows, &bytes, Some(20.0));
+        super::super::fill_bandwidth(&mut rows, &bytes, Some(20.0), None);
         let mut machine = crate::bench::machine::Machine::probe(None);
         machine.memory_read_gbps = Some(20.0);
         let report = GenerationReport {

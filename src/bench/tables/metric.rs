@@ -41,6 +41,9 @@ pub struct Metric {
     pub format: Format,
     /// A fraction shown as a percentage (0.887 is `89%`; the format applies to 88.7).
     pub percent: bool,
+    /// A figure against the memory wall: marked `(in LLC)` where the row's weights fit in the
+    /// last-level cache (`weights_in_llc`), where it is the cache's speed, not memory's.
+    pub marks_llc: bool,
 }
 
 impl Metric {
@@ -69,13 +72,13 @@ impl Metric {
 
 macro_rules! metric {
     ($name:literal, $title:literal, Encoder, $field:ident, $better:ident) => {
-        Metric { name: $name, title: $title, get: Getter::Encoder(|r| Some(r.$field)), better: Better::$better, format: Format::Sig3, percent: false }
+        Metric { name: $name, title: $title, get: Getter::Encoder(|r| Some(r.$field)), better: Better::$better, format: Format::Sig3, percent: false, marks_llc: false }
     };
     ($name:literal, $title:literal, Generation, $field:ident, $better:ident) => {
-        Metric { name: $name, title: $title, get: Getter::Generation(|r| Some(r.$field)), better: Better::$better, format: Format::Sig3, percent: false }
+        Metric { name: $name, title: $title, get: Getter::Generation(|r| Some(r.$field)), better: Better::$better, format: Format::Sig3, percent: false, marks_llc: false }
     };
     ($name:literal, $title:literal, GenerationOpt, $field:ident, $better:ident, $format:expr) => {
-        Metric { name: $name, title: $title, get: Getter::Generation(|r| r.$field), better: Better::$better, format: $format, percent: false }
+        Metric { name: $name, title: $title, get: Getter::Generation(|r| r.$field), better: Better::$better, format: $format, percent: false, marks_llc: false }
     };
 }
 
@@ -90,24 +93,24 @@ pub static METRICS: &[Metric] = &[
     metric!("mean_ms", "mean ms", Encoder, mean_ms, Lower),
     metric!("tokens_per_s", "tokens/s", Encoder, tokens_per_s, Higher),
     metric!("gflops", "GFLOP/s", Encoder, gflops, Higher),
-    Metric { name: "ratio_vs_python", title: "vs Python", get: Getter::Encoder(|r| r.ratio_vs_python), better: Better::Neither, format: Format::Decimals(2), percent: false },
+    Metric { name: "ratio_vs_python", title: "vs Python", get: Getter::Encoder(|r| r.ratio_vs_python), better: Better::Neither, format: Format::Decimals(2), percent: false, marks_llc: false },
     // Generation benches: one backend at one prompt length.
     metric!("ttft_ms", "TTFT ms", Generation, ttft_ms, Lower),
     metric!("prompt_tokens_per_s", "prefill t/s", Generation, prompt_tokens_per_s, Higher),
     metric!("decode_tokens_per_s", "decode t/s", Generation, decode_tokens_per_s, Higher),
     metric!("decode_min", "decode t/s, slowest", Generation, decode_min, Higher),
     metric!("decode_max", "decode t/s, fastest", Generation, decode_max, Higher),
-    Metric { name: "weight_mb_per_token", title: "MB a token", get: Getter::Generation(|r| r.weight_bytes_per_token.map(|b| b as f64 / 1e6)), better: Better::Neither, format: Format::Whole, percent: false },
-    Metric { name: "weight_bytes_per_token", title: "bytes a token", get: Getter::Generation(|r| r.weight_bytes_per_token.map(|b| b as f64)), better: Better::Neither, format: Format::Whole, percent: false },
+    Metric { name: "weight_mb_per_token", title: "MB a token", get: Getter::Generation(|r| r.weight_bytes_per_token.map(|b| b as f64 / 1e6)), better: Better::Neither, format: Format::Whole, percent: false, marks_llc: false },
+    Metric { name: "weight_bytes_per_token", title: "bytes a token", get: Getter::Generation(|r| r.weight_bytes_per_token.map(|b| b as f64)), better: Better::Neither, format: Format::Whole, percent: false, marks_llc: false },
     metric!("achieved_gbps", "GB/s", GenerationOpt, achieved_gbps, Neither, Format::Sig3),
-    Metric { name: "fraction_of_read_bandwidth", title: "of read bandwidth", get: Getter::Generation(|r| r.fraction_of_read_bandwidth), better: Better::Neither, format: Format::Whole, percent: true },
+    Metric { name: "fraction_of_read_bandwidth", title: "of read bandwidth", get: Getter::Generation(|r| r.fraction_of_read_bandwidth), better: Better::Neither, format: Format::Whole, percent: true, marks_llc: true },
     metric!("runtime_decode_ms_per_token", "runtime ms a step", GenerationOpt, runtime_decode_ms_per_token, Lower, Format::Sig3),
     metric!("wrapper_overhead", "wrapper overhead", GenerationOpt, wrapper_overhead, Neither, Format::Decimals(3)),
     metric!("ttft_speedup_vs_python", "TTFT vs Python", GenerationOpt, ttft_speedup_vs_python, Neither, Format::Decimals(2)),
     metric!("decode_speedup_vs_python", "decode vs Python", GenerationOpt, decode_speedup_vs_python, Neither, Format::Decimals(2)),
     // Loads, either kind.
-    Metric { name: "load_ms", title: "load ms", get: Getter::Load(|l| l.load_ms), better: Better::Lower, format: Format::Sig3, percent: false },
-    Metric { name: "rss_mb", title: "load RSS MB", get: Getter::Load(|l| l.rss_mb), better: Better::Neither, format: Format::Sig3, percent: false },
+    Metric { name: "load_ms", title: "load ms", get: Getter::Load(|l| l.load_ms), better: Better::Lower, format: Format::Sig3, percent: false, marks_llc: false },
+    Metric { name: "rss_mb", title: "load RSS MB", get: Getter::Load(|l| l.rss_mb), better: Better::Neither, format: Format::Sig3, percent: false, marks_llc: false },
 ];
 
 /// The metric named `name`, or an error listing them all.
@@ -133,7 +136,13 @@ impl Bench {
         let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
         let not_a_bench = |e: serde_json::Error| format!("{} is not a `runlens bench --json` file: {e}", path.display());
         if value.get("gen_tokens").is_some() {
-            serde_json::from_value(value).map(Bench::Generation).map_err(not_a_bench)
+            let mut report: GenerationReport = serde_json::from_value(value).map_err(not_a_bench)?;
+            // A bench from before `weights_in_llc`: the same verdict from its machine section.
+            let llc = report.machine.memory_read.as_ref().and_then(|m| m.llc_bytes).filter(|c| *c > 0);
+            for r in report.results.iter_mut().filter(|r| r.weights_in_llc.is_none()) {
+                r.weights_in_llc = r.weight_bytes_per_token.zip(llc).map(|(w, c)| w <= c);
+            }
+            Ok(Bench::Generation(report))
         } else {
             serde_json::from_value(value).map(Bench::Encoder).map_err(not_a_bench)
         }
@@ -231,6 +240,14 @@ impl Bench {
             Ok(value)
         } else {
             Err(format!("{file}: `{backend}`'s `{}` is {value}", metric.name))
+        }
+    }
+
+    /// Whether `backend`'s weights at `len` tokens fit in the last-level cache (a generation bench's row says).
+    pub fn in_llc(&self, backend: &str, len: Option<usize>) -> bool {
+        match self {
+            Bench::Generation(b) => b.results.iter().any(|r| r.backend == backend && Some(r.prompt_len) == len && r.weights_in_llc == Some(true)),
+            Bench::Encoder(_) => false,
         }
     }
 

@@ -51,7 +51,8 @@ pub fn render(spec: &Spec, base: &Path) -> Result<String, String> {
             let (source, bench) = sources.pick(row, col)?;
             let value = bench.figure(&source.path.display().to_string(), name, m, *len, spec.threads)?;
             let format = metric.format.or(backend.format).or(spec.format).unwrap_or(m.format);
-            line.push((value, m.show(value, format)));
+            let mark = if m.marks_llc && bench.in_llc(name, *len) { " (in LLC)" } else { "" };
+            line.push((value, format!("{}{mark}", m.show(value, format))));
         }
         figures.push(line);
     }
