@@ -193,6 +193,7 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
         }
         bar.set_message(format!("loading {kind}"));
         let start = Instant::now();
+        let watch = crate::memory::measured::watch(kind);
         let mut b = crate::task::load_backend(kind, dir)?;
         loads.push(LoadRow { backend: kind.name().to_string(), load_ms: start.elapsed().as_secs_f64() * 1e3, rss_mb: bench::rss_mb() });
         if let Some(bytes) = b.weight_bytes_per_token() {
@@ -202,6 +203,8 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
             bar.set_message(m.to_string());
             bar.inc(1);
         })?;
+        drop(b);
+        crate::memory::measured::finish(watch, kind, dir, "runlens bench");
         rows.extend(r);
         skipped.extend(s);
     }
@@ -294,6 +297,7 @@ fn bench_backend(
     out: &mut Measured,
 ) -> anyhow::Result<()> {
     let start = Instant::now();
+    let watch = crate::memory::measured::watch(kind);
     let mut b = crate::task::load_backend(kind, dir)?;
     let load_ms = b.load_time().unwrap_or_else(|| start.elapsed()).as_secs_f64() * 1e3;
     out.loads.push(LoadRow { backend: kind.name().to_string(), load_ms, rss_mb: bench::rss_mb() });
@@ -341,6 +345,8 @@ fn bench_backend(
             break;
         }
     }
+    drop(b);
+    crate::memory::measured::finish(watch, kind, dir, "runlens bench");
     Ok(())
 }
 

@@ -67,6 +67,9 @@ pub fn run(common: &Common, args: &MemoryArgs) -> anyhow::Result<()> {
     let columns = memory::needs(&present, &dir);
     let asked_specs = common.backends(&dir)?;
     let asked: Vec<&ColumnNeed> = asked_specs.iter().filter_map(|s| columns.iter().find(|n| n.name == s.name)).collect();
+    // runlens itself as the commands hold it before their first load: with the model's
+    // tokenizer, chat template and detokenizer (SmolLM2-135M's: 47 MiB more than without).
+    let _setup = common.setup().ok();
     let limit = Limit::find(common.memory_budget);
     let held = match &limit {
         Ok(l) => l.held,
@@ -106,12 +109,32 @@ pub fn table(r: &MemoryReport, no_limit: Option<String>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{} · {} · estimated from the files, nothing loaded (docs/memory.md)\n", r.model, r.task);
     let width = r.columns.iter().map(|n| n.name.len()).max().unwrap_or(6).max(6);
-    let _ = writeln!(out, "{:<width$}  {:>9}  {:>9}  what it holds once loaded; what peaks while it loads", "column", "peak", "loaded");
+    let _ = writeln!(
+        out,
+        "{:<width$}  {:>9}  {:>9}  {:>9}  {:>9}  what it holds once loaded; what peaks while it loads",
+        "column", "peak", "estimated", "measured", "loaded"
+    );
     for n in &r.columns {
         let parts: Vec<String> = n.parts.iter().filter(|p| p.bytes > 0).map(|p| format!("{} {}", p.what, show(p.bytes))).collect();
         let peak = n.transient.as_ref().map(|t| format!("; {}", t.what)).unwrap_or_default();
-        let _ = writeln!(out, "{:<width$}  {:>9}  {:>9}  {}{peak}", n.name, show(n.peak), show(n.steady), parts.join(", "));
+        let mark = if n.peak_is_measured() { "*" } else { " " };
+        let measured = n.measured_peak.map_or("-".to_string(), show);
+        let _ = writeln!(
+            out,
+            "{:<width$} {mark}{:>9}  {:>9}  {:>9}  {:>9}  {}{peak}",
+            n.name,
+            show(n.peak),
+            show(n.estimated_peak),
+            measured,
+            show(n.steady),
+            parts.join(", ")
+        );
     }
+    let _ = writeln!(
+        out,
+        "peak: what the check uses, the estimate or (*) the measured peak + {}% when larger; measured: at an earlier load of the same file(s), '-' when none was",
+        memory::measured::MARGIN_PERCENT
+    );
     let _ = writeln!(out, "\nrunlens itself before loading: {} (this process now)", show(r.runlens_itself));
     let yes = |fits: bool| if fits { "fits" } else { "does NOT fit" };
     match (&r.here, no_limit) {

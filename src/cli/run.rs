@@ -145,6 +145,8 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
         .map(|spec| {
             let zero = Instant::now();
             let mut spans = Vec::new();
+            // Its peak, remembered for the memory check (docs/memory.md).
+            let watch = crate::memory::measured::watch(spec);
             let loaded = crate::task::load_backend(spec, dir);
             spans.push(Span::new("load", "load", 0, ns(zero.elapsed())));
             let outcome = loaded.and_then(|mut b| {
@@ -176,6 +178,9 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
                 }
                 Ok(Outcome { output, latency_ms, first_logits })
             });
+            if outcome.is_ok() {
+                crate::memory::measured::finish(watch, spec, dir, "runlens run");
+            }
             if trace.is_some() {
                 let source = "runlens' wall clock around the load, each run and each new token (no tracer); \
                               a step is placed to end when the greedy loop handed its token over";

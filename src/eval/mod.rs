@@ -87,6 +87,7 @@ pub fn evaluate(dir: &ModelDir, selection: &Selection, input: &EvalInput, progre
     let reference = &selection.reference;
     progress(format!("[1/{total}] {} (reference): {} prompts, then {} text tokens", reference.name, input.prompts.len(), input.text.len()));
     let clock = Instant::now();
+    let watch = crate::memory::measured::watch(reference);
     let (continuations, text) = {
         let mut backend = crate::task::load_backend(reference, dir).map_err(|e| e.context(format!("loading the reference, {}", reference.name)))?;
         let decoder = decoder_of(backend.as_mut(), &reference.name)?;
@@ -100,6 +101,7 @@ pub fn evaluate(dir: &ModelDir, selection: &Selection, input: &EvalInput, progre
         let text = text_pass(decoder, &input.text, input.window).map_err(|e| e.context(format!("{} (the reference) on the text", reference.name)))?;
         (continuations, text)
     };
+    crate::memory::measured::finish(watch, reference, dir, "runlens eval");
     let seconds = clock.elapsed().as_secs_f64();
     progress(format!("[1/{total}] {} done in {seconds:.1} s", reference.name));
     let prompts = continuations.iter().map(|g| PromptFigures::of_reference(g.ids.len())).collect();
@@ -129,6 +131,7 @@ fn compare_column(
     store: &mut LogitRows,
     starts: &[usize],
 ) -> anyhow::Result<ColumnFigures> {
+    let watch = crate::memory::measured::watch(spec);
     let mut backend = crate::task::load_backend(spec, dir)?;
     let decoder = decoder_of(backend.as_mut(), &spec.name)?;
     let mut prompts = Vec::with_capacity(input.prompts.len());
@@ -138,5 +141,7 @@ fn compare_column(
         prompts.push(figures);
     }
     let text = text_pass(decoder, &input.text, input.window).map_err(|e| e.context("on the text"))?;
+    drop(backend);
+    crate::memory::measured::finish(watch, spec, dir, "runlens eval");
     Ok(ColumnFigures { prompts, text })
 }

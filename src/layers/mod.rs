@@ -90,9 +90,12 @@ pub type EagerOutputs = std::collections::BTreeMap<String, Vec<f32>>;
 /// it as a process. Asked of the loaded backend ([`crate::backend::Backend::run_timed_per_module`]):
 /// one that cannot says so.
 pub fn own_modules(spec: &BackendSpec, dir: &ModelDir, input: &Encoded, runs: u32, trace: Option<&mut Timeline>) -> anyhow::Result<(BackendLayers, EagerOutputs)> {
+    let watch = crate::memory::measured::watch(spec);
     let mut backend = crate::task::load_backend(spec, dir)?;
     let cannot = || anyhow::anyhow!("{spec}: {} cannot time its own modules", spec.runtime());
     backend.run(input)?;
+    // The load and the first run (the modules' outputs kept below are layers' own).
+    crate::memory::measured::finish(watch, spec, dir, "runlens layers");
     let mut order: Vec<String> = Vec::new();
     let mut sums: std::collections::HashMap<String, f64> = std::collections::HashMap::new();
     let mut total = 0.0;

@@ -37,7 +37,9 @@ pub struct Part {
 }
 
 /// What one column needs: what it holds once loaded (`steady`) and the most
-/// at any moment of its load and first run (`peak`, at least `steady`).
+/// at any moment of its load and first run (`peak`, at least `steady`): the
+/// estimate's, or a measured peak with its margin when that is larger
+/// ([`super::measured::figure`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ColumnNeed {
     pub name: String,
@@ -45,7 +47,12 @@ pub struct ColumnNeed {
     pub column: String,
     pub quantized: bool,
     pub steady: u64,
+    /// What the check uses: the larger of `estimated_peak` and `measured_peak` plus its margin.
     pub peak: u64,
+    /// The estimate's peak, from the files' headers.
+    pub estimated_peak: u64,
+    /// The peak measured at an earlier load of the same file(s), when one was (without the margin).
+    pub measured_peak: Option<u64>,
     /// The parts of `steady`.
     pub parts: Vec<Part>,
     /// What takes it above `steady` while it loads, when anything does.
@@ -56,25 +63,44 @@ impl ColumnNeed {
     fn new(spec: &BackendSpec, parts: Vec<Part>, transient: Option<Part>) -> ColumnNeed {
         let steady = parts.iter().map(|p| p.bytes).sum();
         let transient = transient.filter(|t| t.bytes > steady);
+        let peak = transient.as_ref().map_or(steady, |t| t.bytes);
         ColumnNeed {
             name: spec.name.clone(),
             column: spec.column.clone(),
             quantized: spec.is_quantized(),
             steady,
-            peak: transient.as_ref().map_or(steady, |t| t.bytes),
+            peak,
+            estimated_peak: peak,
+            measured_peak: None,
             parts,
             transient,
         }
+    }
+
+    /// With a measured peak: `peak` becomes the larger of the estimate and the
+    /// measurement plus its margin.
+    pub fn with_measured(mut self, measured: Option<u64>) -> ColumnNeed {
+        self.measured_peak = measured;
+        self.peak = super::measured::figure(self.estimated_peak, measured);
+        self
+    }
+
+    /// Whether `peak` is the measurement's (with its margin) rather than the estimate's.
+    pub fn peak_is_measured(&self) -> bool {
+        self.peak > self.estimated_peak
     }
 
     /// "2.61 GiB: float32 weights 1.84 GiB, KV cache 96 MiB, ..." for messages.
     pub fn describe(&self) -> String {
         use super::size::show;
         let parts: Vec<String> = self.parts.iter().filter(|p| p.bytes > 0).map(|p| format!("{} {}", p.what, show(p.bytes))).collect();
-        let peak = match &self.transient {
+        let mut peak = match &self.transient {
             Some(t) => format!("; {} while loading ({})", show(t.bytes), t.what),
             None => String::new(),
         };
+        if let (true, Some(m)) = (self.peak_is_measured(), self.measured_peak) {
+            peak += &format!("; measured {} at an earlier load, + {}%", show(m), super::measured::MARGIN_PERCENT);
+        }
         format!("{} ({}{peak})", show(self.peak), parts.join(", "))
     }
 }
@@ -138,6 +164,9 @@ struct Tensors {
     /// The linear layers' weights in float32, and in the format asked for.
     linear_float32: u64,
     linear_packed: u64,
+    /// The largest linear layer's weight in float32 (a tied head's: the embedding's),
+    /// the one a quantized column's scratch copies are the size of.
+    largest_linear: u64,
 }
 
 fn of_eager(spec: &BackendSpec, dir: &ModelDir, format: WeightFormat) -> anyhow::Result<ColumnNeed> {
@@ -162,10 +191,28 @@ fn of_eager(spec: &BackendSpec, dir: &ModelDir, format: WeightFormat) -> anyhow:
         Part { what: "libtorch's working set", bytes: EAGER_RUNTIME },
     ];
     // The model is built in float32 (a narrower checkpoint widened beside its stored
-    // bytes), then a quantized column packs its linear layers one at a time.
-    let built = t.float32 + t.stored_narrow + t.largest + kv + EAGER_RUNTIME;
-    let transient = Part { what: "the float32 model as it is built", bytes: built };
+    // bytes), then a quantized column packs its linear layers one at a time, each
+    // beside scratch copies of itself ([`quantizer_scratch`]).
+    let building = t.stored_narrow + t.largest;
+    let packing = quantizer_scratch(t.largest_linear, format);
+    let built = t.float32 + building.max(packing) + kv + EAGER_RUNTIME;
+    let what = if packing > building { "the float32 model, its largest layer being quantized" } else { "the float32 model as it is built" };
+    let transient = Part { what, bytes: built };
     Ok(ColumnNeed::new(spec, parts, Some(transient)))
+}
+
+/// What quantizing a linear weight of `float32` bytes holds beside the float
+/// model (eager/quant.rs, measured: SmolLM2-135M's tied 108 MiB head took
+/// `eager-int4` 130 MiB past float eager's peak, a 40M-parameter GPT-2's 98 MiB
+/// one 99 MiB): int8, its quotient in float32 and the int8 result (1.25x);
+/// int4, its quotient in float32, that as int32 (or its copy padded to 16 rows)
+/// and the packed result (2.125x).
+fn quantizer_scratch(float32: u64, format: WeightFormat) -> u64 {
+    match format {
+        WeightFormat::Float => 0,
+        WeightFormat::Int8 => float32 + float32 / 4,
+        WeightFormat::Int4 { .. } => 2 * float32 + float32 / 8,
+    }
 }
 
 /// Bytes per element of a safetensors dtype; `None` for one eager cannot read.
@@ -203,10 +250,12 @@ fn tensors<'a>(list: impl Iterator<Item = (&'a str, &'a str, &'a [i64])>, format
         } else if name.ends_with("weight") {
             t.linear_float32 += elements * 4;
             t.linear_packed += packed(rows, cols, format);
+            t.largest_linear = t.largest_linear.max(elements * 4);
         }
     }
     if let (false, Some((rows, cols))) = (has_head || format == WeightFormat::Float, embedding) {
         t.linear_packed += packed(rows, cols, format);
+        t.largest_linear = t.largest_linear.max(rows * cols * 4);
     }
     t
 }
@@ -305,5 +354,11 @@ mod tests {
         let int4 = tensors(list.iter().copied(), WeightFormat::Int4 { group_size: 32 });
         assert_eq!(int4.linear_packed, (64 * 32 + 2 * 64 * 4) + (112 * 32 + 2 * 112 * 4));
         assert_eq!(float.linear_packed, float.linear_float32);
+        // The largest layer a quantized column packs is the tied head (the embedding's copy).
+        assert_eq!(int4.largest_linear, 6400 * 4);
+        assert_eq!(float.largest_linear, 4096 * 4);
+        assert_eq!(quantizer_scratch(1000, WeightFormat::Int4 { group_size: 32 }), 2125);
+        assert_eq!(quantizer_scratch(1000, WeightFormat::Int8), 1250);
+        assert_eq!(quantizer_scratch(1000, WeightFormat::Float), 0);
     }
 }

@@ -82,7 +82,7 @@ mod tests {
     use super::*;
 
     fn need(name: &str, column: &str, peak: u64) -> ColumnNeed {
-        ColumnNeed { name: name.into(), column: column.into(), quantized: name.contains('-'), steady: peak, peak, parts: vec![], transient: None }
+        ColumnNeed { name: name.into(), column: column.into(), quantized: name.contains('-'), steady: peak, peak, estimated_peak: peak, measured_peak: None, parts: vec![], transient: None }
     }
 
     fn names(set: &[&ColumnNeed]) -> Vec<String> {

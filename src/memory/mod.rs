@@ -9,6 +9,7 @@
 pub mod estimate;
 mod fit;
 pub mod limit;
+pub mod measured;
 pub mod pi;
 pub mod size;
 
@@ -59,7 +60,13 @@ pub struct NotEnoughMemory(pub String);
 
 /// Each spec's need; a spec whose files cannot be read is left out (its load says what is wrong).
 pub fn needs(specs: &[BackendSpec], dir: &ModelDir) -> Vec<ColumnNeed> {
-    specs.iter().filter_map(|s| estimate::of_spec(s, dir).ok()).collect()
+    specs.iter().filter_map(|s| need_of(s, dir).ok()).collect()
+}
+
+/// One spec's need: the estimate, raised to a measured peak plus its margin
+/// when an earlier load of the same file(s) measured more ([`measured`]).
+pub fn need_of(spec: &BackendSpec, dir: &ModelDir) -> anyhow::Result<ColumnNeed> {
+    Ok(estimate::of_spec(spec, dir)?.with_measured(measured::recall(spec, dir).map(|m| m.peak)))
 }
 
 /// Refuse `asked` ([`NotEnoughMemory`]) when, held as `holding`, it needs more
@@ -144,7 +151,7 @@ impl Admission {
                 return Ok(());
             }
         }
-        let (Ok(need), Ok(limit)) = (estimate::of_spec(spec, &self.dir), Limit::find(self.budget)) else { return Ok(()) };
+        let (Ok(need), Ok(limit)) = (need_of(spec, &self.dir), Limit::find(self.budget)) else { return Ok(()) };
         if need.peak <= limit.room {
             return Ok(());
         }

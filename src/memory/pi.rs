@@ -64,6 +64,8 @@ mod tests {
             quantized: false,
             steady: 0,
             peak: (gib10 << 30) / 10,
+            estimated_peak: (gib10 << 30) / 10,
+            measured_peak: None,
             parts: vec![],
             transient: None,
         };

@@ -9,20 +9,24 @@ use sha2::{Digest, Sha256};
 use super::Verdict;
 
 /// Bump when a verdict's meaning changes, so old cache entries are not read.
-const CACHE_FORMAT: u32 = 2;
+/// 3: a verdict that runs carries the child's measured peak.
+const CACHE_FORMAT: u32 = 3;
 
 /// The cache key: the file's SHA-256 and runlens' version (another runlens may
 /// link another ExecuTorch, whose verdict may differ). The digest of a file
 /// hashed before is taken from [`remembered_digest`], so a start reads no 90 MB
 /// program just to find its verdict.
-pub(super) fn file_key(path: &Path) -> anyhow::Result<String> {
+/// Gives the digest and the key.
+pub(super) fn file_key(path: &Path) -> anyhow::Result<(String, String)> {
     let digest = digest_of(path, cache_dir().as_deref())?;
-    Ok(format!("{digest}-{}-{CACHE_FORMAT}", env!("CARGO_PKG_VERSION")))
+    let key = format!("{digest}-{}-{CACHE_FORMAT}", env!("CARGO_PKG_VERSION"));
+    Ok((digest, key))
 }
 
 /// The file's SHA-256 in hex: remembered under `cache` by the file's identity,
-/// else read and hashed (and then remembered).
-fn digest_of(path: &Path, cache: Option<&Path>) -> anyhow::Result<String> {
+/// else read and hashed (and then remembered). The memory check's measured
+/// peaks are keyed by it too (`crate::memory::measured`).
+pub(crate) fn digest_of(path: &Path, cache: Option<&Path>) -> anyhow::Result<String> {
     let memo = cache.zip(identity(path)).map(|(dir, id)| memo_path(dir, &id));
     if let Some(digest) = memo.as_deref().and_then(remembered_digest) {
         return Ok(digest);
@@ -54,6 +58,12 @@ fn identity(path: &Path) -> Option<String> {
     ))
 }
 
+/// The file's SHA-256 when it is remembered for the file as it is now, without
+/// reading the file (`None` when it was never hashed, or has changed since).
+pub(crate) fn remembered_digest_of(path: &Path, cache: &Path) -> Option<String> {
+    remembered_digest(&memo_path(cache, &identity(path)?))
+}
+
 fn memo_path(cache: &Path, identity: &str) -> PathBuf {
     cache.join("probe").join("digests").join(hex(&Sha256::digest(identity.as_bytes())))
 }
@@ -78,7 +88,7 @@ fn sha256_hex(path: &Path) -> anyhow::Result<String> {
     Ok(hex(&hasher.finalize()))
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -106,7 +116,7 @@ pub(super) fn write_cached(path: &Path, verdict: &Verdict) {
 }
 
 /// Write then rename, so a reader never sees half a file; best effort.
-fn write_atomically(path: &Path, bytes: &[u8]) {
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) {
     let Some(dir) = path.parent() else { return };
     if std::fs::create_dir_all(dir).is_err() {
         return;

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ffi::{AbortReport, EtModule};
 
-mod cache;
+pub(crate) mod cache;
 mod input;
 
 pub use cache::cache_dir;
@@ -41,8 +41,13 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "verdict", rename_all = "snake_case")]
 pub enum Verdict {
-    /// Loaded and ran `forward` once.
-    Runs,
+    /// Loaded and ran `forward` once; `peak`: the most the child held above what
+    /// it held before reading the file, in bytes, when it could measure it
+    /// (`crate::memory::measured`: the memory check uses it).
+    Runs {
+        #[serde(default)]
+        peak: Option<u64>,
+    },
     /// ExecuTorch refused to load it, with this error (naming the file); the
     /// load here would fail the same way, so it is not tried.
     RefusesLoad { error: String },
@@ -65,15 +70,13 @@ pub struct ProgramAborts(pub String);
 /// ExecuTorch's own error when it refused to load it; an error naming the file
 /// and the reason when ExecuTorch aborted or the child crashed.
 pub fn check(path: &Path) -> anyhow::Result<()> {
-    if std::env::var("RUNLENS_PROBE").is_ok_and(|v| v == "0") {
+    if !enabled() {
         return Ok(());
     }
     let Some(exe) = probe_exe() else {
-        // A library user outside the runlens binary: nothing to re-execute; the
-        // abort hook still reports instead of a silent abort.
         return Ok(());
     };
-    let key = file_key(path)?;
+    let (digest, key) = file_key(path)?;
     let cached = cache_path(&key).and_then(|p| read_cached(&p));
     let verdict = match cached {
         Some(v) => v,
@@ -87,8 +90,12 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
             v
         }
     };
+    if let Verdict::Runs { peak: Some(peak) } = verdict {
+        // Remembered for the memory check (kept there even if the verdict's cache is cleared).
+        crate::memory::measured::remember_program(&digest, peak);
+    }
     match verdict {
-        Verdict::Runs | Verdict::RefusesRun { .. } => Ok(()),
+        Verdict::Runs { .. } | Verdict::RefusesRun { .. } => Ok(()),
         Verdict::RefusesLoad { error } => Err(anyhow::anyhow!(error)),
         Verdict::Aborts { report } => Err(ProgramAborts(describe_probe_abort(path, &report)).into()),
         Verdict::Crashes { how, stderr } => {
@@ -102,6 +109,13 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
             .into())
         }
     }
+}
+
+/// Whether programs are probed: not with `RUNLENS_PROBE=0`, nor in a library
+/// user outside the runlens binary (nothing to re-execute; the abort hook still
+/// reports instead of a silent abort).
+pub fn enabled() -> bool {
+    !std::env::var("RUNLENS_PROBE").is_ok_and(|v| v == "0") && probe_exe().is_some()
 }
 
 /// The child: load `path` with a tracer (so an abort names its instruction),
@@ -126,6 +140,8 @@ pub fn run_child(path: &Path) -> i32 {
 }
 
 fn probe_here(path: &Path) -> Verdict {
+    // From before runlens' reader takes the file in, as the load in the parent does.
+    let watch = crate::memory::measured::Watch::start();
     let coverage = match crate::pte::inspect_file(path) {
         Ok(c) => c,
         Err(e) => return Verdict::RefusesLoad { error: format!("{}: {e}", path.display()) },
@@ -139,7 +155,7 @@ fn probe_here(path: &Path) -> Verdict {
     let inputs = probe_inputs(plan);
     let tensors: Vec<crate::ffi::LongTensor> = inputs.iter().map(|(data, sizes)| crate::ffi::LongTensor::new(data, sizes)).collect();
     match module.execute(&tensors) {
-        Ok(_) => Verdict::Runs,
+        Ok(_) => Verdict::Runs { peak: watch.and_then(|w| w.peak()) },
         Err(e) => Verdict::RefusesRun { error: e.message },
     }
 }
@@ -290,7 +306,7 @@ mod tests {
             instruction: Some(52),
             reason: "F evalue.h:207] EValue is not an int.".into(),
         };
-        for v in [Verdict::Runs, Verdict::RefusesLoad { error: "e".into() }, Verdict::RefusesRun { error: "f".into() }, Verdict::Aborts { report }] {
+        for v in [Verdict::Runs { peak: None }, Verdict::Runs { peak: Some(1 << 30) }, Verdict::RefusesLoad { error: "e".into() }, Verdict::RefusesRun { error: "f".into() }, Verdict::Aborts { report }] {
             let json = serde_json::to_string(&v).unwrap();
             assert_eq!(serde_json::from_str::<Verdict>(&json).unwrap(), v, "{json}");
         }
