@@ -87,7 +87,9 @@ pub fn evaluate(dir: &ModelDir, selection: &Selection, input: &EvalInput, progre
     let reference = &selection.reference;
     progress(format!("[1/{total}] {} (reference): {} prompts, then {} text tokens", reference.name, input.prompts.len(), input.text.len()));
     let clock = Instant::now();
-    let watch = crate::memory::measured::watch(reference);
+    // Its peak over the load and the first prompt, remembered for the memory check (the
+    // text pass, teacher-forced windows as long as the context, is eval's own workload).
+    let mut watch = crate::memory::measured::watch(reference);
     let (continuations, text) = {
         let mut backend = crate::task::load_backend(reference, dir).map_err(|e| e.context(format!("loading the reference, {}", reference.name)))?;
         let decoder = decoder_of(backend.as_mut(), &reference.name)?;
@@ -97,11 +99,11 @@ pub fn evaluate(dir: &ModelDir, selection: &Selection, input: &EvalInput, progre
             let generation = reference_pass(decoder, &input.detokenizer, &prompt.ids, &input.options, &mut store)
                 .map_err(|e| e.context(format!("{} (the reference) on the prompt {:?}", reference.name, prompt.text)))?;
             continuations.push(generation);
+            crate::memory::measured::finish(watch.take(), reference, dir, "runlens eval");
         }
         let text = text_pass(decoder, &input.text, input.window).map_err(|e| e.context(format!("{} (the reference) on the text", reference.name)))?;
         (continuations, text)
     };
-    crate::memory::measured::finish(watch, reference, dir, "runlens eval");
     let seconds = clock.elapsed().as_secs_f64();
     progress(format!("[1/{total}] {} done in {seconds:.1} s", reference.name));
     let prompts = continuations.iter().map(|g| PromptFigures::of_reference(g.ids.len())).collect();
@@ -131,7 +133,8 @@ fn compare_column(
     store: &mut LogitRows,
     starts: &[usize],
 ) -> anyhow::Result<ColumnFigures> {
-    let watch = crate::memory::measured::watch(spec);
+    // Measured over the load and the first prompt, as the reference.
+    let mut watch = crate::memory::measured::watch(spec);
     let mut backend = crate::task::load_backend(spec, dir)?;
     let decoder = decoder_of(backend.as_mut(), &spec.name)?;
     let mut prompts = Vec::with_capacity(input.prompts.len());
@@ -139,9 +142,8 @@ fn compare_column(
         let figures = compare_pass(decoder, &prompt.ids, &continuation.ids, store, start)
             .map_err(|e| e.context(format!("teacher-forced on the prompt {:?}", prompt.text)))?;
         prompts.push(figures);
+        crate::memory::measured::finish(watch.take(), spec, dir, "runlens eval");
     }
     let text = text_pass(decoder, &input.text, input.window).map_err(|e| e.context("on the text"))?;
-    drop(backend);
-    crate::memory::measured::finish(watch, spec, dir, "runlens eval");
     Ok(ColumnFigures { prompts, text })
 }

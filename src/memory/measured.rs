@@ -8,9 +8,10 @@
 //!
 //! Two places measure, with one [`Watch`]: the probe's child around its load
 //! and run of a `.pte` (`crate::backend::probe`), and the commands that load one
-//! column at a time (`run`, `bench`, `layers`, `eval`) around each eager and
-//! GGUF column's load and runs in this process (a `.pte`'s too when the probe is
-//! off). A watch resets the kernel's high-water mark (`echo 5 >
+//! column at a time around each eager and GGUF column's load and runs in this
+//! process (a `.pte`'s too when the probe is off): `run` and `bench` over their
+//! runs, `layers` over its first run, `eval` over its first prompt (its text
+//! pass, windows as long as the context, is its own workload). A watch resets the kernel's high-water mark (`echo 5 >
 //! /proc/self/clear_refs`), reads `VmRSS` before the load and `VmHWM` after:
 //! the peak above what the process held before.
 //!
@@ -37,8 +38,9 @@ use crate::model::ModelDir;
 /// one taken first.
 pub const MARGIN_PERCENT: u64 = 10;
 
-/// Bump when what a measurement means changes, so old ones are not read.
-const FORMAT: u32 = 1;
+/// Bump when what a measurement means changes, so old ones are not read
+/// (2: eval measures over the load and its first prompt, not its text pass).
+const FORMAT: u32 = 2;
 
 /// What the check uses for a column: its estimate, or its measured peak plus
 /// [`MARGIN_PERCENT`] when that is larger.
