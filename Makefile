@@ -67,8 +67,14 @@ lite: sysdeps $(VENV_STAMP)
 
 # The lite build's own tests: those that need eager are compiled out by the feature.
 # The footprint test compares the lite binary with the full one, so both are built.
+# LITE_SKIP: the slowest tests whose work is the same in both builds (the same programs
+# on the same ExecuTorch runtime, the same llama.cpp columns and figures), which `make
+# test` has just run; the lite run keeps a lighter test of each path (docs/testing.md).
+LITE_SKIP := eval_on_smollm2_real_weights_stays_within_measured_bounds \
+  every_backend_of_every_llama_family_decoder_generates_transformers_greedy_ids \
+  damaged_programs_end_in_a_result_or_an_error_naming_the_file
 test-lite: lite build models
-	CARGO_BUILD_BUILD_DIR=$(CURDIR)/target cargo test $(LITE_CARGO)
+	CARGO_BUILD_BUILD_DIR=$(CURDIR)/target cargo test $(LITE_CARGO) -- $(LITE_SKIP:%=--skip %)
 
 # What each stack costs: disk, resident memory, time to the first result (README).
 footprint: build lite models
