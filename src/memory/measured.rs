@@ -62,49 +62,7 @@ pub struct Measurement {
     pub by: String,
 }
 
-/// A value of `/proc/self/status` ("VmHWM:   123456 kB") in bytes.
-pub fn status_bytes(status: &str, key: &str) -> Option<u64> {
-    let rest = status.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))?;
-    let mut words = rest.split_whitespace();
-    let value: u64 = words.next()?.parse().ok()?;
-    match words.next() {
-        Some("kB") => value.checked_mul(1024),
-        _ => None,
-    }
-}
-
-fn status() -> Option<String> {
-    std::fs::read_to_string("/proc/self/status").ok()
-}
-
-/// Watches this process's peak resident memory from [`Watch::start`] on.
-#[derive(Debug)]
-pub struct Watch {
-    before: u64,
-}
-
-impl Watch {
-    /// Give the allocator's free memory back (so that what it kept of an earlier
-    /// column is not taken for runlens itself), reset the high-water mark, read
-    /// `VmRSS`. `None` where that cannot be done (no `/proc`, `clear_refs` refused).
-    pub fn start() -> Option<Watch> {
-        #[cfg(all(target_os = "linux", target_env = "gnu"))]
-        // SAFETY: malloc_trim only returns free heap pages to the kernel.
-        unsafe {
-            libc::malloc_trim(0);
-        }
-        std::fs::write("/proc/self/clear_refs", "5").ok()?;
-        let text = status()?;
-        let (rss, hwm) = (status_bytes(&text, "VmRSS")?, status_bytes(&text, "VmHWM")?);
-        // The reset took when the mark is back at what is resident (the kernel's counters lag by a few pages).
-        (hwm <= rss + (8 << 20)).then_some(Watch { before: rss })
-    }
-
-    /// The most the process has held above what it held at the start.
-    pub fn peak(&self) -> Option<u64> {
-        Some(status_bytes(&status()?, "VmHWM")?.saturating_sub(self.before))
-    }
-}
+pub use crate::ffi::process::{status_bytes, Watch};
 
 /// A watch around `spec`'s load and first runs in this process, when this
 /// process is where it is measured: eager and GGUF columns always, a `.pte`
@@ -131,13 +89,16 @@ pub fn finish(watch: Option<Watch>, spec: &BackendSpec, dir: &ModelDir, by: &str
 pub fn recall(spec: &BackendSpec, dir: &ModelDir) -> Option<Measurement> {
     let dir_cache = cache::cache_dir()?;
     let key = key_of(spec, dir, |p| cache::remembered_digest_of(p, &dir_cache))?;
-    recall_in(&dir_cache, &key)
-}
-
-/// The probe's child measured the program at `path` (its digest is `digest`).
-pub(crate) fn remember_program(digest: &str, peak: u64) {
-    if let Some(dir_cache) = cache::cache_dir() {
-        remember_in(&dir_cache, &key("program", &[digest.to_string()]), Measurement { peak, by: "the probe's child".into() });
+    let own = recall_in(&dir_cache, &key);
+    // A program's figure is the probe's child's, kept in its verdict (the backend layer does
+    // not call up into this one): the larger of the two when both exist.
+    let probed = match &spec.source {
+        Source::Program(path) => crate::backend::probe::measured_peak(path).map(|peak| Measurement { peak, by: "the probe's child".into() }),
+        _ => None,
+    };
+    match (own, probed) {
+        (Some(a), Some(b)) => Some(if a.peak >= b.peak { a } else { b }),
+        (a, b) => a.or(b),
     }
 }
 

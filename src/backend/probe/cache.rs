@@ -19,8 +19,13 @@ const CACHE_FORMAT: u32 = 3;
 /// Gives the digest and the key.
 pub(super) fn file_key(path: &Path) -> anyhow::Result<(String, String)> {
     let digest = digest_of(path, cache_dir().as_deref())?;
-    let key = format!("{digest}-{}-{CACHE_FORMAT}", env!("CARGO_PKG_VERSION"));
+    let key = key_of_digest(&digest);
     Ok((digest, key))
+}
+
+/// A verdict's key from its file's digest.
+pub(super) fn key_of_digest(digest: &str) -> String {
+    format!("{digest}-{}-{CACHE_FORMAT}", env!("CARGO_PKG_VERSION"))
 }
 
 /// The file's SHA-256 in hex: remembered under `cache` by the file's identity,

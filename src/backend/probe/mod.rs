@@ -76,7 +76,7 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
     let Some(exe) = probe_exe() else {
         return Ok(());
     };
-    let (digest, key) = file_key(path)?;
+    let (_, key) = file_key(path)?;
     let cached = cache_path(&key).and_then(|p| read_cached(&p));
     let verdict = match cached {
         Some(v) => v,
@@ -90,10 +90,6 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
             v
         }
     };
-    if let Verdict::Runs { peak: Some(peak) } = verdict {
-        // Remembered for the memory check (kept there even if the verdict's cache is cleared).
-        crate::memory::measured::remember_program(&digest, peak);
-    }
     match verdict {
         Verdict::Runs { .. } | Verdict::RefusesRun { .. } => Ok(()),
         Verdict::RefusesLoad { error } => Err(anyhow::anyhow!(error)),
@@ -114,6 +110,17 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
 /// Whether programs are probed: not with `RUNLENS_PROBE=0`, nor in a library
 /// user outside the runlens binary (nothing to re-execute; the abort hook still
 /// reports instead of a silent abort).
+/// The peak the probe's child measured for the program at `path` (its verdict's),
+/// when one is cached; reads no program (a file whose digest is not remembered has none).
+pub fn measured_peak(path: &Path) -> Option<u64> {
+    let dir = cache_dir()?;
+    let digest = cache::remembered_digest_of(path, &dir)?;
+    match read_cached(&cache_path(&cache::key_of_digest(&digest))?)? {
+        Verdict::Runs { peak } => peak,
+        _ => None,
+    }
+}
+
 pub fn enabled() -> bool {
     !std::env::var("RUNLENS_PROBE").is_ok_and(|v| v == "0") && probe_exe().is_some()
 }
@@ -141,7 +148,7 @@ pub fn run_child(path: &Path) -> i32 {
 
 fn probe_here(path: &Path) -> Verdict {
     // From before runlens' reader takes the file in, as the load in the parent does.
-    let watch = crate::memory::measured::Watch::start();
+    let watch = crate::ffi::process::Watch::start();
     let coverage = match crate::pte::inspect_file(path) {
         Ok(c) => c,
         Err(e) => return Verdict::RefusesLoad { error: format!("{}: {e}", path.display()) },
