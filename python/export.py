@@ -108,7 +108,7 @@ if not sys.stderr.isatty():
 import torch  # noqa: E402
 
 from runlens_export.checkpoint import COMPUTE_DTYPE, Checkpoint  # noqa: E402
-from runlens_export.files import ExportError, say, sha256, write_atomic  # noqa: E402
+from runlens_export.files import ExportError, release_memory, say, sha256, write_atomic  # noqa: E402
 from runlens_export import from_gguf, gguf, memory  # noqa: E402
 from runlens_export.decoder import DEFAULT_GENERATION_PROGRAMS, GENERATION_PROGRAMS  # noqa: E402
 from runlens_export.programs import PROGRAMS  # noqa: E402
@@ -218,8 +218,9 @@ def program_files(entry: dict) -> set[str]:
 
 
 def step_count(task: Task, names: list[str], check: bool, gguf_plan: gguf.GgufPlan) -> int:
-    """load, eager files, reference, a step per program, a step per GGUF file, the check, the writing."""
-    return 3 + len(names) + len(gguf_plan.specs) + int(check) + 1
+    """load, eager files, reference, a step per program (its check inside it), a step per GGUF
+    file, llama.cpp's check, the writing."""
+    return 3 + len(names) + len(gguf_plan.specs) + int(check and bool(gguf_plan.specs)) + 1
 
 
 def plan_line(task: Task, names: list[str], out: Path, max_seq_len: int, why_len: str, group: tuple | None,
@@ -257,7 +258,7 @@ def main(argv: list[str]) -> int:
             out = args.out or Path("models") / stem.lower()
             made = out.parent / f".{out.name}.from-gguf"
             shutil.rmtree(made, ignore_errors=True)
-            from_gguf.dequantize(shipped, made / stem)
+            from_gguf.dequantize_apart(shipped, made / stem)
             ckpt = Checkpoint.from_dir(made / stem)
         elif args.model is None:
             if task.name != "feature-extraction":
@@ -331,19 +332,26 @@ def main(argv: list[str]) -> int:
                          **versions, "sentences": rows}
             write_atomic(stage / "reference.json", json.dumps(reference).encode())
 
-        programs = task.lower(model, names, max_seq_len, stage)
+        failed: dict[str, list[str]] = {}
+        if "pad_token_id" in extra:
+            pad_id = extra["pad_token_id"]
+        else:
+            pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+        def check_program(entry: dict) -> None:
+            """Each program is checked against transformers (ExecuTorch's Python runtime) as soon as
+            it is written, inside its own step, so that its graphs and quantized model are freed
+            before the next program is lowered (peak memory: docs/models.md)."""
+            failed.update(task.verify(stage, [entry], rows, pad_id, max_seq_len))
+
+        release_memory()  # what the reference's generations left, before the first program's peak
+        programs = task.lower(model, names, max_seq_len, stage, check_program if check else None)
         # llama.cpp's files after the .pte programs, from the checkpoint's own directory (gguf.py).
         gguf_entries, gguf_field, gguf_failed = gguf.write(gguf_plan, ckpt, stage, source_dtype)
         programs = programs + gguf_entries
-        failed: dict[str, list[str]] = {}
         if check:
-            with PROGRESS.step("checking every program against transformers (ExecuTorch's Python runtime)"):
-                if "pad_token_id" in extra:
-                    pad_id = extra["pad_token_id"]
-                else:
-                    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-                failed = task.verify(stage, programs, rows, pad_id, max_seq_len)  # skips the GGUF entries
-                if gguf_entries:
+            if gguf_entries:
+                with PROGRESS.step("checking llama.cpp's files through runlens"):
                     for f in check_gguf(stage, gguf_plan.runlens, gguf_entries, rows):
                         failed.setdefault(f["name"], []).append(f["why"])
             quantized = {e["name"] for e in programs if e.get("quantization")}

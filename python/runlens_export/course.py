@@ -41,7 +41,7 @@ import torch
 
 from .checkpoint import Checkpoint
 from .decoder import WindowDecoder, export_window, first_divergence, greedy
-from .files import ExportError, say, sha256, write_atomic
+from .files import ExportError, say, sha256, write_atomic, write_program
 from .lowering import XNNPACK, lower
 from .tasks import ASSETS, TASKS
 from .verify import execute
@@ -141,7 +141,7 @@ def fill_mask_course(ckpt: Checkpoint, out: Path, n: int) -> int:
     for name, wrapper, example, xnnpack, inputs, output, about in programs:
         say(f"{name}.pte: {about}")
         program, _ = lower(torch.export.export(wrapper.eval(), example, strict=False), delegate=xnnpack)
-        write_atomic(out / f"{name}.pte", program.buffer)
+        write_program(out / f"{name}.pte", program)
         drivable = not name.startswith(("float", "rank4"))
         entries.append({
             "name": name, "file": f"{name}.pte", "about": about, "drivable": drivable,
@@ -224,7 +224,7 @@ def generation_course(ckpt: Checkpoint, out: Path, n: int, new: int) -> int:
     for name, per_position, xnnpack, output, about in programs:
         say(f"{name}.pte: {about}")
         program, _ = lower(export_window(model, n, per_position), delegate=xnnpack, standard_ops_only=True)
-        write_atomic(out / f"{name}.pte", program.buffer)
+        write_program(out / f"{name}.pte", program)
         entries.append({
             "name": name, "file": f"{name}.pte", "about": about, "drivable": True, "inputs": inputs(),
             "output": {"dtype": "float32", "shape": output}, "delegate": XNNPACK if xnnpack else None,

@@ -29,14 +29,13 @@ Two kinds of program (docs/model-directory.md, "text-generation"):
 
 from __future__ import annotations
 
-import gc
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import torch
 
-from .files import ExportError, say, write_atomic
+from .files import ExportError, release_memory, say, write_atomic, write_program
 from .lowering import XNNPACK, lower
 from .static_cache import CACHE_BUFFERS, StaticKV, attention_for_export
 
@@ -226,12 +225,14 @@ def to_program(ep, delegate: bool, pte=None):
 
 
 def lower_decoder(model: torch.nn.Module, names: list[str], max_seq_len: int, out: Path,
-                  group_size: int | None = None, quantized: dict | None = None) -> list[dict]:
+                  group_size: int | None = None, quantized: dict | None = None, after=None) -> list[dict]:
     """Writes the named programs into `out`, one progress step each (progress.py);
     returns their manifest entries in the order of GENERATION_PROGRAMS. A quantized
     program is lowered from a quantized copy of `model` (quantize.py, `group_size`
-    for grouped schemes, None: quantize.pick_group_size's); the copies are left in
-    `quantized` (program name -> model) for the check."""
+    for grouped schemes, None: quantize.pick_group_size's), put in `quantized`
+    (program name -> model) for the check. `after(entry)`, when given, checks each
+    program as soon as it is written, inside its step; then its quantized copy is
+    dropped, so one program's models are held at a time (docs/models.md, peak memory)."""
     from .modules import sidecar
     from .progress import PROGRESS
     from .quantize import SCHEMES, pick_group_size, quantized_copy
@@ -246,28 +247,41 @@ def lower_decoder(model: torch.nn.Module, names: list[str], max_seq_len: int, ou
             if spec.quantization:
                 say(f"quantizing a copy of the model ({spec.quantization})")
                 qmodel = quantized_copy(model, SCHEMES[spec.quantization], group_size)
-                if quantized is not None:
+                if quantized is not None and after is not None:
                     quantized[spec.name] = qmodel
                 say(f"torch.export of the quantized model with a static KV cache of {max_seq_len}")
                 ep = export_with_cache(qmodel, max_seq_len)
+                release_memory()  # torch.export's scratch: about its weights' size again at SmolLM2's
             else:
                 if spec.cache not in exported:
                     if spec.cache:
                         say(f"torch.export with a static KV cache of {max_seq_len}, input length dynamic 1..{max_seq_len}")
                         exported[True] = export_with_cache(model, max_seq_len)
+                        release_memory()
                     else:
                         say(f"torch.export of a left-padded window of {max_seq_len} (no cache)")
                         exported[False] = export_window(model, max_seq_len)
                 ep = exported[spec.cache]
             say(f"lowering {spec.file} ({'XnnpackPartitioner' if spec.delegate else 'no delegate'})")
             program, nodes = to_program(ep, spec.delegate is not None, out / spec.file)
-            write_atomic(out / spec.file, program.buffer)
+            write_program(out / spec.file, program)
             # The sidecar of `runlens layers`: each instruction's module (modules.py).
             write_atomic(out / spec.modules_file, sidecar(spec.file, nodes, program))
             # Gone before the next program is lowered: the serialised program, its edge graph and the
             # constants folded into it are each about the size of the weights (docs/models.md, peak memory).
             del program, nodes, ep
-            gc.collect()
+            rest = wanted[wanted.index(spec) + 1:]
+            for cache in list(exported):  # a float graph no program left is lowered from
+                if not any(s.cache == cache and not s.quantization for s in rest):
+                    del exported[cache]
+            release_memory()
+            if after is not None:
+                after(spec.manifest_entry(max_seq_len, group_size))
+                if spec.quantization:
+                    qmodel = None
+                    if quantized is not None:
+                        quantized.pop(spec.name, None)
+                release_memory()
     return [spec.manifest_entry(max_seq_len, group_size) for spec in wanted]
 
 

@@ -78,6 +78,32 @@ def locate(spec: str) -> GgufSource:
     return GgufSource(path, None, None)
 
 
+def dequantize_apart(source: GgufSource, out: Path) -> None:
+    """`dequantize` in a child process: transformers' GGUF loader holds the file's tensors, the
+    dequantized model and a second model built to save (2 GB at SmolLM2-135M's sizes), and
+    memory freed in Python is not all given back to the system, so done here it would stay
+    in this process's resident memory through the whole export (docs/models.md, peak memory)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    errors = context.SimpleQueue()
+    child = context.Process(target=_dequantize_child, args=(source, out, errors), name="dequantize")
+    child.start()
+    child.join()
+    if not errors.empty():
+        raise ExportError(errors.get())
+    if child.exitcode != 0:
+        raise ExportError(f"dequantizing {source.path} failed: its process ended with status {child.exitcode}"
+                          + (" (killed: out of memory?)" if child.exitcode == -9 else ""))
+
+
+def _dequantize_child(source: GgufSource, out: Path, errors) -> None:
+    try:
+        dequantize(source, out)
+    except ExportError as e:
+        errors.put(str(e))
+
+
 def dequantize(source: GgufSource, out: Path) -> None:
     """Writes the checkpoint directory `out` (float32) from the GGUF file."""
     import torch

@@ -13,7 +13,7 @@ given the program's path, the edge graph for Model Explorer next to it
 
 from __future__ import annotations
 
-from .files import ExportError, say
+from .files import ExportError, release_memory, say
 
 XNNPACK = "XnnpackBackend"
 # Operator namespaces the wheel's C++ runtime has kernels for (no custom ops):
@@ -48,6 +48,9 @@ def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_op
     else:
         edge = to_edge(ep)
         fold_constants(edge)
+    # Each step's scratch (fake tensors, traced copies) is freed by now; handed back to the
+    # system before emission, the step that peaks (docs/models.md, peak memory).
+    release_memory()
     if mutable_buffers:
         write_buffers_in_place(edge)
     nodes = edge_nodes(edge)

@@ -62,6 +62,15 @@ def _int(text: str | None) -> int | None:
         return None
 
 
+def _stat(text: str | None, key: str) -> int:
+    """One value of a cgroup's memory.stat (0 when absent)."""
+    for line in (text or "").splitlines():
+        name, _, value = line.partition(" ")
+        if name == key and value.strip().isdigit():
+            return int(value)
+    return 0
+
+
 def cgroup_headroom(root: Path = Path("/")) -> list[tuple[int, str]]:
     """(headroom, description) for each cgroup level above this process with a memory limit."""
     found = []
@@ -73,10 +82,10 @@ def cgroup_headroom(root: Path = Path("/")) -> list[tuple[int, str]]:
         _, controllers, rel = parts
         if controllers == "":  # v2
             bases = [root / "sys/fs/cgroup/unified", root / "sys/fs/cgroup"]
-            files = ("memory.max", "memory.current")
+            files = ("memory.max", "memory.current", "inactive_file")
         elif "memory" in controllers.split(","):
             bases = [root / "sys/fs/cgroup/memory"]
-            files = ("memory.limit_in_bytes", "memory.usage_in_bytes")
+            files = ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
         else:
             continue
         for base in bases:
@@ -86,6 +95,9 @@ def cgroup_headroom(root: Path = Path("/")) -> list[tuple[int, str]]:
             while True:
                 limit, used = _int(_read(level / files[0])), _int(_read(level / files[1]))
                 if limit is not None and used is not None and limit < UNLIMITED:
+                    # Page cache not recently used is reclaimed before anything is killed: it counts
+                    # as free, as in runlens' own check (src/memory/limit.rs) and `docker stats`.
+                    used -= min(used, _stat(_read(level / "memory.stat"), files[2]))
                     found.append((max(limit - used, 0), f"cgroup limit {limit / MIB:.0f} MiB "
                                   f"({used / MIB:.0f} MiB in use) at {level}"))
                 if level == base:
@@ -109,10 +121,9 @@ def headroom() -> tuple[int, str]:
 
 def resident() -> int:
     """This process's resident memory now (VmRSS)."""
-    for line in (_read(Path("/proc/self/status")) or "").splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
+    from .files import resident_now
+
+    return resident_now()
 
 
 def weight_bytes(model) -> int:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from .files import say, write_atomic
+from .files import release_memory, say, write_atomic, write_program
 from .lowering import XNNPACK, lower as lower_program
 from .modules import sidecar
 
@@ -120,13 +120,19 @@ def example_inputs(length: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.ones(1, length, dtype=torch.long), torch.ones(1, length, dtype=torch.long)
 
 
-def lower(wrapper: torch.nn.Module, names: list[str], max_seq_len: int, out: Path) -> list[dict]:
-    """Writes the named programs into `out`; returns their manifest entries in
-    the order of PROGRAMS (portable, xnnpack, xnnpack-int8, xnnpack-static)."""
+def lower(wrapper: torch.nn.Module, names: list[str], max_seq_len: int, out: Path, after=None) -> list[dict]:
+    """Writes the named programs into `out`, each followed by `after(entry)` when given (the
+    check); returns their manifest entries in the order of PROGRAMS (portable, xnnpack,
+    xnnpack-int8, xnnpack-static)."""
     def write(ep, spec: ProgramSpec) -> None:
         program, nodes = lower_program(ep, delegate=spec.delegate is not None, pte=out / spec.file)
-        write_atomic(out / spec.file, program.buffer)
+        write_program(out / spec.file, program)
         write_atomic(out / spec.modules_file, sidecar(spec.file, nodes, program))
+        del program, nodes
+        release_memory()
+        if after is not None:
+            after(spec.manifest_entry(max_seq_len))
+            release_memory()
 
     from .progress import PROGRESS
 

@@ -109,10 +109,12 @@ class Task:
             say(f"  {note}")
         return rows
 
-    def lower(self, model, names: list[str], max_seq_len: int, out: Path) -> list[dict]:
+    def lower(self, model, names: list[str], max_seq_len: int, out: Path, after=None) -> list[dict]:
+        """Writes the named programs into `out`, calling `after(entry)` (the check) once each is
+        written, before the next one is lowered; returns their manifest entries."""
         from .programs import lower
 
-        return lower(self.wrap(model), names, max_seq_len, out)
+        return lower(self.wrap(model), names, max_seq_len, out, after)
 
     def verify(self, out: Path, programs: list[dict], rows: list[dict], pad_id: int, max_seq_len: int) -> dict[str, list[str]]:
         from .verify import verify
@@ -413,12 +415,12 @@ class TextGeneration(Task):
 
         return list(DEFAULT_GENERATION_PROGRAMS)
 
-    def lower(self, model, names, max_seq_len, out):
+    def lower(self, model, names, max_seq_len, out, after=None):
         from .decoder import lower_decoder
 
-        # The float model and each quantized program's quantized copy, for verify.
+        # The float model and the quantized copy of the program being checked, for verify.
         self.models = {"float": model}
-        return lower_decoder(model, names, max_seq_len, out, self.group_size, self.models)
+        return lower_decoder(model, names, max_seq_len, out, self.group_size, self.models, after)
 
     def verify(self, out, programs, rows, pad_id, max_seq_len):
         import json
