@@ -185,8 +185,8 @@ fn check_graph(session: &Session, output: OutputKind) -> Result<(bool, String), 
         OutputKind::TokenLogits | OutputKind::ClassLogits => &["logits"],
         OutputKind::NextToken => &[],
     };
-    let found = outputs.iter().find(|o| wanted.contains(&o.name())).or_else(|| (outputs.len() == 1).then(|| &outputs[0]));
-    let Some(found) = found else {
+    // By name, as the hub's files name them: a single output of another name could be anything.
+    let Some(found) = outputs.iter().find(|o| wanted.contains(&o.name())) else {
         return Err(format!("the graph has no output {} (its outputs: {}); this task needs {}", wanted.join(" or "), names(outputs), output.expected()));
     };
     match found.dtype() {
