@@ -186,6 +186,11 @@ fn damaged_or_mismatched_onnx_files_are_refused_with_the_reason() {
     let mlm = model_dir("tiny-distilbert-mlm");
     refused(spec(&mlm, "onnx").onnx_file().unwrap(), &root, &["no output last_hidden_state (its outputs: logits)"]);
     refused(spec(&models(), "onnx").onnx_file().unwrap(), mlm.root().to_str().unwrap(), &["no output logits (its outputs: last_hidden_state)"]);
+    // `inspect` does not read ONNX graphs yet: it says so, rather than "not an ExecuTorch program".
+    let onnx = spec(&models(), "onnx").onnx_file().unwrap().display().to_string();
+    let out = runlens(&["inspect", &onnx]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("an ONNX file; `inspect` does not read ONNX graphs yet"), "{}", stderr(&out));
 }
 
 /// A file that is not ONNX Runtime in the library's place (ExecuTorch's own

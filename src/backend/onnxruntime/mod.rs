@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use ort::environment::Environment;
-use ort::session::builder::GraphOptimizationLevel;
+use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::{Session, SessionInputValue};
 use ort::value::{Tensor, TensorElementType, ValueType};
 
@@ -140,16 +140,23 @@ impl OnnxRuntimeBackend {
 /// sleep when idle, one inter-op thread (sequential execution), every graph
 /// optimization on (ONNX Runtime's default, said here).
 fn open(env: &Environment, path: &Path, threads: usize, log_id: &str) -> Result<Session, String> {
-    let builder = Session::builder(env).map_err(|e| e.to_string())?;
-    let built = builder
+    let said = |e: ort::Error<SessionBuilder>| e.to_string();
+    let mut builder = Session::builder(env)
+        .map_err(|e| e.to_string())?
         .with_log_id(log_id)
-        .and_then(|b| b.with_log_level(ort::logging::LogLevel::Warning))
-        .and_then(|b| b.with_intra_threads(threads))
-        .and_then(|b| b.with_inter_threads(1))
-        .and_then(|b| b.with_parallel_execution(false))
-        .and_then(|b| b.with_intra_op_spinning(false))
-        .and_then(|b| b.with_optimization_level(GraphOptimizationLevel::All));
-    let mut builder = built.map_err(|e| e.to_string())?;
+        .map_err(said)?
+        .with_log_level(ort::logging::LogLevel::Warning)
+        .map_err(said)?
+        .with_intra_threads(threads)
+        .map_err(said)?
+        .with_inter_threads(1)
+        .map_err(said)?
+        .with_parallel_execution(false)
+        .map_err(said)?
+        .with_intra_op_spinning(false)
+        .map_err(said)?
+        .with_optimization_level(GraphOptimizationLevel::All)
+        .map_err(said)?;
     builder.commit_from_file(path).map_err(|e| e.to_string())
 }
 
