@@ -12,6 +12,13 @@
 //!   default: `torch/` in the venv's site-packages. Read only with the `eager` feature.
 //! - `LIBCLANG_PATH`: folder of `libclang.so` for bindgen; default: the PyPI
 //!   `libclang` package in the venv (`clang/native`), else the system's.
+//! - `ONNXRUNTIME_LIB`: the `libonnxruntime.so.*` runlens opens at run time
+//!   (the `ort` crate's `load-dynamic`: nothing is linked); default: the venv's
+//!   onnxruntime wheel, `onnxruntime/capi/`. Its path is baked into the binary
+//!   as `RUNLENS_ONNXRUNTIME_LIB_BUILT` (as an rpath names ExecuTorch's
+//!   folder); a cross build bakes none, its bundle carries the library in
+//!   `lib/` (`backend::onnxruntime::library`). None found is no error: the
+//!   ONNX Runtime column says how to get it when it loads.
 //! - `TARGET`, `HOST` (set by cargo): a cross build must name `EXECUTORCH_DIR` and
 //!   `LIBTORCH` for the target, since the venv holds the host's libraries.
 
@@ -34,7 +41,7 @@ const ET_LIBS: &[&str] = &[
 ];
 
 fn main() {
-    for var in ["EXECUTORCH_DIR", "RUNLENS_VENV", "LIBTORCH", "LIBCLANG_PATH", "TARGET", "HOST"] {
+    for var in ["EXECUTORCH_DIR", "RUNLENS_VENV", "LIBTORCH", "LIBCLANG_PATH", "ONNXRUNTIME_LIB", "TARGET", "HOST"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
     println!("cargo:rerun-if-changed=shim/runlens_et.h");
@@ -74,6 +81,18 @@ fn main() {
     }
     println!("cargo:rustc-link-arg=-Wl,--as-needed");
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", et_lib.display());
+
+    let onnxruntime = match env::var_os("ONNXRUNTIME_LIB") {
+        Some(lib) => Some(PathBuf::from(lib)),
+        None if cross => None,
+        None => site.as_ref().and_then(|s| onnxruntime_library(&s.join("onnxruntime/capi"))),
+    };
+    match onnxruntime {
+        Some(lib) => println!("cargo:rustc-env=RUNLENS_ONNXRUNTIME_LIB_BUILT={}", lib.display()),
+        None if cross => {}
+        None => println!("cargo:warning=no onnxruntime wheel in {}: the ONNX Runtime column will say how to get it (pip install onnxruntime==1.31.1, or RUNLENS_ONNXRUNTIME_LIB)", venv.display()),
+    }
+
     if !eager {
         return;
     }
@@ -98,6 +117,19 @@ fn main() {
     if let Some(torch_lib) = torch_lib.filter(|p| p.is_dir()) {
         println!("cargo:rustc-link-arg=-Wl,-rpath,{}", torch_lib.display());
     }
+}
+
+/// `libonnxruntime.so.<version>` in the wheel's `capi/` folder (the highest name).
+fn onnxruntime_library(capi: &Path) -> Option<PathBuf> {
+    println!("cargo:rerun-if-changed={}", capi.display());
+    let mut found: Vec<PathBuf> = std::fs::read_dir(capi)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("libonnxruntime.so")) && p.is_file())
+        .collect();
+    found.sort();
+    found.pop()
 }
 
 /// `<venv>/lib/python3.*/site-packages`, if the venv exists.

@@ -44,6 +44,8 @@ A64_LITE_BIN := target/lite/$(A64_TRIPLE)/release/runlens
 A64_LITE_BUNDLE := $(A64_DIR)/runlens-pi5-lite
 A64_WHEELS_STAMP := $(A64_SITE)/.unpacked
 A64_PREFIX_STAMP := $(A64_PREFIX)/proc/cpuinfo
+# ONNX Runtime is opened at run time (no DT_NEEDED names it): both bundles carry it in lib/.
+A64_ORT_LIB := $(A64_SITE)/onnxruntime/capi/libonnxruntime.so.1.31.1
 A64_SENTENCES := 2
 A64_THREADS := 2
 # Text generation under qemu: the backends (space-separated), model, prompt (one of
@@ -159,7 +161,7 @@ build-aarch64: sysdeps-aarch64 $(A64_WHEELS_STAMP) $(A64_LLAMA_STAMP)
 
 # What to copy to the Pi (with models/minilm): runlens and the libraries it loads.
 bundle-aarch64: build-aarch64
-	@python3 scripts/aarch64/bundle.py $(A64_BIN) $(A64_SITE) $(A64_BUNDLE)
+	@python3 scripts/aarch64/bundle.py $(A64_BIN) $(A64_SITE) $(A64_BUNDLE) --dlopen $(A64_ORT_LIB)
 
 # The lite build for the Pi: no eager path, so no libtorch; it links only the
 # executorch wheel's libraries, and its bundle takes only those (bundle.py is
@@ -169,7 +171,7 @@ build-aarch64-lite: sysdeps-aarch64 $(A64_WHEELS_STAMP) $(A64_LLAMA_STAMP)
 	$(A64_ENV) CARGO_BUILD_BUILD_DIR=$(CURDIR)/target cargo build --release --no-default-features --target-dir target/lite --target $(A64_TRIPLE)
 
 bundle-aarch64-lite: build-aarch64-lite
-	@python3 scripts/aarch64/bundle.py $(A64_LITE_BIN) $(A64_SITE)/executorch $(A64_LITE_BUNDLE)
+	@python3 scripts/aarch64/bundle.py $(A64_LITE_BIN) $(A64_SITE)/executorch $(A64_LITE_BUNDLE) --dlopen $(A64_ORT_LIB)
 
 # Debian's cross compiler and qemu-user, and Rust's aarch64 standard library.
 sysdeps-aarch64:

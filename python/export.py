@@ -59,11 +59,15 @@ Writes to OUT (default models/minilm, or models/<DIR's name>):
                       the F32 file quantized by `runlens gguf-quantize` (llama.cpp's
                       llama_model_quantize); only when there is a runlens binary
                       (--runlens, else $RUNLENS_BIN, else target/release/runlens)
+  model.onnx, model.int8.onnx
+                      ONNX Runtime's files (runlens_export/onnx_files.py, docs/onnxruntime.md),
+                      encoders only: torch.onnx.export of the transformers model, float32,
+                      and its 8-bit copy by onnxruntime.quantization.quantize_dynamic
   manifest.json       task, architecture, dtypes, programs, versions, sha256s, the command
 
 `--programs` picks which .pte programs to write (default all; text-generation: the
 four KV-cache programs); the GGUF files are written whatever it says, and
-`--no-gguf` leaves them out. Every program written is then run by ExecuTorch's
+`--no-gguf` leaves them out, `--no-onnx` the ONNX files. Every program written is then run by ExecuTorch's
 Python runtime on the reference sentences and must agree with transformers
 (text-generation: the same greedy ids from a Python loop; a quantized program:
 with its quantized model run by PyTorch; `--no-check` skips that). Files are
@@ -109,7 +113,7 @@ import torch  # noqa: E402
 
 from runlens_export.checkpoint import COMPUTE_DTYPE, Checkpoint  # noqa: E402
 from runlens_export.files import ExportError, release_memory, say, sha256, write_atomic  # noqa: E402
-from runlens_export import from_gguf, gguf, memory  # noqa: E402
+from runlens_export import from_gguf, gguf, memory, onnx_files  # noqa: E402
 from runlens_export.decoder import DEFAULT_GENERATION_PROGRAMS, GENERATION_PROGRAMS  # noqa: E402
 from runlens_export.programs import PROGRAMS  # noqa: E402
 from runlens_export.progress import PROGRESS, summary_table  # noqa: E402
@@ -151,6 +155,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--no-check", action="store_true", help="skip running the programs against transformers")
     ap.add_argument("--no-gguf", action="store_true",
                     help="write no llama.cpp files (llamacpp-f32.gguf, llamacpp-q8_0.gguf, llamacpp-q4_0.gguf)")
+    ap.add_argument("--no-onnx", action="store_true",
+                    help="write no ONNX Runtime files (model.onnx, model.int8.onnx; encoders only)")
     ap.add_argument("--runlens", type=Path, metavar="PATH",
                     help=f"the runlens binary that writes the quantized GGUF files (`runlens gguf-quantize`); "
                     f"default ${gguf.RUNLENS_ENV}, else target/release/runlens when it is there; without one "
@@ -217,16 +223,18 @@ def program_files(entry: dict) -> set[str]:
     return {entry["file"], entry.get("modules") or "", entry.get("reference") or "", f"{stem}.graph.json"} - {""}
 
 
-def step_count(task: Task, names: list[str], check: bool, gguf_plan: gguf.GgufPlan) -> int:
+def step_count(task: Task, names: list[str], check: bool, gguf_plan: gguf.GgufPlan, onnx: bool) -> int:
     """load, eager files, reference, a step per program (its check inside it), a step per GGUF
-    file, llama.cpp's check, the writing."""
-    return 3 + len(names) + len(gguf_plan.specs) + int(check and bool(gguf_plan.specs)) + 1
+    and ONNX file, their check, the writing."""
+    files = len(gguf_plan.specs) + (onnx_files.step_count() if onnx else 0)
+    return 3 + len(names) + files + int(check and files > 0) + 1
 
 
 def plan_line(task: Task, names: list[str], out: Path, max_seq_len: int, why_len: str, group: tuple | None,
-              gguf_plan: gguf.GgufPlan) -> str:
+              gguf_plan: gguf.GgufPlan, onnx: bool) -> str:
     specs = task.program_specs()
-    files = ", ".join([*(specs[n].file for n in specs if n in names), *gguf_plan.files()])
+    onnx_names = [s.file for s in onnx_files.ONNX_FILES.values()] if onnx else []
+    files = ", ".join([*(specs[n].file for n in specs if n in names), *gguf_plan.files(), *onnx_names])
     line = f"will write {out}: {files}; L = {max_seq_len} ({why_len})"
     if group is not None:
         line += f"; 4-bit weights in groups of {group[0]} ({group[1]})"
@@ -279,7 +287,9 @@ def main(argv: list[str]) -> int:
         if shipped is not None and not gguf_plan.why_not:
             gguf_type = from_gguf.main_type(shipped.path)
             gguf_plan.shipped = (gguf.shipped_spec(gguf_type, shipped.described), shipped.path)
-        PROGRESS.plan(step_count(task, names, check, gguf_plan))
+        # ONNX Runtime's files: encoders only in this slice (a decoder's need its KV cache as inputs).
+        onnx = not args.no_onnx and not isinstance(task, TextGeneration)
+        PROGRESS.plan(step_count(task, names, check, gguf_plan, onnx))
         with PROGRESS.step(f"loading {ckpt.architecture} (model_type {ckpt.model_type}, {source_dtype} weights) as "
                            f"{class_name} in {COMPUTE_DTYPE} for {task.name}: {task.output}"):
             model = ckpt.load(class_name, task.name)
@@ -305,7 +315,7 @@ def main(argv: list[str]) -> int:
         if isinstance(task, TextGeneration):
             weights = memory.weight_bytes(model)
             memory.check_programs(names, weights, memory.resident())
-        say(plan_line(task, names, out, max_seq_len, why_len, group, gguf_plan))
+        say(plan_line(task, names, out, max_seq_len, why_len, group, gguf_plan, onnx))
         for note in gguf_plan.notes():
             say(note)
     except ExportError as e:
@@ -349,11 +359,16 @@ def main(argv: list[str]) -> int:
         # llama.cpp's files after the .pte programs, from the checkpoint's own directory (gguf.py).
         gguf_entries, gguf_field, gguf_failed = gguf.write(gguf_plan, ckpt, stage, source_dtype)
         programs = programs + gguf_entries
+        # ONNX Runtime's files last (onnx_files.py).
+        onnx_entries = onnx_files.write(task, model, stage) if onnx else []
+        programs = programs + onnx_entries
         if check:
-            if gguf_entries:
-                with PROGRESS.step("checking llama.cpp's files through runlens"):
+            if gguf_entries or onnx_entries:
+                with PROGRESS.step("checking llama.cpp's and ONNX Runtime's files"):
                     for f in check_gguf(stage, gguf_plan.runlens, gguf_entries, rows):
                         failed.setdefault(f["name"], []).append(f["why"])
+                    for name, why in onnx_files.check(stage, onnx_entries, task, rows).items():
+                        failed.setdefault(name, []).extend(why)
             quantized = {e["name"] for e in programs if e.get("quantization")}
             for name, why in failed.items():
                 for w in why:
@@ -391,6 +406,7 @@ def main(argv: list[str]) -> int:
                 **({"gguf": gguf_field} if gguf_field is not None else {}),
                 **versions,
                 "executorch": executorch.version.__version__,
+                **({"onnxruntime": onnx_files.onnxruntime_version()} if onnx_entries else {}),
                 "command": " ".join([Path(sys.executable).name, *sys.argv]),
                 "sha256": {name: sha256(stage / name) for name in artefacts},
             }

@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::backend::{BackendSpec, Runtime};
+use crate::backend::BackendSpec;
 use crate::model::{Encoded, ModelDir};
 use crate::task::Embedding;
 
@@ -35,13 +35,11 @@ impl CorpusCache {
     /// gives no sha256 for the file that computes them.
     pub fn path(&self, kind: &BackendSpec, corpus: &[Encoded]) -> Option<PathBuf> {
         let manifest = self.models.manifest();
-        let sha = match kind.runtime() {
+        let sha = match kind.model_file() {
             // A program given with --program has no sha256 in the manifest: no cache.
-            Runtime::ExecuTorch | Runtime::LlamaCpp => {
-                let path = kind.model_file()?;
-                manifest.sha256.get(path.strip_prefix(self.models.root()).ok()?.to_str()?)?.clone()
-            }
-            Runtime::Eager => self.models.weights_sha256()?,
+            Some(path) => manifest.sha256.get(path.strip_prefix(self.models.root()).ok()?.to_str()?)?.clone(),
+            // Eager: the checkpoint's weights.
+            None => self.models.weights_sha256()?,
         };
         let mut h = Fnv::default();
         for e in corpus {

@@ -254,7 +254,7 @@ fn run_json_is_one_object_with_parity_against_eager() {
     assert_eq!(json["reference"], "eager");
     let backends = json["backends"].as_array().unwrap();
     let names: Vec<&str> = backends.iter().map(|b| b["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["eager", "portable", "xnnpack", "llamacpp-f32"]);
+    assert_eq!(names, ["eager", "portable", "xnnpack", "llamacpp-f32", "onnx"]);
     for b in backends {
         assert_eq!(b["ok"], true, "{b}");
         assert_eq!(b["embedding"].as_array().unwrap().len(), 384);

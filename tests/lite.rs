@@ -69,7 +69,7 @@ fn the_lite_run_is_the_executorch_paths_and_matches_python() {
         let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object on stdout");
         let backends = json["backends"].as_array().unwrap();
         let names: Vec<&str> = backends.iter().map(|b| b["name"].as_str().unwrap()).collect();
-        assert_eq!(names, ["portable", "xnnpack", "llamacpp-f32"], "the default columns of the lite build: ExecuTorch's and llama.cpp's");
+        assert_eq!(names, ["portable", "xnnpack", "llamacpp-f32", "onnx"], "the default columns of the lite build: ExecuTorch's, llama.cpp's and ONNX Runtime's");
         assert_eq!(json["reference"], "portable", "without eager the first backend is the reference");
         let ids: Vec<i64> = json["ids"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect();
         assert_eq!(ids, sentence.ids, "{:?}", sentence.text);

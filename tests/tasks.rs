@@ -262,7 +262,7 @@ fn run_with_program_adds_a_column_and_a_program_it_cannot_drive_leaves_the_other
     assert_eq!(out.status.code(), Some(1), "one backend failed: {}", String::from_utf8_lossy(&out.stderr));
     let j = json(&out);
     let names: Vec<&str> = j["backends"].as_array().unwrap().iter().map(|b| b["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["eager", "portable", "xnnpack", "course", "bad"]);
+    assert_eq!(names, ["eager", "portable", "xnnpack", "onnx", "course", "bad"]);
     let get = |n: &str| j["backends"].as_array().unwrap().iter().find(|b| b["name"] == n).unwrap().clone();
     let course = get("course");
     assert_eq!(course["ok"], true, "{course}");
@@ -272,7 +272,7 @@ fn run_with_program_adds_a_column_and_a_program_it_cannot_drive_leaves_the_other
     assert_eq!(bad["ok"], false);
     let error = bad["error"].as_str().unwrap();
     assert!(error.contains("rank4-output.pte") && error.contains("[1, 1, 32, 30522]"), "{error}");
-    assert!(["eager", "portable", "xnnpack"].iter().all(|n| get(n)["ok"] == true));
+    assert!(["eager", "portable", "xnnpack", "onnx"].iter().all(|n| get(n)["ok"] == true));
     // A name the manifest already has is refused.
     let taken = format!("xnnpack={}", root.join("at-mask.pte").display());
     let out = runlens(&["--model", &model, "--program", &taken, "run", "a [MASK]"]);

@@ -16,10 +16,12 @@ const RESULTS_TIMEOUT: Duration = Duration::from_secs(120);
 const EXIT_TIMEOUT: Duration = Duration::from_secs(20);
 const SENTENCE: &str = "A kitten is sleeping on the sofa";
 #[cfg(feature = "eager")]
-const TITLES: &[&str] = &["PyTorch eager", "ExecuTorch portable", "ExecuTorch XNNPACK", "llama.cpp f32"];
-/// The lite build (no eager path) shows the ExecuTorch and llama.cpp columns only.
+/// What of each column's title shows at 120 columns: five columns of 24 shorten
+/// "ExecuTorch XNNPACK · F5" to "XNNPACK · F5".
+const TITLES: &[&str] = &["PyTorch eager", "ExecuTorch portable", "XNNPACK", "llama.cpp f32", "ONNX Runtime"];
+/// The lite build (no eager path) shows the ExecuTorch, llama.cpp and ONNX Runtime columns only.
 #[cfg(not(feature = "eager"))]
-const TITLES: &[&str] = &["ExecuTorch portable", "ExecuTorch XNNPACK", "llama.cpp f32"];
+const TITLES: &[&str] = &["ExecuTorch portable", "XNNPACK", "llama.cpp f32", "ONNX Runtime"];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

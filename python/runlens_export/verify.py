@@ -20,10 +20,12 @@ Failures = dict[str, list[str]]
 
 
 def executorch_programs(programs: list[dict]) -> list[dict]:
-    """The entries ExecuTorch runs: llama.cpp's GGUF files are checked by check_gguf."""
+    """The entries ExecuTorch runs: llama.cpp's GGUF files are checked by check_gguf,
+    ONNX Runtime's files by onnx_files.check."""
     from .gguf import is_gguf
+    from .onnx_files import is_onnx
 
-    return [entry for entry in programs if not is_gguf(entry)]
+    return [entry for entry in programs if not is_gguf(entry) and not is_onnx(entry)]
 
 
 def check_gguf(out_dir: Path, runlens_bin: Path | None, entries: list[dict], reference_rows: list[dict]) -> list[dict]:

@@ -1,12 +1,15 @@
 """Lay out what a Raspberry Pi 5 needs to run the cross-built runlens:
 
-    bundle.py BINARY SITE OUT_DIR
+    bundle.py BINARY SITE OUT_DIR [--dlopen LIBRARY ...]
 
 OUT_DIR/runlens          the aarch64 binary, its run path set to $ORIGIN/lib
 OUT_DIR/lib/             every shared library it loads that comes from the
                          aarch64 wheels unpacked in SITE (found by walking the
                          ELF DT_NEEDED entries with readelf), each with its run
                          path set to $ORIGIN so they find one another there
+                         and every --dlopen LIBRARY (a library the binary opens at
+                         run time, which no DT_NEEDED names: ONNX Runtime's, which
+                         runlens looks for in lib/ beside itself), with what it needs
 OUT_DIR/MANIFEST.txt     the files and their sizes
 
 The system libraries (libc, libstdc++, libgcc_s, libm ...) are left to the Pi's
@@ -27,6 +30,12 @@ def needed(path: str) -> list[str]:
 
 def main() -> int:
     binary, site, out = sys.argv[1:4]
+    rest = sys.argv[4:]
+    dlopened = [rest[i + 1] for i, flag in enumerate(rest) if flag == "--dlopen" and i + 1 < len(rest)]
+    for lib in dlopened:
+        if not os.path.isfile(lib):
+            print(f"error: --dlopen {lib}: no such file", file=sys.stderr)
+            return 1
     available = {}
     for root, _, files in os.walk(site):
         for name in files:
@@ -34,7 +43,9 @@ def main() -> int:
                 available.setdefault(name, os.path.join(root, name))
     bundled: dict[str, str] = {}
     system: set[str] = set()
-    todo = [binary]
+    for lib in dlopened:
+        bundled[os.path.basename(lib)] = lib
+    todo = [binary, *dlopened]
     while todo:
         for name in needed(todo.pop()):
             if name in bundled or name in system:

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::{App, Nearest, Phase};
 use crate::schedule::Request;
-use crate::backend::{BackendSpec, Delegate, Runtime};
+use crate::backend::BackendSpec;
 use crate::model::Encoded;
 use crate::task::Embedding;
 
@@ -41,23 +41,10 @@ impl Corpus {
     }
 }
 
-/// The order in which backends are asked to embed the corpus: fastest first
-/// among those that match eager (a fixed-length program pads every sentence,
-/// quantized weights are an approximation, a program on no delegate is slow).
-/// Read from what each spec is, never from its name.
+/// The order in which backends are asked to embed the corpus, lowest first
+/// (`BackendSpec::corpus_preference`: read from what each spec is, never from its name).
 pub(super) fn corpus_preference(spec: &BackendSpec) -> u8 {
-    match spec.runtime() {
-        Runtime::Eager if spec.is_quantized() => 3,
-        Runtime::Eager => 1,
-        Runtime::LlamaCpp if spec.is_quantized() => 3,
-        Runtime::LlamaCpp => 1,
-        Runtime::ExecuTorch => match spec.delegate {
-            Delegate::None => 4,
-            Delegate::Xnnpack | Delegate::Other(_) | Delegate::Unknown if spec.is_quantized() => 3,
-            Delegate::Xnnpack | Delegate::Other(_) | Delegate::Unknown if spec.fixed_len.is_some() => 2,
-            Delegate::Xnnpack | Delegate::Other(_) | Delegate::Unknown => 0,
-        },
-    }
+    spec.corpus_preference()
 }
 
 impl App {

@@ -15,6 +15,7 @@ pub mod eager;
 pub mod executorch;
 pub mod decoder;
 pub mod llamacpp;
+pub mod onnxruntime;
 pub mod probe;
 mod spec;
 pub mod weight_format;
@@ -24,7 +25,7 @@ use std::path::PathBuf;
 pub use decoder::Decoder;
 #[doc(hidden)]
 pub use spec::named;
-pub use spec::{is_gguf, Ability, BackendSpec, Delegate, Runtime, Source, EAGER};
+pub use spec::{is_gguf, is_onnx, Ability, BackendSpec, CacheKind, Delegate, Footer, Hue, Runtime, Source, EAGER};
 pub use weight_format::WeightFormat;
 
 use crate::model::ModelDir;
@@ -190,13 +191,19 @@ pub fn catalog(dir: &ModelDir, extra: &[(String, PathBuf)]) -> anyhow::Result<Ve
         let file = dir.root().join(&p.file);
         // The manifest's delegate; a manifest from before it was recorded: read once from the file.
         let gguf = p.runtime.as_deref() == Some(spec::LLAMA_CPP) || p.file.ends_with(".gguf");
-        let delegate = if gguf || p.delegate_recorded { Delegate::from_id(p.delegate.as_deref()) } else { Delegate::read(&file) };
+        let onnx = p.runtime.as_deref() == Some(spec::ONNX_RUNTIME) || p.file.ends_with(".onnx");
+        let delegate = if gguf || onnx || p.delegate_recorded { Delegate::from_id(p.delegate.as_deref()) } else { Delegate::read(&file) };
+        let source = match (gguf, onnx) {
+            (true, _) => Source::Gguf(file),
+            (false, true) => Source::Onnx(file),
+            (false, false) => Source::Program(file),
+        };
         specs.push(BackendSpec {
             name: p.name.clone(),
             title: p.title.clone(),
             about: p.about.clone(),
             column: p.column.clone().unwrap_or_else(|| p.name.clone()),
-            source: if gguf { Source::Gguf(file) } else { Source::Program(file) },
+            source,
             given: false,
             quantization: p.quantization.clone(),
             delegate,
@@ -244,7 +251,7 @@ pub fn variants(catalog: &[BackendSpec], spec: &BackendSpec) -> Vec<BackendSpec>
 /// the checkpoint the manifest lists, checked when it loads ([`files_present`]).
 fn file_there(spec: &BackendSpec) -> bool {
     match &spec.source {
-        Source::Program(file) | Source::Gguf(file) => file.is_file(),
+        Source::Program(file) | Source::Gguf(file) | Source::Onnx(file) => file.is_file(),
         Source::Eager(_) => true,
     }
 }
@@ -280,26 +287,29 @@ pub fn load(spec: &BackendSpec, dir: &ModelDir, output: OutputKind) -> anyhow::R
             Box::new(executorch::ExecutorchBackend::load_file(spec, path, output)?.with_pad_id(pad_id))
         }
         Source::Gguf(path) => Box::new(llamacpp::LlamaCppBackend::load(spec, path, dir, output)?),
+        Source::Onnx(path) => Box::new(onnxruntime::OnnxRuntimeBackend::load(spec, path, dir, output)?),
     })
 }
 
 /// The files `spec` needs, or [`crate::model::ModelsMissing`] naming the first one absent.
 pub fn files_present(spec: &BackendSpec, dir: &ModelDir) -> Result<(), crate::model::ModelsMissing> {
     match &spec.source {
-        Source::Program(file) | Source::Gguf(file) if file.is_file() => Ok(()),
-        Source::Program(file) | Source::Gguf(file) => Err(crate::model::ModelsMissing { path: file.clone() }),
+        Source::Program(file) | Source::Gguf(file) | Source::Onnx(file) if file.is_file() => Ok(()),
+        Source::Program(file) | Source::Gguf(file) | Source::Onnx(file) => Err(crate::model::ModelsMissing { path: file.clone() }),
         Source::Eager(_) => dir.config().and_then(|_| dir.weight_files()).map(drop),
     }
 }
 
 /// Set the thread count of every runtime: libtorch's intra-op threads,
-/// ExecuTorch's shared pool (XNNPACK) and llama.cpp's contexts. Call before loading.
+/// ExecuTorch's shared pool (XNNPACK), llama.cpp's contexts and ONNX Runtime's
+/// sessions (intra-op). Call before loading.
 pub fn set_threads(threads: usize) -> anyhow::Result<()> {
     anyhow::ensure!(threads >= 1, "--threads must be at least 1");
     #[cfg(feature = "eager")]
     tch::set_num_threads(threads as i32);
     crate::ffi::set_threads(threads as u32)?;
     llamacpp::set_threads(threads);
+    onnxruntime::set_threads(threads);
     Ok(())
 }
 

@@ -2,6 +2,13 @@
 //! delegate, quantization), [`Runtime`] and [`Delegate`], and the abilities a
 //! spec can say it has ([`Ability`]). Code outside `backend/` matches on these,
 //! never on a name.
+//!
+//! What the layers above ask of a runtime (its title colour, the order its
+//! workers start in, which column embeds the explorer's corpus, its warm-ups in
+//! `bench`, its generation rows' cache kind, whether the Python bench has a row
+//! for it, what its column's footer says) is answered here, from the spec, so a
+//! new runtime is its folder, its arms in this file and `backend/mod.rs`, and
+//! the few files that read its file (docs/architecture.md, "A new runtime").
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -19,6 +26,8 @@ pub enum Runtime {
     ExecuTorch,
     /// A GGUF file run by llama.cpp's CPU kernels (ggml).
     LlamaCpp,
+    /// An ONNX file run by ONNX Runtime's CPU execution provider (MLAS).
+    OnnxRuntime,
 }
 
 impl Runtime {
@@ -28,6 +37,7 @@ impl Runtime {
             Runtime::Eager => "PyTorch eager",
             Runtime::ExecuTorch => "ExecuTorch",
             Runtime::LlamaCpp => "llama.cpp",
+            Runtime::OnnxRuntime => "ONNX Runtime",
         }
     }
 }
@@ -107,6 +117,35 @@ pub enum Source {
     Program(PathBuf),
     /// A GGUF file for llama.cpp.
     Gguf(PathBuf),
+    /// An ONNX file for ONNX Runtime.
+    Onnx(PathBuf),
+}
+
+/// A column title's colour, by what the column runs; the UI maps each to a
+/// terminal colour (so a new runtime picks one here, and no drawing code changes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hue {
+    Magenta,
+    Blue,
+    Green,
+    Yellow,
+    Cyan,
+}
+
+/// What the bottom of a column shows: the delegation coverage of a program,
+/// or two lines on what runs the model instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Footer {
+    Coverage,
+    Note(&'static str, &'static str),
+}
+
+/// The KV cache a decoder column's generation rows name (`bench`): the
+/// runtime's own, or the program's, from its manifest entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheKind {
+    Runtime(&'static str),
+    FromManifest,
 }
 
 /// One inference path the user can pick, by name.
@@ -140,6 +179,9 @@ pub const EAGER: &str = "eager";
 
 /// A manifest entry's `runtime` for a GGUF file.
 pub const LLAMA_CPP: &str = "llama.cpp";
+
+/// A manifest entry's `runtime` for an ONNX file.
+pub const ONNX_RUNTIME: &str = "onnxruntime";
 
 impl BackendSpec {
     pub fn eager() -> BackendSpec {
@@ -179,9 +221,22 @@ impl BackendSpec {
     }
 
     /// A program given with `--program NAME=FILE.pte` (or `FILE.gguf`, for
-    /// llama.cpp: told by its first bytes, or by its name when it is missing):
-    /// a column of its own.
+    /// llama.cpp: told by its first bytes, or by its name when it is missing;
+    /// `FILE.onnx` for ONNX Runtime, by its name): a column of its own.
     pub fn program(name: &str, file: &Path) -> BackendSpec {
+        if is_onnx(file) {
+            return BackendSpec {
+                name: name.to_string(),
+                title: name.to_string(),
+                about: format!("{} (given with --program)", file.display()),
+                column: name.to_string(),
+                source: Source::Onnx(file.to_path_buf()),
+                given: true,
+                quantization: None,
+                delegate: Delegate::None,
+                fixed_len: None,
+            };
+        }
         if is_gguf(file) {
             return BackendSpec {
                 name: name.to_string(),
@@ -218,6 +273,103 @@ impl BackendSpec {
             Source::Eager(_) => Runtime::Eager,
             Source::Program(_) => Runtime::ExecuTorch,
             Source::Gguf(_) => Runtime::LlamaCpp,
+            Source::Onnx(_) => Runtime::OnnxRuntime,
+        }
+    }
+
+    /// An ExecuTorch program without a delegate (portable): every operator on
+    /// the default kernels, by far the slowest column.
+    pub fn is_undelegated_program(&self) -> bool {
+        match self.runtime() {
+            Runtime::ExecuTorch => self.delegate == Delegate::None,
+            Runtime::Eager | Runtime::LlamaCpp | Runtime::OnnxRuntime => false,
+        }
+    }
+
+    /// Its title's colour: eager magenta, a program on no delegate (portable)
+    /// blue, a delegated one green, llama.cpp yellow, ONNX Runtime cyan.
+    pub fn hue(&self) -> Hue {
+        match self.runtime() {
+            Runtime::Eager => Hue::Magenta,
+            Runtime::LlamaCpp => Hue::Yellow,
+            Runtime::OnnxRuntime => Hue::Cyan,
+            Runtime::ExecuTorch if self.is_undelegated_program() => Hue::Blue,
+            Runtime::ExecuTorch => Hue::Green,
+        }
+    }
+
+    /// What the column's footer shows: a program's delegation coverage, or
+    /// what runs the model where there are no delegates to count.
+    pub fn footer(&self) -> Footer {
+        match self.runtime() {
+            Runtime::ExecuTorch => Footer::Coverage,
+            Runtime::Eager => Footer::Note("no .pte: libtorch runs", "each operator in turn"),
+            Runtime::LlamaCpp => Footer::Note("GGUF: ggml's CPU kernels", "run the whole graph, no delegates"),
+            Runtime::OnnxRuntime => Footer::Note("ONNX: ONNX Runtime's CPU", "provider (MLAS), graph optimized at load"),
+        }
+    }
+
+    /// Who is woken first (lowest): the fast columns (delegated programs,
+    /// llama.cpp, ONNX Runtime), then eager, then programs without a delegate.
+    pub fn start_order(&self) -> u8 {
+        match self.runtime() {
+            Runtime::LlamaCpp | Runtime::OnnxRuntime => 0,
+            Runtime::Eager => 1,
+            Runtime::ExecuTorch if self.is_undelegated_program() => 2,
+            Runtime::ExecuTorch => 0,
+        }
+    }
+
+    /// The order in which columns are asked to embed the explorer's corpus
+    /// (lowest first): fastest among those that match eager (a fixed-length
+    /// program pads every sentence, quantized weights are an approximation, a
+    /// program on no delegate is slow).
+    pub fn corpus_preference(&self) -> u8 {
+        match self.runtime() {
+            _ if self.is_undelegated_program() => 4,
+            _ if self.is_quantized() => 3,
+            Runtime::Eager | Runtime::LlamaCpp | Runtime::OnnxRuntime => 1,
+            Runtime::ExecuTorch if self.fixed_len.is_some() => 2,
+            Runtime::ExecuTorch => 0,
+        }
+    }
+
+    /// At most this many warm-up runs in `bench`: a program on no delegate
+    /// takes about a second at 128 tokens, so one (the Python side does the same).
+    pub fn max_warmups(&self) -> Option<u32> {
+        self.is_undelegated_program().then_some(1)
+    }
+
+    /// Whether the course's Python flow (`bench --python`) has a row for it:
+    /// transformers for eager, ExecuTorch's Python runtime for a program;
+    /// llama.cpp has none (its Python binding would compile llama.cpp again),
+    /// nor ONNX Runtime yet (its Python package is there: a row to add).
+    pub fn has_python_flow(&self) -> bool {
+        match self.runtime() {
+            Runtime::Eager | Runtime::ExecuTorch => true,
+            Runtime::LlamaCpp | Runtime::OnnxRuntime => false,
+        }
+    }
+
+    /// Left out of `eval` unless named, and why: an ExecuTorch program without a
+    /// delegate computes float32 as `xnnpack` does, much the slowest.
+    pub fn left_out_of_eval(&self) -> Option<String> {
+        self.is_undelegated_program().then(|| {
+            "an ExecuTorch program without a delegate: float32 like xnnpack and much the slowest column \
+             (every operator on the portable kernels); left out by default, name it with --backends to measure it"
+                .to_string()
+        })
+    }
+
+    /// A decoder's KV cache as bench's generation rows name it: eager's grows by
+    /// one position a token (`dynamic`, as transformers' `DynamicCache`),
+    /// llama.cpp's holds the context's positions, a program's is its manifest's.
+    pub fn cache_kind(&self) -> CacheKind {
+        match self.runtime() {
+            Runtime::Eager => CacheKind::Runtime("dynamic"),
+            Runtime::LlamaCpp => CacheKind::Runtime("llama.cpp"),
+            Runtime::OnnxRuntime => CacheKind::Runtime("none"),
+            Runtime::ExecuTorch => CacheKind::FromManifest,
         }
     }
 
@@ -225,7 +377,7 @@ impl BackendSpec {
     /// `bench` pairs with the shim's own loop and `footprint` runs.
     pub fn is_float_xnnpack_program(&self) -> bool {
         match self.runtime() {
-            Runtime::Eager | Runtime::LlamaCpp => false,
+            Runtime::Eager | Runtime::LlamaCpp | Runtime::OnnxRuntime => false,
             Runtime::ExecuTorch => self.delegate == Delegate::Xnnpack && self.quantization.is_none() && self.fixed_len.is_none(),
         }
     }
@@ -234,7 +386,7 @@ impl BackendSpec {
     pub fn per_operator_times(&self) -> Ability {
         match self.runtime() {
             Runtime::ExecuTorch => Ability::Available,
-            Runtime::Eager | Runtime::LlamaCpp => Ability::NotAvailable(format!(
+            Runtime::Eager | Runtime::LlamaCpp | Runtime::OnnxRuntime => Ability::NotAvailable(format!(
                 "per-operator times are not available for {} (they come from an ExecuTorch program's ETDump)",
                 self.runtime()
             )),
@@ -250,6 +402,10 @@ impl BackendSpec {
                 "per-module times are not available for {}: runlens reads its prefill and decode totals only (its own counters)",
                 self.runtime()
             )),
+            Runtime::OnnxRuntime => Ability::NotAvailable(format!(
+                "per-module times are not available for {}: its optimizer fuses the graph's nodes at load, so the model's modules are gone (one run is timed whole)",
+                self.runtime()
+            )),
         }
     }
 
@@ -262,6 +418,10 @@ impl BackendSpec {
                 "delegation coverage is not available for {}: a GGUF has no delegates, every tensor runs on ggml's CPU kernels",
                 self.runtime()
             )),
+            Runtime::OnnxRuntime => Ability::NotAvailable(format!(
+                "delegation coverage is not available for {}: its CPU execution provider runs the whole graph, no delegates",
+                self.runtime()
+            )),
         }
     }
 
@@ -269,7 +429,7 @@ impl BackendSpec {
     /// the program, or `None` for eager (its checkpoint's weights, `ModelDir::weights_sha256`).
     pub fn model_file(&self) -> Option<&Path> {
         match &self.source {
-            Source::Program(p) | Source::Gguf(p) => Some(p),
+            Source::Program(p) | Source::Gguf(p) | Source::Onnx(p) => Some(p),
             Source::Eager(_) => None,
         }
     }
@@ -293,7 +453,7 @@ impl BackendSpec {
     pub fn pte_file(&self) -> Option<&Path> {
         match &self.source {
             Source::Program(p) => Some(p),
-            Source::Eager(_) | Source::Gguf(_) => None,
+            Source::Eager(_) | Source::Gguf(_) | Source::Onnx(_) => None,
         }
     }
 
@@ -301,7 +461,23 @@ impl BackendSpec {
     pub fn gguf_file(&self) -> Option<&Path> {
         match &self.source {
             Source::Gguf(p) => Some(p),
-            Source::Eager(_) | Source::Program(_) => None,
+            Source::Eager(_) | Source::Program(_) | Source::Onnx(_) => None,
+        }
+    }
+
+    /// The `.onnx` of an ONNX Runtime path.
+    pub fn onnx_file(&self) -> Option<&Path> {
+        match &self.source {
+            Source::Onnx(p) => Some(p),
+            Source::Eager(_) | Source::Program(_) | Source::Gguf(_) => None,
+        }
+    }
+
+    /// Eager's weight format; `None` for a file's column.
+    pub fn eager_format(&self) -> Option<WeightFormat> {
+        match &self.source {
+            Source::Eager(format) => Some(*format),
+            Source::Program(_) | Source::Gguf(_) | Source::Onnx(_) => None,
         }
     }
 }
@@ -317,6 +493,12 @@ pub fn is_gguf(file: &Path) -> bool {
         Ok(()) => &head[..4] == b"GGUF" || (named && &head[4..6] != b"ET"),
         Err(_) => named,
     }
+}
+
+/// Whether `file` is for ONNX Runtime: named `.onnx` (a protobuf has no magic
+/// bytes to tell it by; ONNX Runtime's own parser says what is wrong with one).
+pub fn is_onnx(file: &Path) -> bool {
+    file.extension().is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
 }
 
 /// A GGUF's weight type when it is quantized (`q4_0`), read from its header.

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{BackendSpec, Delegate, Runtime};
+use crate::backend::BackendSpec;
 
 
 /// The name of the row timing `forward` in the C shim's own loop, paired with
@@ -261,13 +261,7 @@ impl Budget {
     /// takes about a second at 128 tokens, so one warm-up at most (the Python
     /// side does the same).
     pub fn for_spec(self, spec: &BackendSpec) -> Budget {
-        let warmup = match spec.runtime() {
-            Runtime::Eager | Runtime::LlamaCpp => self.warmup,
-            Runtime::ExecuTorch => match spec.delegate {
-                Delegate::None => self.warmup.min(1),
-                Delegate::Xnnpack | Delegate::Other(_) | Delegate::Unknown => self.warmup,
-            },
-        };
+        let warmup = spec.max_warmups().map_or(self.warmup, |most| self.warmup.min(most));
         Budget { warmup, ..self }
     }
 

@@ -10,7 +10,7 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
 use super::{Budget, LoadRow};
-use crate::backend::{BackendSpec, Runtime};
+use crate::backend::BackendSpec;
 use crate::model::{Encoded, ModelDir};
 
 /// The venv: `$VIRTUAL_ENV`, else `./.venv`, else the one next to the sources.
@@ -92,10 +92,7 @@ pub fn run(dir: &ModelDir, specs: &[BackendSpec], inputs: &[Encoded], threads: u
     let mut ids_only = Vec::new();
     for spec in &specs {
         // The script runs a backend without a `pte` entry as transformers' eager model.
-        let program = match spec.runtime() {
-            Runtime::ExecuTorch => spec.pte_file(),
-            Runtime::Eager | Runtime::LlamaCpp => None,
-        };
+        let program = spec.pte_file();
         if let Some(path) = program {
             let report = crate::pte::inspect_file(path).with_context(|| format!("cannot read {}", path.display()))?;
             let plan = report.plan("forward");
@@ -142,12 +139,7 @@ pub fn run(dir: &ModelDir, specs: &[BackendSpec], inputs: &[Encoded], threads: u
     }
 }
 
-/// Whether the course's Python flow has a row for `spec`: transformers for
-/// eager, ExecuTorch's Python runtime for a program; llama.cpp has none here
-/// (its Python binding is not installed: it would compile llama.cpp again).
+/// Whether the course's Python flow has a row for `spec` (`BackendSpec::has_python_flow`).
 pub fn has_python_flow(spec: &BackendSpec) -> bool {
-    match spec.runtime() {
-        Runtime::Eager | Runtime::ExecuTorch => true,
-        Runtime::LlamaCpp => false,
-    }
+    spec.has_python_flow()
 }

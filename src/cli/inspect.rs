@@ -116,6 +116,13 @@ pub fn run(file: &Path, json: bool) -> anyhow::Result<()> {
     if crate::backend::is_gguf(file) {
         return super::gguf::inspect(file, json);
     }
+    anyhow::ensure!(
+        !crate::backend::is_onnx(file),
+        "cannot inspect {}: an ONNX file; `inspect` does not read ONNX graphs yet (it runs as a column: \
+         --program NAME={}, docs/onnxruntime.md)",
+        file.display(),
+        file.display()
+    );
     let report =
         pte::inspect_file(file).with_context(|| format!("cannot inspect {}", file.display()))?;
     let missing: Vec<(String, MissingKernels)> = report

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{self, BackendSpec, Delegate, Runtime};
+use crate::backend::{self, BackendSpec};
 use crate::model::ModelDir;
 
 /// A column present but not measured, and why.
@@ -24,18 +24,9 @@ pub struct Selection {
     pub skipped: Vec<Skipped>,
 }
 
-/// Why a column is left out unless named: an ExecuTorch program without a
-/// delegate (`portable`) computes float32 as `xnnpack` does, and every
-/// operator on the portable kernels makes it by far the slowest column.
+/// Why a column is left out unless named (`BackendSpec::left_out_of_eval`).
 fn left_out_by_default(spec: &BackendSpec) -> Option<String> {
-    match spec.runtime() {
-        Runtime::ExecuTorch if spec.delegate == Delegate::None => Some(
-            "an ExecuTorch program without a delegate: float32 like xnnpack and much the slowest column \
-             (every operator on the portable kernels); left out by default, name it with --backends to measure it"
-                .to_string(),
-        ),
-        Runtime::ExecuTorch | Runtime::Eager | Runtime::LlamaCpp => None,
-    }
+    spec.left_out_of_eval()
 }
 
 /// Choose from `catalog` (every column the directory offers): `named` is

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::math::median_first_divergence;
 use super::{ColumnOutcome, EvalInput, Evaluation, Selection, Skipped};
-use crate::backend::{BackendSpec, Source, WeightFormat};
+use crate::backend::{BackendSpec, WeightFormat};
 use crate::bench::machine::Machine;
 use crate::model::{Manifest, ModelDir};
 
@@ -122,11 +122,11 @@ fn finite(x: f64) -> Option<f64> {
 /// Bits per weight of a column's linear layers: eager's from its format, a
 /// program's or GGUF's from the manifest (`bits`), 32 for float32.
 pub fn bits_of(spec: &BackendSpec, manifest: &Manifest) -> Option<u32> {
-    match &spec.source {
-        Source::Eager(WeightFormat::Float) => Some(32),
-        Source::Eager(WeightFormat::Int8) => Some(8),
-        Source::Eager(WeightFormat::Int4 { .. }) => Some(4),
-        Source::Program(_) | Source::Gguf(_) => {
+    match spec.eager_format() {
+        Some(WeightFormat::Float) => Some(32),
+        Some(WeightFormat::Int8) => Some(8),
+        Some(WeightFormat::Int4 { .. }) => Some(4),
+        None => {
             let entry = manifest.programs.iter().find(|p| p.name == spec.name);
             entry.and_then(|p| p.bits).or_else(|| (!spec.is_quantized()).then_some(32))
         }

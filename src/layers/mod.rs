@@ -19,7 +19,7 @@ use anyhow::Context;
 
 pub use report::{BackendLayers, LayersReport};
 
-use crate::backend::{BackendSpec, OutputKind, Runtime, ROOT_MODULE};
+use crate::backend::{BackendSpec, OutputKind, ROOT_MODULE};
 use crate::model::ModelDir;
 use crate::tensor::Encoded;
 use crate::timeline::Timeline;
@@ -160,14 +160,13 @@ pub fn layers_timed(
     let mut quantized_eager: Vec<(String, EagerOutputs)> = Vec::new();
     for spec in specs {
         spec.per_module_times().check().with_context(|| format!("{spec}: cannot time it per module"))?;
-        let layers = match spec.runtime() {
-            Runtime::ExecuTorch => program_timed(spec, input, runs, output, trace.as_deref_mut()).map(|(layers, t)| {
+        // A program is traced; any other column that can (per_module_times above) times its own modules.
+        let layers = match spec.pte_file() {
+            Some(_) => program_timed(spec, input, runs, output, trace.as_deref_mut()).map(|(layers, t)| {
                 times.insert(spec.name.clone(), t);
                 layers
             }),
-            // Refused by per_module_times() above; said again here, never reached.
-            Runtime::LlamaCpp => Err(anyhow::anyhow!("{}", spec.per_module_times().check().err().map_or_else(String::new, |e| e.to_string()))),
-            Runtime::Eager => own_modules(spec, dir, input, runs, trace.as_deref_mut()).map(|(layers, outputs)| {
+            None => own_modules(spec, dir, input, runs, trace.as_deref_mut()).map(|(layers, outputs)| {
                 // float32 eager's: a quantized eager column is compared, not compared with.
                 if spec.is_quantized() {
                     quantized_eager.push((spec.name.clone(), outputs));
@@ -188,11 +187,8 @@ pub fn layers_timed(
             }
         }
         for spec in specs {
-            let path = match spec.runtime() {
-                Runtime::ExecuTorch => spec.pte_file().with_context(|| format!("{spec}: no program file"))?,
-                // Eager's own outputs are the reference, or compared above.
-                Runtime::Eager | Runtime::LlamaCpp => continue,
-            };
+            // Eager's own outputs are the reference, or compared above; only a program has a sidecar.
+            let Some(path) = spec.pte_file() else { continue };
             let side_path = sidecar::path_for(path);
             if !side_path.exists() {
                 continue;

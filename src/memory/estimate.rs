@@ -31,6 +31,9 @@ pub const EAGER_RUNTIME: u64 = 16 * MIB;
 /// tiny-llama's files peak 7-8 MiB above the process in all; SmolLM2-135M's F32
 /// file 14 MiB besides its weights, KV cache and compute buffer: docs/memory.md).
 pub const LLAMA_CPP_RUNTIME: u64 = 32 * MIB;
+/// What an ONNX Runtime session costs besides its weights: its arena, thread
+/// pool and the optimized graph (an estimate, not yet measured: docs/onnxruntime.md).
+pub const ONNX_RUNTIME_RUNTIME: u64 = 32 * MIB;
 
 /// One named part of a column's figure.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -113,6 +116,7 @@ pub fn of_spec(spec: &BackendSpec, dir: &ModelDir) -> anyhow::Result<ColumnNeed>
     match &spec.source {
         Source::Program(path) => of_program(spec, path),
         Source::Gguf(path) => of_gguf(spec, dir, path),
+        Source::Onnx(path) => of_onnx(spec, path),
         Source::Eager(format) => of_eager(spec, dir, *format),
     }
 }
@@ -153,6 +157,19 @@ fn of_gguf(spec: &BackendSpec, dir: &ModelDir, path: &Path) -> anyhow::Result<Co
     let repacked = header.main_type().is_some_and(|t| t.name() == "q4_0");
     let transient = repacked.then(|| Part { what: "Q4_0 weights repacked beside the mapped file", bytes: 2 * weights + kv + LLAMA_CPP_RUNTIME });
     Ok(ColumnNeed::new(spec, parts, transient))
+}
+
+/// An ONNX file as ONNX Runtime holds it: its initializers (the file is almost
+/// all weights; MLAS prepacks the matrices in place of the originals), the
+/// session; while loading, the protobuf parsed whole beside the tensors made from it.
+fn of_onnx(spec: &BackendSpec, path: &Path) -> anyhow::Result<ColumnNeed> {
+    let bytes = std::fs::metadata(path).with_context(|| format!("{}: cannot read the ONNX file's size", path.display()))?.len();
+    let parts = vec![
+        Part { what: "weights (the ONNX file's initializers, prepacked)", bytes },
+        Part { what: "ONNX Runtime's session", bytes: ONNX_RUNTIME_RUNTIME },
+    ];
+    let transient = Part { what: "the file parsed whole beside its initializers", bytes: 2 * bytes + ONNX_RUNTIME_RUNTIME };
+    Ok(ColumnNeed::new(spec, parts, Some(transient)))
 }
 
 /// The tensors of a checkpoint as eager holds them.

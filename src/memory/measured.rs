@@ -109,6 +109,7 @@ fn key_of(spec: &BackendSpec, dir: &ModelDir, digest: impl Fn(&Path) -> Option<S
     let (what, files): (String, Vec<PathBuf>) = match &spec.source {
         Source::Program(path) => ("program".into(), vec![path.clone()]),
         Source::Gguf(path) => (format!("gguf at {} positions", dir.max_seq_len()), vec![path.clone()]),
+        Source::Onnx(path) => ("onnx".into(), vec![path.clone()]),
         Source::Eager(format) => (format!("eager {format:?}"), dir.weight_files().ok()?),
     };
     let digests = files.iter().map(|f| digest(f)).collect::<Option<Vec<String>>>()?;

@@ -208,12 +208,15 @@ pub struct ProgramEntry {
     /// text-generation: `"static"` for a program with a KV cache inside, null for a window.
     #[serde(default)]
     pub cache: Option<String>,
-    /// The runtime that runs the file: `"llama.cpp"` for a GGUF; absent for an ExecuTorch program.
+    /// The runtime that runs the file: `"llama.cpp"` for a GGUF, `"onnxruntime"` for an ONNX file; absent for an ExecuTorch program.
     #[serde(default)]
     pub runtime: Option<String>,
     /// A GGUF's weight type (`f32`, `q8_0`, `q4_0`).
     #[serde(default)]
     pub gguf_type: Option<String>,
+    /// An ONNX file's `last_hidden_state` to one vector (feature-extraction): `mean`, `cls`.
+    #[serde(default)]
+    pub pooling: Option<String>,
 }
 
 /// How far a quantized program's output is from the float32 model's, measured at export

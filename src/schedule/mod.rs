@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::backend::{Backend, BackendSpec, Delegate, Runtime};
+use crate::backend::{Backend, BackendSpec};
 use crate::model::Encoded;
 use crate::task::{Embedding, TaskContext, TaskOutput};
 
@@ -242,17 +242,10 @@ impl Scheduler {
     }
 }
 
-/// Who is woken first: delegated programs and llama.cpp (fast), then eager,
-/// then programs without a delegate (the portable path, slow).
+/// Who is woken first (`BackendSpec::start_order`): the fast columns, then
+/// eager, then programs without a delegate (the portable path, slow).
 fn start_order(spec: &BackendSpec) -> u8 {
-    match spec.runtime() {
-        Runtime::LlamaCpp => 0,
-        Runtime::Eager => 1,
-        Runtime::ExecuTorch => match spec.delegate {
-            Delegate::None => 2,
-            Delegate::Xnnpack | Delegate::Other(_) | Delegate::Unknown => 0,
-        },
-    }
+    spec.start_order()
 }
 
 impl Drop for Scheduler {

@@ -17,7 +17,7 @@ use super::task::generation::{GenerationPanel, GenerationParity};
 use super::latency::{self, LatencyPanel};
 use super::task::classification::LabelBars;
 use super::task::fill_mask::FillMaskPanel;
-use crate::backend::{Delegate, Runtime};
+use crate::backend::{Footer, Hue};
 use crate::app::{App, ColumnState, CorpusState, Output, ParityView, Phase};
 use crate::task::{Parity, Task, TaskOutput, TaskParity};
 
@@ -362,13 +362,12 @@ impl BackendColumn<'_> {
     fn render_footer(&self, s: &Sections, buf: &mut Buffer) {
         let column = &self.app.columns()[self.index];
         // What the runtime runs instead of delegates, where it has none to count.
-        let (first, second) = match column.kind.runtime() {
-            Runtime::ExecuTorch => {
+        let (first, second) = match column.kind.footer() {
+            Footer::Coverage => {
                 CoveragePanel { coverage: column.coverage.as_ref(), load_time: column.load_time }.render(s.coverage, buf);
                 return;
             }
-            Runtime::Eager => ("no .pte: libtorch runs", "each operator in turn"),
-            Runtime::LlamaCpp => ("GGUF: ggml's CPU kernels", "run the whole graph, no delegates"),
+            Footer::Note(first, second) => (first, second),
         };
         let area = s.coverage;
         let rows = (area.height as usize).saturating_sub(1).max(1);
@@ -407,16 +406,14 @@ impl Widget for BackendColumn<'_> {
     }
 }
 
-/// A column title's colour, by what the column runs: eager magenta, a program
-/// on no delegate (portable) blue, a delegated one green, llama.cpp yellow.
+/// A column title's colour, by what the column runs (`BackendSpec::hue`).
 fn title_colour(spec: &crate::backend::BackendSpec) -> Color {
-    match spec.runtime() {
-        Runtime::Eager => Color::LightMagenta,
-        Runtime::LlamaCpp => Color::LightYellow,
-        Runtime::ExecuTorch => match spec.delegate {
-            Delegate::None => Color::LightBlue,
-            Delegate::Xnnpack | Delegate::Other(_) | Delegate::Unknown => Color::LightGreen,
-        },
+    match spec.hue() {
+        Hue::Magenta => Color::LightMagenta,
+        Hue::Blue => Color::LightBlue,
+        Hue::Green => Color::LightGreen,
+        Hue::Yellow => Color::LightYellow,
+        Hue::Cyan => Color::LightCyan,
     }
 }
 

@@ -21,7 +21,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use super::{machine::Machine, Budget, LoadRow};
-use crate::backend::{self, BackendSpec, Runtime};
+use crate::backend::{self, BackendSpec, CacheKind};
 use crate::task::generation::{Detokenizer, GenerateOptions};
 use crate::model::ModelDir;
 
@@ -196,11 +196,9 @@ pub fn wall_cell(r: &GenRow) -> String {
 /// cache is `dynamic`: it grows by one position a token (as transformers'
 /// `DynamicCache`, which the Python eager row uses).
 pub fn cache_of(dir: &ModelDir, spec: &BackendSpec) -> Option<String> {
-    match spec.runtime() {
-        Runtime::Eager => Some("dynamic".to_string()),
-        // llama.cpp's KV cache holds the context's positions, attention reads the filled ones.
-        Runtime::LlamaCpp => Some("llama.cpp".to_string()),
-        Runtime::ExecuTorch => {
+    match spec.cache_kind() {
+        CacheKind::Runtime(kind) => Some(kind.to_string()),
+        CacheKind::FromManifest => {
             let program = dir.manifest().programs.iter().find(|p| p.name == spec.name)?;
             Some(program.cache.clone().unwrap_or_else(|| "none".to_string()))
         }

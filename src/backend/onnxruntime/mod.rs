@@ -1,0 +1,295 @@
+//! The ONNX Runtime path: an `.onnx` file (the directory's `model.onnx` and
+//! `model.int8.onnx`, or one given with `--program NAME=FILE.onnx`) run by
+//! ONNX Runtime's CPU execution provider through the `ort` crate.
+//!
+//! ONNX Runtime is the wheel's `libonnxruntime.so`, opened at run time
+//! (`ort`'s `load-dynamic`; [`library`] says where it is looked for), so the
+//! binary starts and every other column works without it, and a missing or
+//! too old library is this column's error, not the process's.
+//!
+//! Encoders only here: the graph's inputs are read from the file
+//! (`input_ids`, `attention_mask`, and `token_type_ids` where it has them, all
+//! int64 `[1, S]`), and a graph that wants anything else is refused with the
+//! names it has. feature-extraction pools `last_hidden_state` `[1, S, H]` as the
+//! manifest entry's `pooling` says (`mean` when it says nothing, the
+//! sentence-transformers default; `cls`), L2-normalised as the `.pte` programs
+//! do inside; fill-mask and classification return the `logits` output as it is.
+//!
+//! Threads: `--threads` intra-op threads, sequential execution, no spinning
+//! (an idle column must not take a core from the others). ONNX Runtime's log
+//! goes to [`log`]'s buffer, warnings and worse only, never to the terminal.
+
+pub mod library;
+pub mod log;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use ort::environment::Environment;
+use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
+use ort::session::{Session, SessionInputValue};
+use ort::value::{Tensor, TensorElementType, ValueType};
+
+use super::{Backend, BackendSpec, OutputKind};
+use crate::model::ModelDir;
+use crate::tensor::{Encoded, OutputTensor};
+
+/// The intra-op threads of every session (`--threads`; 0: not set, all cores).
+static THREADS: AtomicUsize = AtomicUsize::new(0);
+
+pub fn set_threads(threads: usize) {
+    THREADS.store(threads, Ordering::Relaxed);
+}
+
+pub fn threads() -> usize {
+    match THREADS.load(Ordering::Relaxed) {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+}
+
+/// The one environment of the process (ONNX Runtime allows one), made the
+/// first time a column loads: the library opened, its log routed to [`log`].
+/// A failure is kept and said again to every later column.
+fn environment() -> anyhow::Result<Environment> {
+    static ENV: OnceLock<Result<Environment, String>> = OnceLock::new();
+    let made = ENV.get_or_init(|| {
+        let path = library::find().map_err(|e| e.to_string())?;
+        let builder = ort::init_from(&path).map_err(|e| format!("cannot load ONNX Runtime from {}: {e}; {}", path.display(), library::HOW_TO_GET))?;
+        let env = builder
+            .with_name("runlens")
+            .with_telemetry(false)
+            .with_logger(log::logger())
+            .build()
+            .map_err(|e| format!("ONNX Runtime ({}): cannot create its environment: {e}", path.display()))?;
+        // The custom logger is handed every level at creation; only warnings and worse from now on.
+        env.set_log_level(ort::logging::LogLevel::Warning);
+        Ok(env)
+    });
+    made.clone().map_err(anyhow::Error::msg)
+}
+
+/// How `last_hidden_state` becomes one vector (feature-extraction).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pooling {
+    /// The mean over the real tokens (sentence-transformers' `pooling_mode_mean_tokens`).
+    Mean,
+    /// The first token's (`[CLS]`) hidden state.
+    Cls,
+}
+
+impl Pooling {
+    /// From a manifest entry's `pooling`: `mean` when it says nothing.
+    pub fn parse(said: Option<&str>) -> Result<Pooling, String> {
+        match said {
+            None | Some("mean") => Ok(Pooling::Mean),
+            Some("cls") => Ok(Pooling::Cls),
+            Some(other) => Err(format!("pooling {other:?}: runlens pools `mean` or `cls`")),
+        }
+    }
+}
+
+/// The graph inputs runlens fills: the tokenizer's ids and mask, zeros for the token types.
+const INPUTS: [&str; 3] = ["input_ids", "attention_mask", "token_type_ids"];
+
+pub struct OnnxRuntimeBackend {
+    spec: BackendSpec,
+    session: Session,
+    path: std::path::PathBuf,
+    /// Whether the graph takes `token_type_ids`.
+    token_types: bool,
+    /// The graph output runlens reads, and the pooling of it (feature-extraction).
+    output_name: String,
+    pooling: Option<Pooling>,
+    load_time: Duration,
+}
+
+impl OnnxRuntimeBackend {
+    /// Open `path` with ONNX Runtime to return `output`: an error (never a crash)
+    /// for a missing file, one ONNX Runtime cannot parse, a graph whose inputs
+    /// or outputs are not an encoder's, or a library that cannot be loaded.
+    pub fn load(spec: &BackendSpec, path: &Path, dir: &ModelDir, output: OutputKind) -> anyhow::Result<OnnxRuntimeBackend> {
+        if !path.is_file() {
+            return Err(crate::model::ModelsMissing { path: path.to_path_buf() }.into());
+        }
+        anyhow::ensure!(
+            output != OutputKind::NextToken,
+            "{}: ONNX Runtime runs encoders only in this runlens (a decoder's ONNX file needs its KV cache as inputs and outputs: not yet)",
+            path.display()
+        );
+        let entry = dir.manifest().programs.iter().find(|p| p.name == spec.name && !spec.given);
+        let pooling = match output {
+            OutputKind::Pooled => Some(Pooling::parse(entry.and_then(|e| e.pooling.as_deref())).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?),
+            _ => None,
+        };
+        let env = environment()?;
+        let threads = threads();
+        let start = Instant::now();
+        let session =
+            open(&env, path, threads, &spec.name).map_err(|e| anyhow::anyhow!("{}: ONNX Runtime cannot load it: {e}{}", path.display(), log::last_words(&spec.name)))?;
+        let load_time = start.elapsed();
+        let (token_types, output_name) = check_graph(&session, output).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        Ok(OnnxRuntimeBackend { spec: spec.clone(), session, path: path.to_path_buf(), token_types, output_name, pooling, load_time })
+    }
+}
+
+/// A session on the CPU execution provider: `threads` intra-op threads that
+/// sleep when idle, one inter-op thread (sequential execution), every graph
+/// optimization on (ONNX Runtime's default, said here).
+fn open(env: &Environment, path: &Path, threads: usize, log_id: &str) -> Result<Session, String> {
+    let said = |e: ort::Error<SessionBuilder>| e.to_string();
+    let mut builder = Session::builder(env)
+        .map_err(|e| e.to_string())?
+        .with_log_id(log_id)
+        .map_err(said)?
+        .with_log_level(ort::logging::LogLevel::Warning)
+        .map_err(said)?
+        .with_intra_threads(threads)
+        .map_err(said)?
+        .with_inter_threads(1)
+        .map_err(said)?
+        .with_parallel_execution(false)
+        .map_err(said)?
+        .with_intra_op_spinning(false)
+        .map_err(said)?
+        .with_optimization_level(GraphOptimizationLevel::All)
+        .map_err(said)?;
+    builder.commit_from_file(path).map_err(|e| e.to_string())
+}
+
+/// The graph's inputs must be among [`INPUTS`] (int64, `input_ids` and
+/// `attention_mask` required); the output runlens reads for `output`. Returns
+/// whether it takes token types, and that output's name.
+fn check_graph(session: &Session, output: OutputKind) -> Result<(bool, String), String> {
+    let names = |outlets: &[ort::value::Outlet]| outlets.iter().map(|o| o.name().to_string()).collect::<Vec<_>>().join(", ");
+    let inputs = session.inputs();
+    for input in inputs {
+        if !INPUTS.contains(&input.name()) {
+            return Err(format!(
+                "the graph takes an input {:?} runlens cannot give (its inputs: {}); an encoder's are {}",
+                input.name(),
+                names(inputs),
+                INPUTS.join(", ")
+            ));
+        }
+        match input.dtype() {
+            ValueType::Tensor { ty: TensorElementType::Int64, .. } => {}
+            other => return Err(format!("its input {} is {other}, not int64 as runlens gives the ids", input.name())),
+        }
+    }
+    for required in &INPUTS[..2] {
+        if !inputs.iter().any(|i| i.name() == *required) {
+            return Err(format!("the graph has no input {required} (its inputs: {}); an encoder's are {}", names(inputs), INPUTS.join(", ")));
+        }
+    }
+    let token_types = inputs.iter().any(|i| i.name() == INPUTS[2]);
+    let outputs = session.outputs();
+    let wanted: &[&str] = match output {
+        OutputKind::Pooled => &["last_hidden_state"],
+        OutputKind::TokenLogits | OutputKind::ClassLogits => &["logits"],
+        OutputKind::NextToken => &[],
+    };
+    // By name, as the hub's files name them: a single output of another name could be anything.
+    let Some(found) = outputs.iter().find(|o| wanted.contains(&o.name())) else {
+        return Err(format!("the graph has no output {} (its outputs: {}); this task needs {}", wanted.join(" or "), names(outputs), output.expected()));
+    };
+    match found.dtype() {
+        ValueType::Tensor { ty: TensorElementType::Float32, .. } => Ok((token_types, found.name().to_string())),
+        other => Err(format!("its output {} is {other}, not float32", found.name())),
+    }
+}
+
+impl Backend for OnnxRuntimeBackend {
+    fn describe(&self) -> String {
+        let reads = match self.pooling {
+            Some(Pooling::Mean) => format!("{} mean-pooled, L2-normalised", self.output_name),
+            Some(Pooling::Cls) => format!("{} at [CLS], L2-normalised", self.output_name),
+            None => self.output_name.clone(),
+        };
+        format!(
+            "{}: {}, {} (inputs {}), {reads}, CPU execution provider, {} intra-op threads, sequential",
+            self.spec.title,
+            self.spec.about,
+            self.path.display(),
+            self.session.inputs().iter().map(|i| i.name()).collect::<Vec<_>>().join(", "),
+            threads()
+        )
+    }
+
+    fn run(&mut self, input: &Encoded) -> anyhow::Result<OutputTensor> {
+        let n = input.ids.len();
+        anyhow::ensure!(n > 0, "{}: no tokens to run", self.path.display());
+        let tensor = |values: Vec<i64>| -> anyhow::Result<SessionInputValue<'static>> { Ok(Tensor::from_array(([1usize, n], values))?.into()) };
+        let mut feeds: Vec<(&str, SessionInputValue<'static>)> =
+            vec![(INPUTS[0], tensor(input.ids.clone())?), (INPUTS[1], tensor(input.attention_mask.clone())?)];
+        if self.token_types {
+            feeds.push((INPUTS[2], tensor(vec![0; n])?));
+        }
+        let path = self.path.display().to_string();
+        let outputs = self.session.run(feeds).map_err(|e| anyhow::anyhow!("{path}: ONNX Runtime's run failed: {e}{}", log::last_words(&self.spec.name)))?;
+        let value = outputs.get(self.output_name.as_str()).with_context(|| format!("{path}: no output {}", self.output_name))?;
+        let (shape, data) = value.try_extract_tensor::<f32>().map_err(|e| anyhow::anyhow!("{path}: output {}: {e}", self.output_name))?;
+        let shape: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+        match self.pooling {
+            Some(pooling) => pool(&shape, data, &input.attention_mask, pooling).map_err(|e| anyhow::anyhow!("{path}: {e}")),
+            None => Ok(OutputTensor::new(shape, data.to_vec())),
+        }
+    }
+
+    fn load_time(&self) -> Option<Duration> {
+        Some(self.load_time)
+    }
+}
+
+/// `last_hidden_state` `[1, S, H]` to one L2-normalised `[1, H]`, as
+/// sentence-transformers pools (mean over the tokens the mask keeps, or the first).
+pub fn pool(shape: &[usize], data: &[f32], mask: &[i64], pooling: Pooling) -> Result<OutputTensor, String> {
+    let &[1, s, h] = shape else {
+        return Err(format!("last_hidden_state is {shape:?}, not [1, S, H]"));
+    };
+    if s != mask.len() || data.len() != s * h {
+        return Err(format!("last_hidden_state is {shape:?} for {} tokens", mask.len()));
+    }
+    let mut v = vec![0f32; h];
+    match pooling {
+        Pooling::Cls => v.copy_from_slice(&data[..h]),
+        Pooling::Mean => {
+            let mut kept = 0f32;
+            for (row, _) in data.chunks_exact(h).zip(mask).filter(|(_, &m)| m != 0) {
+                v.iter_mut().zip(row).for_each(|(a, b)| *a += b);
+                kept += 1.0;
+            }
+            let kept = kept.max(1e-9);
+            v.iter_mut().for_each(|a| *a /= kept);
+        }
+    }
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 && norm.is_finite() {
+        v.iter_mut().for_each(|x| *x /= norm.max(1e-12));
+    }
+    Ok(OutputTensor::new(vec![1, h], v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mean_pooling_keeps_the_masked_tokens_and_normalises() {
+        // Two tokens of width 2, the second masked out: the first alone, normalised.
+        let out = pool(&[1, 2, 2], &[3.0, 4.0, 100.0, -100.0], &[1, 0], Pooling::Mean).unwrap();
+        assert_eq!(out.shape, [1, 2]);
+        assert!((out.data[0] - 0.6).abs() < 1e-6 && (out.data[1] - 0.8).abs() < 1e-6, "{:?}", out.data);
+        // Both kept: their mean.
+        let out = pool(&[1, 2, 2], &[1.0, 0.0, 3.0, 0.0], &[1, 1], Pooling::Mean).unwrap();
+        assert_eq!(out.data, [1.0, 0.0]);
+        let out = pool(&[1, 2, 2], &[0.0, 2.0, 3.0, 0.0], &[1, 1], Pooling::Cls).unwrap();
+        assert_eq!(out.data, [0.0, 1.0]);
+        assert!(pool(&[1, 3, 2], &[0.0; 6], &[1, 1], Pooling::Mean).is_err(), "a shape that does not fit the tokens");
+        assert_eq!(Pooling::parse(Some("max")).unwrap_err(), "pooling \"max\": runlens pools `mean` or `cls`");
+        assert_eq!(Pooling::parse(None), Ok(Pooling::Mean));
+    }
+}

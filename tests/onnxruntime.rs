@@ -1,0 +1,246 @@
+//! ONNX Runtime's columns (issue 41, the encoders' slice), on the files the
+//! export writes beside the programs (`make models`, `make test-models`):
+//! `model.onnx` (torch.onnx.export, float32) and `model.int8.onnx` (ONNX
+//! Runtime's quantize_dynamic).
+//!
+//! - the manifest lists both in one `onnx` column, with their sha256s, and the
+//!   graph's inputs are read from the file (BERT's token_type_ids, DistilBERT's none);
+//! - MiniLM's float32 embedding equals transformers' (reference.json), the 8-bit
+//!   one is bounded (the measured values are in the comments), and in `run --json`
+//!   both carry their parity against eager;
+//! - `bench` times the two columns;
+//! - a damaged or mismatched `.onnx`, or a library that is not ONNX Runtime, is
+//!   refused with its reason and the process lives; ONNX Runtime's own log never
+//!   reaches the terminal.
+//!
+//! (The tiny fill-mask and classification models' ONNX columns are checked
+//! against transformers with every other column in tests/tasks.rs.)
+//! Runs in the full and the lite build: ONNX Runtime needs no libtorch.
+
+mod common;
+use common::{corrupted_copies, cosine, model_dir, models, models_root, runlens};
+
+use runlens::backend::{self, BackendSpec, Runtime};
+use runlens::model::{Encoded, ModelDir, Reference};
+
+const ENCODERS: [&str; 4] = ["tiny-bert-mlm", "tiny-distilbert-mlm", "tiny-bert-cls", "tiny-distilbert-cls"];
+
+fn spec(dir: &ModelDir, name: &str) -> BackendSpec {
+    backend::catalog(dir, &[]).unwrap().into_iter().find(|s| s.name == name).unwrap_or_else(|| panic!("{}: no backend {name}", dir.root().display()))
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn sha256(path: &std::path::Path) -> String {
+    use sha2::Digest;
+    let bytes = std::fs::read(path).unwrap();
+    sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn the_manifest_lists_model_onnx_and_its_8bit_copy_in_one_column() {
+    for dir in ENCODERS.iter().map(|m| model_dir(m)).chain([models()]) {
+        let root = dir.root().display().to_string();
+        for (name, file, quantized) in [("onnx", "model.onnx", false), ("onnx-int8", "model.int8.onnx", true)] {
+            let s = spec(&dir, name);
+            assert_eq!(s.runtime(), Runtime::OnnxRuntime, "{root}/{name}");
+            assert_eq!(s.column, "onnx", "{root}: F5 cycles the two in one column");
+            assert_eq!(s.is_quantized(), quantized, "{root}/{name}");
+            let path = s.onnx_file().unwrap();
+            assert_eq!(path.file_name().unwrap(), file);
+            let entry = dir.manifest().programs.iter().find(|p| p.name == name).unwrap();
+            assert_eq!(entry.runtime.as_deref(), Some("onnxruntime"));
+            assert_eq!(dir.manifest().sha256.get(file), Some(&sha256(path)), "{root}/{file}: its sha256 in the manifest");
+        }
+        // 8-bit weights: about a quarter of the float32 file (MiniLM 22.9 MB against 90.4 MB).
+        let size = |n: &str| std::fs::metadata(spec(&dir, n).onnx_file().unwrap()).unwrap().len() as f64;
+        assert!(size("onnx-int8") < 0.4 * size("onnx"), "{root}: int8 {} float {}", size("onnx-int8"), size("onnx"));
+        // The graph's inputs, read from the file: BERT has token types, DistilBERT none.
+        let b = runlens::task::load_backend(&spec(&dir, "onnx"), &dir).unwrap_or_else(|e| panic!("{root}: {e:#}"));
+        let described = b.describe();
+        let bert = !root.contains("distilbert");
+        assert_eq!(described.contains("token_type_ids"), bert, "{root}: {described}");
+        assert!(described.contains("input_ids, attention_mask"), "{described}");
+    }
+}
+
+/// MiniLM in ONNX Runtime: `last_hidden_state` mean-pooled and L2-normalised
+/// by runlens, against transformers' embedding of each reference sentence.
+#[test]
+fn minilm_embeddings_in_onnx_runtime_match_transformers() {
+    let dir = models();
+    let reference = Reference::load(&dir.reference().unwrap()).unwrap();
+    // (name, lowest cosine, largest |diff| to transformers over the sentences): measured on
+    // x86-64, float32 cosine 1 - 2e-13, |diff| 1.3e-7; int8 lowest cosine 0.9690 (per-channel
+    // weights, activations per tensor: python/runlens_export/onnx_files.py).
+    for (name, min_cosine, max_diff) in [("onnx", 0.99999, 1e-4), ("onnx-int8", 0.95, 0.1)] {
+        let mut b = runlens::task::load_backend(&spec(&dir, name), &dir).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        let (mut worst, mut widest) = (f64::INFINITY, 0f64);
+        for s in &reference.sentences {
+            let out = b.run(&Encoded::from_ids(&s.ids)).unwrap();
+            assert_eq!(out.shape, [1, s.embedding.len()], "{name}");
+            let norm: f32 = out.data.iter().map(|x| x * x).sum::<f32>().sqrt();
+            assert!((norm - 1.0).abs() < 1e-4, "{name}: L2-normalised, norm {norm}");
+            worst = worst.min(cosine(&out.data, &s.embedding));
+            widest = widest.max(out.data.iter().zip(&s.embedding).map(|(a, b)| (a - b).abs() as f64).fold(0.0, f64::max));
+        }
+        eprintln!("MiniLM {name}: lowest cosine to transformers {worst:.7}, max|diff| {widest:.1e} over {} sentences", reference.sentences.len());
+        assert!(worst >= min_cosine && widest <= max_diff, "{name}: lowest cosine {worst} (bound {min_cosine}), max|diff| {widest} (bound {max_diff})");
+        if name == "onnx-int8" {
+            assert!(worst < 0.9999, "{name}: as close as float32 ({worst}): are its weights 8-bit?");
+        }
+    }
+}
+
+/// `run --json` with eager as the reference: each ONNX column's parity is in its object.
+#[cfg(feature = "eager")]
+#[test]
+fn run_json_gives_the_onnx_columns_parity_against_eager() {
+    let root = models_root();
+    let out = runlens(&["--models", root.to_str().unwrap(), "--threads", "2", "--backends", "eager,onnx,onnx-int8", "run", "--json", "A kitten is sleeping on the sofa"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["reference"], "eager");
+    for (name, bound) in [("onnx", 0.99999), ("onnx-int8", 0.95)] {
+        let row = json["backends"].as_array().unwrap().iter().find(|b| b["name"] == name).unwrap_or_else(|| panic!("no {name}: {json}"));
+        assert_eq!(row["ok"], true, "{row}");
+        let cos = row["parity"]["cosine"].as_f64().unwrap_or_else(|| panic!("{name} has no parity: {row}"));
+        assert!(cos >= bound && cos <= 1.0 + 1e-9, "{name}: cosine to eager {cos}");
+        assert!(row["latency_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{row}");
+    }
+}
+
+/// `bench` times both ONNX columns at each length.
+#[test]
+fn bench_times_the_onnx_columns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("bench.json");
+    let out = runlens(&[
+        "--models", root_str().as_str(), "--threads", "2", "--backends", "onnx,onnx-int8", "bench", "--seq-lens", "8,32", "--iters", "3",
+        "--warmup", "1", "--max-seconds", "1", "--json", json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let results = report["results"].as_array().unwrap();
+    for name in ["onnx", "onnx-int8"] {
+        for len in [8, 32] {
+            let row = results.iter().find(|r| r["backend"] == name && r["seq_len"] == len).unwrap_or_else(|| panic!("no {name}@{len}: {report}"));
+            let (min, p50, max) = (row["min_ms"].as_f64().unwrap(), row["p50_ms"].as_f64().unwrap(), row["max_ms"].as_f64().unwrap());
+            assert!(0.0 < min && min <= p50 && p50 <= max, "{name}@{len}: {row}");
+        }
+    }
+}
+
+fn root_str() -> String {
+    models_root().display().to_string()
+}
+
+/// `runlens --model DIR --program x=FILE --backends x run --json TEXT`: exit 1
+/// (the process alive, one JSON object) and the reason, or a clean run.
+fn run_program(dir: &str, file: &std::path::Path, text: &str) -> (Option<i32>, serde_json::Value, String) {
+    let program = format!("x={}", file.display());
+    let out = runlens(&["--model", dir, "--threads", "1", "--program", &program, "--backends", "x", "run", "--json", text]);
+    let json: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{}: not one JSON object ({e}): {}", file.display(), stderr(&out)));
+    (out.status.code(), json, stderr(&out))
+}
+
+/// Damaged and mismatched `.onnx` files: each refused with its reason by ONNX
+/// Runtime's parser or runlens' check of the graph, never a crash.
+#[test]
+fn damaged_or_mismatched_onnx_files_are_refused_with_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let real = std::fs::read(spec(&models(), "onnx").onnx_file().unwrap()).unwrap();
+    let root = root_str();
+    let refused = |file: &std::path::Path, dir: &str, needles: &[&str]| {
+        let (code, json, err) = run_program(dir, file, "A kitten is sleeping [MASK] the sofa");
+        assert_eq!(code, Some(1), "{}: {json} {err}", file.display());
+        let row = &json["backends"][0];
+        assert_eq!(row["ok"], false, "{}: {row}", file.display());
+        let why = row["error"].as_str().unwrap_or_default();
+        assert!(why.contains(&file.display().to_string()), "the error names the file: {why}");
+        assert!(needles.iter().any(|n| why.contains(n)), "{}: expected one of {needles:?} in {why}", file.display());
+    };
+    for (what, bytes) in corrupted_copies(&real) {
+        let file = tmp.path().join(format!("{}.onnx", what.replace(' ', "-")));
+        std::fs::write(&file, bytes).unwrap();
+        if what == "flipped bytes" {
+            // Flipped bytes may still parse as a graph: a clean error or a clean run.
+            let (code, json, err) = run_program(&root, &file, "A kitten");
+            assert!(matches!(code, Some(0) | Some(1)), "{what}: exit {code:?}: {json} {err}");
+            continue;
+        }
+        refused(&file, &root, &["ONNX Runtime cannot load it"]);
+    }
+    let empty = tmp.path().join("empty.onnx");
+    std::fs::write(&empty, b"").unwrap();
+    refused(&empty, &root, &["ONNX Runtime cannot load it"]);
+    // A missing file is named before anything loads, as a missing .pte is (exit 2).
+    let gone = tmp.path().join("gone.onnx");
+    let out = runlens(&["--model", &root, "--program", &format!("x={}", gone.display()), "--backends", "x", "run", "--json", "A kitten"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&format!("missing model file {}", gone.display())), "{}", stderr(&out));
+    // A fill-mask graph (logits) where an embedding is asked, and the other way round.
+    let mlm = model_dir("tiny-distilbert-mlm");
+    refused(spec(&mlm, "onnx").onnx_file().unwrap(), &root, &["no output last_hidden_state (its outputs: logits)"]);
+    refused(spec(&models(), "onnx").onnx_file().unwrap(), mlm.root().to_str().unwrap(), &["no output logits (its outputs: last_hidden_state)"]);
+    // `inspect` does not read ONNX graphs yet: it says so, rather than "not an ExecuTorch program".
+    let onnx = spec(&models(), "onnx").onnx_file().unwrap().display().to_string();
+    let out = runlens(&["inspect", &onnx]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("an ONNX file; `inspect` does not read ONNX graphs yet"), "{}", stderr(&out));
+}
+
+/// A file that is not ONNX Runtime in the library's place (ExecuTorch's own
+/// library here), and a name that holds no file: the ONNX columns say so, the
+/// others run.
+#[test]
+fn a_library_that_is_not_onnx_runtime_fails_the_column_not_the_process() {
+    let root = root_str();
+    let not_ort = std::fs::read_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/lib"))
+        .ok()
+        .and_then(|mut d| d.next())
+        .and_then(|e| e.ok())
+        .map(|python| python.path().join("site-packages/executorch/lib/libexecutorch.so"))
+        .filter(|p| p.is_file());
+    let mut cases = vec![("/nonexistent/libonnxruntime.so".to_string(), "not a file")];
+    if let Some(lib) = &not_ort {
+        cases.push((lib.display().to_string(), "OrtGetApiBase"));
+    }
+    for (lib, needle) in cases {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_runlens"))
+            .env("RUNLENS_ONNXRUNTIME_LIB", &lib)
+            .args(["--models", &root, "--threads", "1", "--backends", "xnnpack,onnx", "run", "--json", "A kitten"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{lib}: {}", stderr(&out));
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let row = |name: &str| json["backends"].as_array().unwrap().iter().find(|b| b["name"] == name).unwrap().clone();
+        assert_eq!(row("xnnpack")["ok"], true, "{json}");
+        let why = row("onnx")["error"].as_str().unwrap_or_default().to_string();
+        assert!(why.contains(needle) && why.contains("onnxruntime==1.31.1"), "{lib}: {why}");
+    }
+}
+
+/// ONNX Runtime prints its log to stderr unless it is given a logger; runlens
+/// gives it one, so even `ORT_LOG=verbose` (what makes its default logger say
+/// everything) puts nothing on the terminal, on a good file and a damaged one.
+#[test]
+fn onnx_runtime_log_stays_off_the_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cut = tmp.path().join("cut.onnx");
+    let real = std::fs::read(spec(&models(), "onnx").onnx_file().unwrap()).unwrap();
+    std::fs::write(&cut, &real[..real.len() / 2]).unwrap();
+    let program = format!("cut={}", cut.display());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_runlens"))
+        .env("ORT_LOG", "verbose")
+        .args(["--models", &root_str(), "--threads", "1", "--program", &program, "--backends", "onnx,onnx-int8,cut", "run", "A kitten"])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "the damaged file fails its column: {err}");
+    assert!(!err.contains(":onnxruntime:") && !err.contains("[I:") && !err.contains("[W:"), "ONNX Runtime's log reached the terminal:\n{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("onnx-int8"), "{}", String::from_utf8_lossy(&out.stdout));
+}
