@@ -428,3 +428,30 @@ mod tests {
         assert_eq!(names(defaults(&c4)), ["eager", "portable"]);
     }
 }
+
+/// A runtime's thread count from `--threads` (0: not set, all cores), one per
+/// runtime that keeps its own (llama.cpp's contexts, ONNX Runtime's sessions).
+pub struct ThreadSetting(std::sync::atomic::AtomicUsize);
+
+impl ThreadSetting {
+    pub const fn new() -> ThreadSetting {
+        ThreadSetting(std::sync::atomic::AtomicUsize::new(0))
+    }
+
+    pub fn set(&self, threads: usize) {
+        self.0.store(threads, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> usize {
+        match self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+}
+
+impl Default for ThreadSetting {
+    fn default() -> ThreadSetting {
+        ThreadSetting::new()
+    }
+}

@@ -17,7 +17,6 @@
 pub mod cpu;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{Backend, BackendSpec, Decoder, NativeLoop, OutputKind, RuntimeCounters};
@@ -27,17 +26,14 @@ use crate::model::ModelDir;
 use crate::tensor::{Encoded, OutputTensor};
 
 /// The threads llama.cpp's contexts use (`--threads`; 0: not set, all cores).
-static THREADS: AtomicUsize = AtomicUsize::new(0);
+static THREADS: super::ThreadSetting = super::ThreadSetting::new();
 
 pub fn set_threads(threads: usize) {
-    THREADS.store(threads, Ordering::Relaxed);
+    THREADS.set(threads);
 }
 
 pub fn threads() -> usize {
-    match THREADS.load(Ordering::Relaxed) {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    }
+    THREADS.get()
 }
 
 /// The architectures llama.cpp runs for each task here.

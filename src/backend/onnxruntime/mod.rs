@@ -23,7 +23,6 @@ pub mod library;
 pub mod log;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -38,17 +37,14 @@ use crate::model::ModelDir;
 use crate::tensor::{Encoded, OutputTensor};
 
 /// The intra-op threads of every session (`--threads`; 0: not set, all cores).
-static THREADS: AtomicUsize = AtomicUsize::new(0);
+static THREADS: super::ThreadSetting = super::ThreadSetting::new();
 
 pub fn set_threads(threads: usize) {
-    THREADS.store(threads, Ordering::Relaxed);
+    THREADS.set(threads);
 }
 
 pub fn threads() -> usize {
-    match THREADS.load(Ordering::Relaxed) {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    }
+    THREADS.get()
 }
 
 /// The one environment of the process (ONNX Runtime allows one), made the
