@@ -241,8 +241,11 @@ def lower_decoder(model: torch.nn.Module, names: list[str], max_seq_len: int, ou
     wanted = [GENERATION_PROGRAMS[n] for n in GENERATION_PROGRAMS if n in names]
     if any(spec.quantized_in_groups for spec in wanted):
         group_size, _ = pick_group_size(model, group_size)
-    exported = {}
+    exported, entries = {}, []
     for spec in wanted:
+        # One dict per program: the check writes its figures ("vs_float") into the entry returned.
+        entry = spec.manifest_entry(max_seq_len, group_size)
+        entries.append(entry)
         with PROGRESS.step(f"{spec.file}: {spec.title}", program=spec.name):
             if spec.quantization:
                 say(f"quantizing a copy of the model ({spec.quantization})")
@@ -276,13 +279,13 @@ def lower_decoder(model: torch.nn.Module, names: list[str], max_seq_len: int, ou
                     del exported[cache]
             release_memory()
             if after is not None:
-                after(spec.manifest_entry(max_seq_len, group_size))
+                after(entry)
                 if spec.quantization:
                     qmodel = None
                     if quantized is not None:
                         quantized.pop(spec.name, None)
                 release_memory()
-    return [spec.manifest_entry(max_seq_len, group_size) for spec in wanted]
+    return entries
 
 
 # --- driving a program: the greedy loop as a Python user writes it ---------------------------

@@ -124,14 +124,18 @@ def lower(wrapper: torch.nn.Module, names: list[str], max_seq_len: int, out: Pat
     """Writes the named programs into `out`, each followed by `after(entry)` when given (the
     check); returns their manifest entries in the order of PROGRAMS (portable, xnnpack,
     xnnpack-int8, xnnpack-static)."""
+    entries = []
+
     def write(ep, spec: ProgramSpec) -> None:
+        entry = spec.manifest_entry(max_seq_len)  # the one the check may add figures to
+        entries.append(entry)
         program, nodes = lower_program(ep, delegate=spec.delegate is not None, pte=out / spec.file)
         write_program(out / spec.file, program)
         write_atomic(out / spec.modules_file, sidecar(spec.file, nodes, program))
         del program, nodes
         release_memory()
         if after is not None:
-            after(spec.manifest_entry(max_seq_len))
+            after(entry)
             release_memory()
 
     from .progress import PROGRESS
@@ -155,4 +159,4 @@ def lower(wrapper: torch.nn.Module, names: list[str], max_seq_len: int, out: Pat
             elif spec.name == "xnnpack-static":
                 say(f"torch.export with a fixed length {max_seq_len} and lowering xnnpack-static.pte")
                 write(torch.export.export(wrapper, example_inputs(max_seq_len), strict=False), spec)
-    return [spec.manifest_entry(max_seq_len) for spec in wanted]
+    return entries
