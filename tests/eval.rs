@@ -391,7 +391,7 @@ const SMOLLM2_BOUNDS: &[(&str, f64, f64, f64)] = &[
 ];
 
 /// The committed SmolLM2 report (docs/eval.md's table) still reads as an
-/// `EvalReport`, plots, and agrees with the table typed from it.
+/// `EvalReport`, plots, and agrees with the table rendered from it.
 #[test]
 fn the_committed_smollm2_report_reads_plots_and_matches_the_docs() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

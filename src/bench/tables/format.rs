@@ -1,6 +1,6 @@
 //! How a figure is printed: three significant figures by default, as the docs
 //! write them (`0.618`, `5.37`, `20.3`, `157`), whole numbers never rounded
-//! into zeros (`1859`, not `1860`).
+//! into zeros (`1859`, not `1860`); or in scientific notation (`4.90e-3`).
 
 use std::fmt;
 
@@ -13,17 +13,21 @@ pub enum Format {
     Whole,
     /// A fixed number of decimals (`.1`).
     Decimals(u8),
+    /// Scientific notation with N decimals (`e2`: `4.90e-3`).
+    Sci(u8),
 }
 
 impl Format {
-    /// The spec's word for a format: `sig3`, `int`, `.0` to `.6`.
+    /// The spec's word for a format: `sig3`, `int`, `.0` to `.6`, `e0` to `e6`.
     pub fn parse(word: &str) -> Result<Format, String> {
+        let digits = |prefix: char| word.strip_prefix(prefix).and_then(|n| n.parse::<u8>().ok()).filter(|n| *n <= 6);
         match word {
             "sig3" => Ok(Format::Sig3),
             "int" => Ok(Format::Whole),
-            _ => match word.strip_prefix('.').and_then(|n| n.parse::<u8>().ok()) {
-                Some(n) if n <= 6 => Ok(Format::Decimals(n)),
-                _ => Err(format!("unknown format `{word}`: give sig3 (three significant figures, the default), int or .N (N decimals, 0 to 6)")),
+            _ => match (digits('.'), digits('e')) {
+                (Some(n), _) => Ok(Format::Decimals(n)),
+                (_, Some(n)) => Ok(Format::Sci(n)),
+                _ => Err(format!("unknown format `{word}`: give sig3 (three significant figures, the default), int, .N (N decimals, 0 to 6) or eN (scientific, N decimals)")),
             },
         }
     }
@@ -34,6 +38,7 @@ impl Format {
             Format::Sig3 => sig3(value),
             Format::Whole => format!("{value:.0}"),
             Format::Decimals(n) => format!("{value:.*}", usize::from(n)),
+            Format::Sci(n) => format!("{value:.*e}", usize::from(n)),
         }
     }
 }
@@ -44,6 +49,7 @@ impl fmt::Display for Format {
             Format::Sig3 => f.write_str("sig3"),
             Format::Whole => f.write_str("int"),
             Format::Decimals(n) => write!(f, ".{n}"),
+            Format::Sci(n) => write!(f, "e{n}"),
         }
     }
 }

@@ -1,13 +1,15 @@
 //! What a table can show: the metrics of a bench JSON by name, and the one
 //! figure a (backend, metric, length) names in a file `runlens bench --json`
 //! wrote: an encoder bench ([`BenchReport`], `--seq-lens`) or a generation
-//! bench ([`GenerationReport`], `--prompt-lens`).
+//! bench ([`GenerationReport`], `--prompt-lens`); or `runlens eval --json`'s
+//! report ([`EvalReport`]: one figure a column, no length).
 
 use std::path::Path;
 
 use super::format::Format;
 use crate::bench::generation::{GenRow, GenerationReport};
 use crate::bench::{BenchReport, LoadRow, Row};
+use crate::eval::{ColumnReport, EvalReport};
 
 /// Which way a metric is better, for `bold:` (none: never bold).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +28,9 @@ pub enum Getter {
     Generation(fn(&GenRow) -> Option<f64>),
     /// A backend's load (either kind of bench; no length).
     Load(fn(&LoadRow) -> f64),
+    /// An eval report's column (no length). Null where the report has no figure: on the
+    /// reference column a cell shows `–`, on another the metric's `null` text.
+    Eval(fn(&ColumnReport) -> Option<f64>),
 }
 
 /// One metric a table may name.
@@ -44,6 +49,9 @@ pub struct Metric {
     /// A figure against the memory wall: marked `(in LLC)` where the row's weights fit in the
     /// last-level cache (`weights_in_llc`), where it is the cache's speed, not memory's.
     pub marks_llc: bool,
+    /// What a null figure means, shown in its cell (`none`: no first divergence); None: a
+    /// null is an error.
+    pub null: Option<&'static str>,
 }
 
 impl Metric {
@@ -56,9 +64,9 @@ impl Metric {
         }
     }
 
-    /// Read at one length (every metric but a load's).
+    /// Read at one length (every metric but a load's and an eval's).
     pub fn needs_length(&self) -> bool {
-        !matches!(self.get, Getter::Load(_))
+        !matches!(self.get, Getter::Load(_) | Getter::Eval(_))
     }
 
     fn kind(&self) -> &'static str {
@@ -66,19 +74,20 @@ impl Metric {
             Getter::Encoder(_) => "encoder benches (`bench --seq-lens`)",
             Getter::Generation(_) => "generation benches (`bench --prompt-lens`)",
             Getter::Load(_) => "every bench's loads",
+            Getter::Eval(_) => "eval reports (`runlens eval --json`)",
         }
     }
 }
 
 macro_rules! metric {
     ($name:literal, $title:literal, Encoder, $field:ident, $better:ident) => {
-        Metric { name: $name, title: $title, get: Getter::Encoder(|r| Some(r.$field)), better: Better::$better, format: Format::Sig3, percent: false, marks_llc: false }
+        Metric { name: $name, title: $title, get: Getter::Encoder(|r| Some(r.$field)), better: Better::$better, format: Format::Sig3, percent: false, marks_llc: false, null: None }
     };
     ($name:literal, $title:literal, Generation, $field:ident, $better:ident) => {
-        Metric { name: $name, title: $title, get: Getter::Generation(|r| Some(r.$field)), better: Better::$better, format: Format::Sig3, percent: false, marks_llc: false }
+        Metric { name: $name, title: $title, get: Getter::Generation(|r| Some(r.$field)), better: Better::$better, format: Format::Sig3, percent: false, marks_llc: false, null: None }
     };
     ($name:literal, $title:literal, GenerationOpt, $field:ident, $better:ident, $format:expr) => {
-        Metric { name: $name, title: $title, get: Getter::Generation(|r| r.$field), better: Better::$better, format: $format, percent: false, marks_llc: false }
+        Metric { name: $name, title: $title, get: Getter::Generation(|r| r.$field), better: Better::$better, format: $format, percent: false, marks_llc: false, null: None }
     };
 }
 
@@ -93,24 +102,33 @@ pub static METRICS: &[Metric] = &[
     metric!("mean_ms", "mean ms", Encoder, mean_ms, Lower),
     metric!("tokens_per_s", "tokens/s", Encoder, tokens_per_s, Higher),
     metric!("gflops", "GFLOP/s", Encoder, gflops, Higher),
-    Metric { name: "ratio_vs_python", title: "vs Python", get: Getter::Encoder(|r| r.ratio_vs_python), better: Better::Neither, format: Format::Decimals(2), percent: false, marks_llc: false },
+    Metric { name: "ratio_vs_python", title: "vs Python", get: Getter::Encoder(|r| r.ratio_vs_python), better: Better::Neither, format: Format::Decimals(2), percent: false, marks_llc: false, null: None },
     // Generation benches: one backend at one prompt length.
     metric!("ttft_ms", "TTFT ms", Generation, ttft_ms, Lower),
     metric!("prompt_tokens_per_s", "prefill t/s", Generation, prompt_tokens_per_s, Higher),
     metric!("decode_tokens_per_s", "decode t/s", Generation, decode_tokens_per_s, Higher),
     metric!("decode_min", "decode t/s, slowest", Generation, decode_min, Higher),
     metric!("decode_max", "decode t/s, fastest", Generation, decode_max, Higher),
-    Metric { name: "weight_mb_per_token", title: "MB a token", get: Getter::Generation(|r| r.weight_bytes_per_token.map(|b| b as f64 / 1e6)), better: Better::Neither, format: Format::Whole, percent: false, marks_llc: false },
-    Metric { name: "weight_bytes_per_token", title: "bytes a token", get: Getter::Generation(|r| r.weight_bytes_per_token.map(|b| b as f64)), better: Better::Neither, format: Format::Whole, percent: false, marks_llc: false },
+    Metric { name: "weight_mb_per_token", title: "MB a token", get: Getter::Generation(|r| r.weight_bytes_per_token.map(|b| b as f64 / 1e6)), better: Better::Neither, format: Format::Whole, percent: false, marks_llc: false, null: None },
+    Metric { name: "weight_bytes_per_token", title: "bytes a token", get: Getter::Generation(|r| r.weight_bytes_per_token.map(|b| b as f64)), better: Better::Neither, format: Format::Whole, percent: false, marks_llc: false, null: None },
     metric!("achieved_gbps", "GB/s", GenerationOpt, achieved_gbps, Neither, Format::Sig3),
-    Metric { name: "fraction_of_read_bandwidth", title: "of read bandwidth", get: Getter::Generation(|r| r.fraction_of_read_bandwidth), better: Better::Neither, format: Format::Whole, percent: true, marks_llc: true },
+    Metric { name: "fraction_of_read_bandwidth", title: "of read bandwidth", get: Getter::Generation(|r| r.fraction_of_read_bandwidth), better: Better::Neither, format: Format::Whole, percent: true, marks_llc: true, null: None },
     metric!("runtime_decode_ms_per_token", "runtime ms a step", GenerationOpt, runtime_decode_ms_per_token, Lower, Format::Sig3),
     metric!("wrapper_overhead", "wrapper overhead", GenerationOpt, wrapper_overhead, Neither, Format::Decimals(3)),
     metric!("ttft_speedup_vs_python", "TTFT vs Python", GenerationOpt, ttft_speedup_vs_python, Neither, Format::Decimals(2)),
     metric!("decode_speedup_vs_python", "decode vs Python", GenerationOpt, decode_speedup_vs_python, Neither, Format::Decimals(2)),
     // Loads, either kind.
-    Metric { name: "load_ms", title: "load ms", get: Getter::Load(|l| l.load_ms), better: Better::Lower, format: Format::Sig3, percent: false, marks_llc: false },
-    Metric { name: "rss_mb", title: "load RSS MB", get: Getter::Load(|l| l.rss_mb), better: Better::Neither, format: Format::Sig3, percent: false, marks_llc: false },
+    Metric { name: "load_ms", title: "load ms", get: Getter::Load(|l| l.load_ms), better: Better::Lower, format: Format::Sig3, percent: false, marks_llc: false, null: None },
+    Metric { name: "rss_mb", title: "load RSS MB", get: Getter::Load(|l| l.rss_mb), better: Better::Neither, format: Format::Sig3, percent: false, marks_llc: false, null: None },
+    // Eval reports: one column against the reference (docs/eval.md); what compares a column
+    // with the reference is `–` on the reference's own row.
+    Metric { name: "bits", title: "bits", get: Getter::Eval(|c| c.bits.map(f64::from)), better: Better::Neither, format: Format::Whole, percent: false, marks_llc: false, null: Some("–") },
+    Metric { name: "top1_agreement", title: "top-1", get: Getter::Eval(|c| c.top1_agreement.filter(|_| !c.reference)), better: Better::Higher, format: Format::Decimals(1), percent: true, marks_llc: false, null: None },
+    Metric { name: "median_first_divergence", title: "median first divergence", get: Getter::Eval(|c| c.median_first_divergence.map(|t| t as f64)), better: Better::Neither, format: Format::Whole, percent: false, marks_llc: false, null: Some("none") },
+    Metric { name: "prompts_identical", title: "prompts identical", get: Getter::Eval(|c| (!c.reference).then_some(c.prompts_identical as f64)), better: Better::Higher, format: Format::Whole, percent: false, marks_llc: false, null: None },
+    Metric { name: "mean_kl", title: "mean KL", get: Getter::Eval(|c| c.mean_kl.filter(|_| !c.reference)), better: Better::Lower, format: Format::Sci(2), percent: false, marks_llc: false, null: None },
+    Metric { name: "perplexity", title: "perplexity", get: Getter::Eval(|c| c.perplexity), better: Better::Lower, format: Format::Decimals(3), percent: false, marks_llc: false, null: None },
+    Metric { name: "perplexity_ratio", title: "vs reference", get: Getter::Eval(|c| c.perplexity_ratio), better: Better::Neither, format: Format::Decimals(4), percent: false, marks_llc: false, null: None },
 ];
 
 /// The metric named `name`, or an error listing them all.
@@ -122,20 +140,23 @@ fn names<'a>(metrics: impl Iterator<Item = &'a Metric>) -> String {
     metrics.map(|m| m.name).collect::<Vec<_>>().join(", ")
 }
 
-/// A bench JSON, read.
+/// A bench JSON (or an eval report), read.
 #[derive(Debug)]
 pub enum Bench {
     Encoder(BenchReport),
     Generation(GenerationReport),
+    Eval(EvalReport),
 }
 
 impl Bench {
-    /// Read `path`: a generation bench has `gen_tokens`, an encoder bench not.
+    /// Read `path`: an eval report has `columns`, a generation bench `gen_tokens`, an encoder bench neither.
     pub fn read(path: &Path) -> Result<Bench, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
         let not_a_bench = |e: serde_json::Error| format!("{} is not a `runlens bench --json` file: {e}", path.display());
-        if value.get("gen_tokens").is_some() {
+        if value.get("columns").is_some() {
+            serde_json::from_value(value).map(Bench::Eval).map_err(|e| format!("{} is not a `runlens eval --json` file: {e}", path.display()))
+        } else if value.get("gen_tokens").is_some() {
             let mut report: GenerationReport = serde_json::from_value(value).map_err(not_a_bench)?;
             // A bench from before `weights_in_llc`: the same verdict from its machine section.
             let llc = report.machine.memory_read.as_ref().and_then(|m| m.llc_bytes).filter(|c| *c > 0);
@@ -148,11 +169,12 @@ impl Bench {
         }
     }
 
-    /// Every backend with a row or a load, in the file's order.
+    /// Every backend with a row or a load (an eval report's columns), in the file's order.
     pub fn backends(&self) -> Vec<&str> {
         let (rows, loads): (Vec<&str>, &[LoadRow]) = match self {
             Bench::Encoder(b) => (b.results.iter().map(|r| r.backend.as_str()).collect(), &b.loads),
             Bench::Generation(b) => (b.results.iter().map(|r| r.backend.as_str()).collect(), &b.loads),
+            Bench::Eval(e) => (e.columns.iter().map(|c| c.name.as_str()).collect(), &[]),
         };
         let mut names: Vec<&str> = Vec::new();
         for name in rows.into_iter().chain(loads.iter().map(|l| l.backend.as_str())) {
@@ -168,6 +190,7 @@ impl Bench {
         let loads = match self {
             Bench::Encoder(b) => &b.loads,
             Bench::Generation(b) => &b.loads,
+            Bench::Eval(_) => return false,
         };
         loads.iter().any(|l| l.backend == backend)
     }
@@ -177,6 +200,7 @@ impl Bench {
         let all: Vec<usize> = match self {
             Bench::Encoder(b) => b.results.iter().map(|r| r.seq_len).collect(),
             Bench::Generation(b) => b.results.iter().map(|r| r.prompt_len).collect(),
+            Bench::Eval(_) => Vec::new(),
         };
         let mut lengths = Vec::new();
         for n in all {
@@ -193,14 +217,38 @@ impl Bench {
     }
 
     fn has(&self, metric: &Metric) -> bool {
-        matches!((self, metric.get), (_, Getter::Load(_)) | (Bench::Encoder(_), Getter::Encoder(_)) | (Bench::Generation(_), Getter::Generation(_)))
+        matches!(
+            (self, metric.get),
+            (Bench::Encoder(_) | Bench::Generation(_), Getter::Load(_)) | (Bench::Encoder(_), Getter::Encoder(_)) | (Bench::Generation(_), Getter::Generation(_)) | (Bench::Eval(_), Getter::Eval(_))
+        )
     }
 
     fn kind(&self) -> &'static str {
         match self {
             Bench::Encoder(_) => "an encoder bench",
             Bench::Generation(_) => "a generation bench",
+            Bench::Eval(_) => "an eval report",
         }
+    }
+
+    /// The figure of `backend`'s `metric` at `len` tokens (`threads`: the row of
+    /// that count in a thread sweep), or why there is none. `file` names the file.
+    /// `Ok(None)`: a null the metric gives a meaning (its cell shows `text`).
+    pub fn cell(&self, file: &str, backend: &str, metric: &Metric, len: Option<usize>, threads: Option<usize>) -> Result<Result<f64, &'static str>, String> {
+        if let (Bench::Eval(e), Getter::Eval(get)) = (self, metric.get) {
+            if let Some(n) = len {
+                return Err(format!("`{}` is one figure per column, not per length: `{}` without `@{n}`", metric.name, metric.name));
+            }
+            let column = e.columns.iter().find(|c| c.name == backend).ok_or_else(|| format!("no column `{backend}` in {file} (it has: {})", self.backends().join(", ")))?;
+            return match (get(column), metric.null) {
+                (Some(v), _) if v.is_finite() => Ok(Ok(v)),
+                (Some(v), _) => Err(format!("{file}: `{backend}`'s `{}` is {v}", metric.name)),
+                (None, _) if column.reference => Ok(Err("–")),
+                (None, Some(text)) => Ok(Err(text)),
+                (None, None) => Err(format!("{file}: `{backend}` has no `{}` (null{})", metric.name, column.error.as_ref().map(|e| format!("; the column failed: {e}")).unwrap_or_default())),
+            };
+        }
+        self.figure(file, backend, metric, len, threads).map(Ok)
     }
 
     /// The figure of `backend`'s `metric` at `len` tokens (`threads`: the row of
@@ -212,12 +260,16 @@ impl Bench {
         if !self.backends().contains(&backend) {
             return Err(format!("no backend `{backend}` in {file} (it has: {})", self.backends().join(", ")));
         }
+        if let Getter::Eval(_) = metric.get {
+            return self.cell(file, backend, metric, len, threads)?.map_err(|text| format!("{file}: `{backend}`'s `{}` is {text}", metric.name));
+        }
         let at = |n: usize| format!("`{backend}` at {n} tokens");
         let value = match (metric.get, len) {
             (Getter::Load(get), None) => {
                 let loads = match self {
                     Bench::Encoder(b) => &b.loads,
                     Bench::Generation(b) => &b.loads,
+                    Bench::Eval(_) => unreachable!("checked by has()"),
                 };
                 loads.iter().find(|l| l.backend == backend).map(get).ok_or_else(|| format!("{file} has no load of `{backend}`"))?
             }
@@ -229,6 +281,7 @@ impl Bench {
                 self.one(file, &at(n), &rows, threads)?;
                 get(rows[0]).ok_or_else(|| format!("{file}: {} has no `{}` (null)", at(n), metric.name))?
             }
+            (Getter::Eval(_), _) => unreachable!("returned above"),
             (Getter::Generation(get), Some(n)) => {
                 let Bench::Generation(b) = self else { unreachable!("checked by has()") };
                 let rows: Vec<&GenRow> = b.results.iter().filter(|r| r.backend == backend && r.prompt_len == n).collect();
@@ -247,7 +300,7 @@ impl Bench {
     pub fn in_llc(&self, backend: &str, len: Option<usize>) -> bool {
         match self {
             Bench::Generation(b) => b.results.iter().any(|r| r.backend == backend && Some(r.prompt_len) == len && r.weights_in_llc == Some(true)),
-            Bench::Encoder(_) => false,
+            Bench::Encoder(_) | Bench::Eval(_) => false,
         }
     }
 

@@ -49,10 +49,15 @@ pub fn render(spec: &Spec, base: &Path) -> Result<String, String> {
             let (backend, metric) = if backends_across { (col, row) } else { (row, col) };
             let (What::Backend(name), What::Metric { metric: m, len }) = (&backend.what, &metric.what) else { unreachable!("axes() checked the kinds") };
             let (source, bench) = sources.pick(row, col)?;
-            let value = bench.figure(&source.path.display().to_string(), name, m, *len, spec.threads)?;
             let format = metric.format.or(backend.format).or(spec.format).unwrap_or(m.format);
-            let mark = if m.marks_llc && bench.in_llc(name, *len) { " (in LLC)" } else { "" };
-            line.push((value, format!("{}{mark}", m.show(value, format))));
+            match bench.cell(&source.path.display().to_string(), name, m, *len, spec.threads)? {
+                Ok(value) => {
+                    let mark = if m.marks_llc && bench.in_llc(name, *len) { " (in LLC)" } else { "" };
+                    line.push((value, format!("{}{mark}", m.show(value, format))));
+                }
+                // A null with a meaning ("none", or "–" on an eval's reference): never bold.
+                Err(text) => line.push((f64::NAN, text.to_string())),
+            }
         }
         figures.push(line);
     }
@@ -76,9 +81,10 @@ pub fn render(spec: &Spec, base: &Path) -> Result<String, String> {
                 let (r, c) = cell(b);
                 figures[r][c].0
             };
+            let figures_of = members.iter().copied().filter(|&b| !value(b).is_nan());
             let best = match metric.better {
-                Better::Higher => members.iter().copied().max_by(|a, b| value(*a).total_cmp(&value(*b))),
-                Better::Lower => members.iter().copied().min_by(|a, b| value(*a).total_cmp(&value(*b))),
+                Better::Higher => figures_of.max_by(|a, b| value(*a).total_cmp(&value(*b))),
+                Better::Lower => figures_of.min_by(|a, b| value(*a).total_cmp(&value(*b))),
                 Better::Neither => None,
             };
             // A tie bolds nothing.
@@ -124,6 +130,7 @@ fn axes(spec: &Spec, bench: &Bench) -> Result<(Vec<Item>, Vec<Item>), String> {
         Ok(Some(metrics.is_empty()))
     };
     let generation = matches!(bench, Bench::Generation(_));
+    let eval = matches!(bench, Bench::Eval(_));
     let (rows_are_backends, cols_are_backends) = (kind(&spec.rows, "rows")?, kind(&spec.cols, "cols")?);
     let backends_in_rows = match (rows_are_backends, cols_are_backends) {
         (Some(r), Some(c)) if r == c => {
@@ -131,11 +138,14 @@ fn axes(spec: &Spec, bench: &Bench) -> Result<(Vec<Item>, Vec<Item>), String> {
         }
         (Some(r), _) => r,
         (None, Some(c)) => !c,
-        (None, None) => generation,
+        (None, None) => generation || eval,
     };
     let backends = || -> Vec<Item> { bench.backends().into_iter().map(|b| Item { what: What::Backend(b.to_string()), source: None, format: None, title: None }).collect() };
     // The usual metrics at each length, and the load's RSS when every backend of the table has a load.
     let metrics = |backends: &[Item]| -> Vec<Item> {
+        if eval {
+            return bench.metrics().map(|metric| Item { what: What::Metric { metric, len: None }, source: None, format: None, title: None }).collect();
+        }
         let names: &[&str] = if generation { &["decode_tokens_per_s", "prompt_tokens_per_s", "ttft_ms"] } else { &["p50_ms"] };
         let mut items: Vec<Item> = bench
             .lengths()

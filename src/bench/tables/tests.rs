@@ -219,3 +219,28 @@ fn check_and_write_a_file() {
     let err = check_file(&md).unwrap_err();
     assert!(err.at.ends_with("doc.md:1 (nothing.json)") && err.why.contains("nothing.json"), "{err}");
 }
+
+/// `runlens eval --json`'s report renders as a bench does: one figure a column, no length;
+/// the reference's own comparisons are `–`, a column that never parts from it `none`.
+#[test]
+fn an_eval_report_renders_its_columns_and_names_what_is_missing() {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets");
+    let spec = "eval-smollm2-135m.json
+rows: eager | xnnpack | xnnpack-8da4w
+cols: bits | top1_agreement | median_first_divergence | mean_kl | perplexity_ratio
+";
+    let table = render(&Spec::parse(spec).unwrap(), &base).unwrap();
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines[0], "| | bits | top-1 | median first divergence | mean KL | vs reference |");
+    assert_eq!(lines[2], "| eager | 32 | – | – | – | 1.0000 |", "the reference compared with itself: no figures");
+    assert_eq!(lines[3], "| xnnpack | 32 | 100.0% | none | 3.09e-11 | 1.0000 |");
+    assert_eq!(lines[4], "| xnnpack-8da4w | 4 | 61.7% | 0 | 7.18e-1 | 1.7124 |");
+    let err = |spec: &str| render(&Spec::parse(spec).unwrap(), &base).unwrap_err();
+    assert!(err("eval-smollm2-135m.json\nrows: eager\ncols: top1_agreement@8").contains("one figure per column"));
+    let missing = err("eval-smollm2-135m.json\nrows: xnnpack-int8\ncols: top1_agreement");
+    assert!(missing.contains("no column `xnnpack-int8`") && missing.contains("llamacpp-q4_1"), "{missing}");
+    let wrong_kind = err("eval-smollm2-135m.json\nrows: eager\ncols: decode_tokens_per_s@8");
+    assert!(wrong_kind.contains("an eval report"), "{wrong_kind}");
+    assert_eq!(Format::parse("e2"), Ok(Format::Sci(2)));
+    assert_eq!(Format::Sci(2).apply(0.0049018), "4.90e-3");
+}
