@@ -5,7 +5,8 @@
 #  2. fetches the aarch64 wheels of torch / executorch / the CUDA runtime stubs
 #     libtorch_cpu needs into build/aarch64/ (pip --platform; never into .venv);
 #  3. cargo build --release --target aarch64-unknown-linux-gnu against them
-#     (target/aarch64-unknown-linux-gnu/release/runlens);
+#     (target/pi5/aarch64-unknown-linux-gnu/release/runlens: a target directory of
+#     its own, so that .ci/run builds it while `make test` holds target/'s lock);
 #  4. lays out build/aarch64/runlens-pi5/: the binary and the libraries it loads
 #     from the wheels, with run paths relative to it (scripts/aarch64/bundle.py):
 #     the folder to copy to a Pi, with models/minilm;
@@ -26,7 +27,7 @@
 #     -cpu cortex-a53 (no dotprod) a refusal naming what the CPU lacks, not SIGILL.
 #  6. the same for the lite build (no eager path, no libtorch; issue #16):
 #     `make bundle-aarch64-lite` lays out build/aarch64/runlens-pi5-lite/ from
-#     target/lite/aarch64-unknown-linux-gnu/release/runlens and only the
+#     target/pi5-lite/aarch64-unknown-linux-gnu/release/runlens and only the
 #     executorch wheel's libraries; its inspect output must equal x86-64's and its
 #     portable and XNNPACK runs match reference.json; then `runlens footprint`
 #     measures the full and lite bundles under qemu (no Python rows: no aarch64
@@ -38,9 +39,10 @@ A64_DIR := $(CURDIR)/build/aarch64
 A64_SITE := $(A64_DIR)/site
 A64_PREFIX := $(A64_DIR)/prefix
 A64_OUT := $(A64_DIR)/out
-A64_BIN := target/$(A64_TRIPLE)/release/runlens
+A64_TARGET_DIR := target/pi5
+A64_BIN := $(A64_TARGET_DIR)/$(A64_TRIPLE)/release/runlens
 A64_BUNDLE := $(A64_DIR)/runlens-pi5
-A64_LITE_BIN := target/lite/$(A64_TRIPLE)/release/runlens
+A64_LITE_BIN := $(A64_TARGET_DIR)-lite/$(A64_TRIPLE)/release/runlens
 A64_LITE_BUNDLE := $(A64_DIR)/runlens-pi5-lite
 A64_WHEELS_STAMP := $(A64_SITE)/.unpacked
 A64_PREFIX_STAMP := $(A64_PREFIX)/proc/cpuinfo
@@ -152,12 +154,12 @@ test-aarch64: bundle-aarch64 bundle-aarch64-lite build models $(A64_GEN_MODEL)/m
 
 # llama.cpp's CMake cache is kept between builds (the sys crate configures once):
 # when mk/ggml-pi5.cmake changes, its aarch64 build is cleaned so the new flags apply.
-A64_LLAMA_STAMP := target/$(A64_TRIPLE)/.ggml-pi5.cmake
+A64_LLAMA_STAMP := $(A64_TARGET_DIR)/$(A64_TRIPLE)/.ggml-pi5.cmake
 $(A64_LLAMA_STAMP): mk/ggml-pi5.cmake
-	@mkdir -p $(@D) && { [ ! -e $@ ] || cargo clean -q --release -p llama-cpp-sys-2 --target $(A64_TRIPLE); } && cp $< $@
+	@mkdir -p $(@D) && { [ ! -e $@ ] || cargo clean -q --release -p llama-cpp-sys-2 --target $(A64_TRIPLE) --target-dir $(A64_TARGET_DIR); } && cp $< $@
 
 build-aarch64: sysdeps-aarch64 $(A64_WHEELS_STAMP) $(A64_LLAMA_STAMP)
-	$(A64_ENV) cargo build --release --target $(A64_TRIPLE)
+	$(A64_ENV) cargo build --release --target $(A64_TRIPLE) --target-dir $(A64_TARGET_DIR)
 
 # What to copy to the Pi (with models/minilm): runlens and the libraries it loads.
 bundle-aarch64: build-aarch64
@@ -168,7 +170,7 @@ bundle-aarch64: build-aarch64
 # given the wheel's executorch/ folder alone, so anything else it needed would
 # be missing and fail the check).
 build-aarch64-lite: sysdeps-aarch64 $(A64_WHEELS_STAMP) $(A64_LLAMA_STAMP)
-	$(A64_ENV) CARGO_BUILD_BUILD_DIR=$(CURDIR)/target cargo build --release --no-default-features --target-dir target/lite --target $(A64_TRIPLE)
+	$(A64_ENV) CARGO_BUILD_BUILD_DIR=$(CURDIR)/$(A64_TARGET_DIR) cargo build --release --no-default-features --target-dir $(A64_TARGET_DIR)-lite --target $(A64_TRIPLE)
 
 bundle-aarch64-lite: build-aarch64-lite
 	@python3 scripts/aarch64/bundle.py $(A64_LITE_BIN) $(A64_SITE)/executorch $(A64_LITE_BUNDLE) --dlopen $(A64_ORT_LIB)
