@@ -44,6 +44,7 @@ pub mod profile;
 pub mod pte;
 pub mod schedule;
 pub mod stats;
+pub mod tables;
 pub mod task;
 pub mod tensor;
 pub mod timeline;

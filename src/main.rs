@@ -20,7 +20,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         || err.downcast_ref::<runlens::layers::model_explorer::NoGraph>().is_some()
         || err.downcast_ref::<runlens::timeline::TraceFileError>().is_some()
         || err.downcast_ref::<runlens::memory::NotEnoughMemory>().is_some()
-        || err.downcast_ref::<runlens::bench::tables::TableError>().is_some()
+        || err.downcast_ref::<runlens::tables::TableError>().is_some()
     {
         2
     } else {

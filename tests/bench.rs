@@ -57,7 +57,7 @@ fn short_bench_with_python_writes_every_row_and_file() {
     for key in ["cpu", "os"] {
         assert!(!machine[key].as_str().unwrap().is_empty(), "machine.{key}");
     }
-    for package in ["torch", "executorch"] {
+    for package in ["torch", "executorch", "onnxruntime"] {
         assert!(machine["versions"][package].is_string(), "machine.versions.{package}: {machine}");
     }
 

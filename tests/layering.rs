@@ -108,7 +108,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("architectures", &["arch"]),
     ("backends", &["backend"]),
     ("tasks", &["task"]),
-    ("reading runs, measuring", &["profile", "layers", "corpus_cache", "footprint", "memory", "bench", "eval"]),
+    ("reading runs, measuring", &["profile", "layers", "corpus_cache", "footprint", "memory", "bench", "eval", "tables"]),
     ("scheduling", &["schedule"]),
     ("background jobs", &["jobs"]),
     ("the explorer's state", &["app"]),

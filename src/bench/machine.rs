@@ -38,7 +38,8 @@ impl Machine {
         let os = if kernel.is_empty() { pretty } else { format!("{pretty}, Linux {kernel}") };
         let mut versions = BTreeMap::new();
         if let Some(venv) = venv {
-            for package in ["torch", "executorch", "transformers"] {
+            // onnxruntime: its wheel's library is the one the ONNX Runtime column loads (ort's load-dynamic).
+            for package in ["torch", "executorch", "transformers", "onnxruntime"] {
                 if let Some(v) = dist_version(venv, package) {
                     versions.insert(package.to_string(), v);
                 }

@@ -5,7 +5,6 @@
 //! - [`python`]: launching the Python flow on the same token ids;
 //! - [`report`]: the table, JSON and CSV; [`plot`]: the SVG; [`machine`]: the machine description;
 //! - [`generation`]: a text-generation model's prefill and decode rows (llama-bench's pp / tg);
-//! - [`tables`]: the docs' markdown tables rendered from these JSON files (`runlens report`).
 
 pub mod bandwidth;
 pub mod generation;
@@ -13,7 +12,6 @@ pub mod machine;
 pub mod plot;
 pub mod python;
 pub mod report;
-pub mod tables;
 pub mod weights;
 
 use std::sync::atomic::{AtomicBool, Ordering};

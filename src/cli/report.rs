@@ -1,5 +1,5 @@
 //! `runlens report`: markdown tables rendered from `runlens bench --json`
-//! files (`bench::tables`). On markdown files it checks (`--check`, the
+//! files (`tables`). On markdown files it checks (`--check`, the
 //! default) or rewrites (`--write`) every marked block; on bench JSON files
 //! it prints one table, its spec from the flags.
 
@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::Common;
-use crate::bench::tables::{self, Spec, TableError};
+use crate::tables::{self, Spec, TableError};
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {

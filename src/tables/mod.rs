@@ -1,6 +1,7 @@
-//! Markdown tables rendered from bench JSON (`runlens report`): a figure in
-//! the docs is read from the file `runlens bench --json` wrote, never copied
-//! by hand. A table is a marked block in a markdown file ([`markdown`]); its
+//! Markdown tables rendered from bench and eval JSON (`runlens report`): a
+//! figure in the docs is read from the file `runlens bench --json` or `runlens
+//! eval --json` wrote, never copied by hand. Its own module, above `bench` and
+//! `eval`, which it reads. A table is a marked block in a markdown file ([`markdown`]); its
 //! marker is a spec ([`spec`]): the JSON files, which backends and which
 //! metrics at which lengths make the rows and columns, their titles, the
 //! number format ([`format`]: three significant figures unless told), which
