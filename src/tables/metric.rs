@@ -231,40 +231,31 @@ impl Bench {
         }
     }
 
-    /// The figure of `backend`'s `metric` at `len` tokens (`threads`: the row of
-    /// that count in a thread sweep), or why there is none. `file` names the file.
-    /// `Ok(None)`: a null the metric gives a meaning (its cell shows `text`).
+    /// The cell of `backend`'s `metric` at `len` tokens (`threads`: the row of that
+    /// count in a thread sweep): its figure, `Ok(Err(text))` for a null the metric
+    /// gives a meaning (`none`; `–` on an eval report's reference), or why there is
+    /// none. `file` names the file.
     pub fn cell(&self, file: &str, backend: &str, metric: &Metric, len: Option<usize>, threads: Option<usize>) -> Result<Result<f64, &'static str>, String> {
-        if let (Bench::Eval(e), Getter::Eval(get)) = (self, metric.get) {
-            if let Some(n) = len {
-                return Err(format!("`{}` is one figure per column, not per length: `{}` without `@{n}`", metric.name, metric.name));
-            }
-            let column = e.columns.iter().find(|c| c.name == backend).ok_or_else(|| format!("no column `{backend}` in {file} (it has: {})", self.backends().join(", ")))?;
-            return match (get(column), metric.null) {
-                (Some(v), _) if v.is_finite() => Ok(Ok(v)),
-                (Some(v), _) => Err(format!("{file}: `{backend}`'s `{}` is {v}", metric.name)),
-                (None, _) if column.reference => Ok(Err("–")),
-                (None, Some(text)) => Ok(Err(text)),
-                (None, None) => Err(format!("{file}: `{backend}` has no `{}` (null{})", metric.name, column.error.as_ref().map(|e| format!("; the column failed: {e}")).unwrap_or_default())),
-            };
-        }
-        self.figure(file, backend, metric, len, threads).map(Ok)
-    }
-
-    /// The figure of `backend`'s `metric` at `len` tokens (`threads`: the row of
-    /// that count in a thread sweep), or why there is none. `file` names the file.
-    pub fn figure(&self, file: &str, backend: &str, metric: &Metric, len: Option<usize>, threads: Option<usize>) -> Result<f64, String> {
         if !self.has(metric) {
             return Err(format!("`{}` is a metric of {}; {file} is {} (its metrics: {})", metric.name, metric.kind(), self.kind(), names(self.metrics())));
         }
         if !self.backends().contains(&backend) {
-            return Err(format!("no backend `{backend}` in {file} (it has: {})", self.backends().join(", ")));
-        }
-        if let Getter::Eval(_) = metric.get {
-            return self.cell(file, backend, metric, len, threads)?.map_err(|text| format!("{file}: `{backend}`'s `{}` is {text}", metric.name));
+            let what = if let Bench::Eval(_) = self { "column" } else { "backend" };
+            return Err(format!("no {what} `{backend}` in {file} (it has: {})", self.backends().join(", ")));
         }
         let at = |n: usize| format!("`{backend}` at {n} tokens");
         let value = match (metric.get, len) {
+            (Getter::Eval(_), Some(n)) => return Err(format!("`{}` is one figure per column, not per length: `{}` without `@{n}`", metric.name, metric.name)),
+            (Getter::Eval(get), None) => {
+                let Bench::Eval(e) = self else { unreachable!("checked by has()") };
+                let Some(column) = e.columns.iter().find(|c| c.name == backend) else { unreachable!("checked by backends()") };
+                match (get(column), metric.null) {
+                    (Some(v), _) => v,
+                    (None, _) if column.reference => return Ok(Err("–")),
+                    (None, Some(text)) => return Ok(Err(text)),
+                    (None, None) => return Err(format!("{file}: `{backend}` has no `{}` (null{})", metric.name, column.error.as_ref().map(|e| format!("; the column failed: {e}")).unwrap_or_default())),
+                }
+            }
             (Getter::Load(get), None) => {
                 let loads = match self {
                     Bench::Encoder(b) => &b.loads,
@@ -281,7 +272,6 @@ impl Bench {
                 self.one(file, &at(n), &rows, threads)?;
                 get(rows[0]).ok_or_else(|| format!("{file}: {} has no `{}` (null)", at(n), metric.name))?
             }
-            (Getter::Eval(_), _) => unreachable!("returned above"),
             (Getter::Generation(get), Some(n)) => {
                 let Bench::Generation(b) = self else { unreachable!("checked by has()") };
                 let rows: Vec<&GenRow> = b.results.iter().filter(|r| r.backend == backend && r.prompt_len == n).collect();
@@ -290,7 +280,7 @@ impl Bench {
             }
         };
         if value.is_finite() {
-            Ok(value)
+            Ok(Ok(value))
         } else {
             Err(format!("{file}: `{backend}`'s `{}` is {value}", metric.name))
         }
