@@ -10,6 +10,7 @@
 //!   how two outputs compare;
 //! - [`pte`]: a reader for `.pte` files (delegation coverage, no runtime needed);
 //! - [`gguf`]: a reader for GGUF files' headers (llama.cpp's format), no runtime needed;
+//! - [`onnx`]: a reader for ONNX files (opsets, the graph's inputs, outputs and operators), with prost, no runtime needed;
 //! - [`profile`]: per-operator time of the ExecuTorch paths, from a separate
 //!   run with ExecuTorch's ETDump tracer (`runlens profile`, F4 in the explorer);
 //! - [`layers`]: time per module of every backend, through the export's module sidecar (`runlens layers`);
@@ -40,6 +41,7 @@ pub mod jobs;
 pub mod layers;
 pub mod memory;
 pub mod model;
+pub mod onnx;
 pub mod profile;
 pub mod pte;
 pub mod schedule;

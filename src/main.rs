@@ -124,7 +124,7 @@ fn main() -> ExitCode {
         }
     }
     let outcome = match &cli.command {
-        Some(Command::ProbeProgram(args)) => std::process::exit(runlens::backend::probe::run_child(&args.file)),
+        Some(Command::Probe(args)) => std::process::exit(runlens::backend::probe::run_child(&args.file, &args.load)),
         Some(Command::Run(args)) => runlens::cli::run::run(&cli.common, args),
         Some(Command::Bench(args)) => runlens::cli::bench::run(&cli.common, args).map(|()| true),
         Some(Command::Profile(args)) => runlens::cli::profile::run(&cli.common, args).map(|()| true),

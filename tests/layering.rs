@@ -103,7 +103,7 @@ fn imports() -> BTreeMap<String, BTreeMap<String, String>> {
 /// A module may import from its own layer (no circle: the test below) and
 /// from any layer under it, never from one above.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("plain data and file readers", &["tensor", "timeline", "ffi", "pte", "gguf", "heat", "stats"]),
+    ("plain data and file readers", &["tensor", "timeline", "ffi", "pte", "gguf", "onnx", "heat", "stats"]),
     ("the model directory", &["model"]),
     ("architectures", &["arch"]),
     ("backends", &["backend"]),

@@ -92,15 +92,22 @@ pub enum Command {
     /// Internal: quantize a GGUF with llama.cpp's quantizer (the export's q8_0 and q4_0 files).
     #[command(name = "gguf-quantize", hide = true)]
     GgufQuantize(super::gguf::QuantizeArgs),
-    /// Internal: load a .pte and run it once, print the verdict as JSON (runlens' probe, see backend::probe).
-    #[command(name = "probe-program", hide = true)]
-    ProbeProgram(ProbeArgs),
+    /// Internal: load a model file with its runtime and run it once, print the verdict as JSON (runlens' probe, see backend::probe).
+    #[command(name = "probe", alias = "probe-program", hide = true)]
+    Probe(ProbeArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
-    /// The .pte file to try.
+    /// The file to try.
     pub file: PathBuf,
+    /// How to load it, as JSON (`backend::probe::Load`); an ExecuTorch program when not given.
+    #[arg(long, value_parser = parse_load, default_value = r#"{"runtime":"executorch"}"#)]
+    pub load: crate::backend::probe::Load,
+}
+
+fn parse_load(text: &str) -> Result<crate::backend::probe::Load, String> {
+    serde_json::from_str(text).map_err(|e| format!("not a probe load ({e}): {text}"))
 }
 
 #[derive(Debug, Args)]

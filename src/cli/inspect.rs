@@ -1,7 +1,9 @@
 //! `runlens inspect [--json] FILE.pte`: delegation coverage read from the file,
 //! and what of it the runtime linked into runlens has no kernel for.
 //! `runlens inspect [--json] FILE.gguf`: a GGUF's header as runlens reads it
-//! (`cli::gguf`). `runlens inspect [--json] DIR`: what a model directory holds (its manifest:
+//! (`cli::gguf`). `runlens inspect [--json] FILE.onnx`: an ONNX file as runlens
+//! reads it (`crate::onnx`: IR version, opsets, producer, the graph's inputs and
+//! outputs, its operators by count). `runlens inspect [--json] DIR`: what a model directory holds (its manifest:
 //! model, task, context, the weights' files and dtypes, the programs).
 
 use std::path::Path;
@@ -107,6 +109,25 @@ fn describe_dir(root: &Path, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// An ONNX file's header and graph as runlens reads them, before ONNX Runtime.
+fn inspect_onnx(file: &Path, json: bool) -> anyhow::Result<()> {
+    let m = crate::onnx::read_path(file)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&m)?);
+        return Ok(());
+    }
+    let opsets = m.opsets.iter().map(|(d, v)| format!("{d} {v}")).collect::<Vec<_>>().join(", ");
+    let producer = if m.producer.is_empty() { "an unnamed producer" } else { m.producer.as_str() };
+    println!("{}: ONNX IR {}, opsets {opsets}, from {producer}", file.display(), m.ir_version);
+    println!("  inputs:  {}", m.describe_inputs());
+    println!("  outputs: {}", m.describe_outputs());
+    println!("  {} nodes, {} initializers; operators by count:", m.nodes, m.initializers);
+    for (op, n) in &m.operators {
+        println!("    {n:>5}  {op}");
+    }
+    Ok(())
+}
+
 /// Prints the coverage table of `file`, or with `json` exactly one JSON object;
 /// a model directory is described instead.
 pub fn run(file: &Path, json: bool) -> anyhow::Result<()> {
@@ -116,13 +137,9 @@ pub fn run(file: &Path, json: bool) -> anyhow::Result<()> {
     if crate::backend::is_gguf(file) {
         return super::gguf::inspect(file, json);
     }
-    anyhow::ensure!(
-        !crate::backend::is_onnx(file),
-        "cannot inspect {}: an ONNX file; `inspect` does not read ONNX graphs yet (it runs as a column: \
-         --program NAME={}, docs/onnxruntime.md)",
-        file.display(),
-        file.display()
-    );
+    if crate::backend::is_onnx(file) {
+        return inspect_onnx(file, json);
+    }
     let report =
         pte::inspect_file(file).with_context(|| format!("cannot inspect {}", file.display()))?;
     let missing: Vec<(String, MissingKernels)> = report

@@ -7,9 +7,9 @@
 //! [`MARGIN_PERCENT`] ([`figure`]).
 //!
 //! Two places measure, with one [`Watch`]: the probe's child around its load
-//! and run of a `.pte` (`crate::backend::probe`), and the commands that load one
-//! column at a time around each eager and GGUF column's load and runs in this
-//! process (a `.pte`'s too when the probe is off): `run` and `bench` over their
+//! and run of a `.pte`, a GGUF or an `.onnx` (`crate::backend::probe`), and the
+//! commands that load one column at a time around each eager column's load and
+//! runs in this process (a file's too when the probe is off): `run` and `bench` over their
 //! runs, `layers` over its first run, `eval` over its first prompt (its text
 //! pass, windows as long as the context, is its own workload). A watch resets the kernel's high-water mark (`echo 5 >
 //! /proc/self/clear_refs`), reads `VmRSS` before the load and `VmHWM` after:
@@ -65,12 +65,12 @@ pub struct Measurement {
 pub use crate::ffi::process::{status_bytes, Watch};
 
 /// A watch around `spec`'s load and first runs in this process, when this
-/// process is where it is measured: eager and GGUF columns always, a `.pte`
-/// when the probe is off (else the probe's child measures it).
+/// process is where it is measured: eager columns always, a file's (`.pte`,
+/// GGUF, `.onnx`) when the probe is off (else the probe's child measures it).
 pub fn watch(spec: &BackendSpec) -> Option<Watch> {
     match spec.source {
-        Source::Program(_) if crate::backend::probe::enabled() => None,
-        _ => Watch::start(),
+        Source::Program(_) | Source::Gguf(_) | Source::Onnx(_) if crate::backend::probe::enabled() => None,
+        Source::Program(_) | Source::Gguf(_) | Source::Onnx(_) | Source::Eager(_) => Watch::start(),
     }
 }
 
@@ -90,12 +90,13 @@ pub fn recall(spec: &BackendSpec, dir: &ModelDir) -> Option<Measurement> {
     let dir_cache = cache::cache_dir()?;
     let key = key_of(spec, dir, |p| cache::remembered_digest_of(p, &dir_cache))?;
     let own = recall_in(&dir_cache, &key);
-    // A program's figure is the probe's child's, kept in its verdict (the backend layer does
-    // not call up into this one): the larger of the two when both exist.
-    let probed = match &spec.source {
-        Source::Program(path) => crate::backend::probe::measured_peak(path).map(|peak| Measurement { peak, by: "the probe's child".into() }),
-        _ => None,
-    };
+    // A file's figure is the probe's child's, kept in its verdict (the backend layer does
+    // not call up into this one), under the load the column makes: the larger of the two when both exist.
+    let probed = spec
+        .model_file()
+        .zip(crate::backend::probe::Load::of_spec(spec, dir))
+        .and_then(|(path, load)| crate::backend::probe::measured_peak(path, &load))
+        .map(|peak| Measurement { peak, by: "the probe's child".into() });
     match (own, probed) {
         (Some(a), Some(b)) => Some(if a.peak >= b.peak { a } else { b }),
         (a, b) => a.or(b),

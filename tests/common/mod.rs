@@ -2,6 +2,7 @@
 #![allow(dead_code)] // each test crate uses a different part
 
 pub mod damage;
+pub mod fuzz;
 
 use std::path::{Path, PathBuf};
 

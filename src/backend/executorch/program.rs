@@ -69,7 +69,7 @@ impl Program {
         }
         let convention = InputConvention::of(plan, output).map_err(|why| OpenError::CannotDrive { file: file.clone(), why })?;
         // ExecuTorch aborts the process on some damaged programs: try it in a child first.
-        crate::backend::probe::check(path).map_err(|e| OpenError::Aborts(format!("{e:#}")))?;
+        crate::backend::probe::check(path, &crate::backend::probe::Load::Executorch).map_err(|e| OpenError::Aborts(format!("{e:#}")))?;
         let module = EtModule::load(path, traced)?;
         Ok(Program { path: path.to_path_buf(), coverage, instructions, convention, output, module, decoding: Decoding::default() })
     }

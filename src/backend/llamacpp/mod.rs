@@ -7,7 +7,9 @@
 //! large as the model directory's. Before llama.cpp sees a file, runlens reads
 //! its header itself ([`crate::gguf`]) and refuses what llama.cpp would fail
 //! or abort on, and checks that this CPU has the instructions the build's
-//! kernels use ([`cpu`]).
+//! kernels use ([`cpu`]); then runlens' probe loads it in a child process and
+//! runs it once ([`load_and_run_once`], `super::probe`), so a file whose
+//! hyperparameters make llama.cpp abort (a `GGML_ASSERT`) costs only the child.
 //!
 //! What it gives each task: text-generation, a decoder with llama.cpp's KV
 //! cache (prefill in one call, one call a token); feature-extraction, the
@@ -77,18 +79,9 @@ impl LlamaCppBackend {
             archs.join(" or ")
         );
         header.check_runnable(expected_vocab(dir))?;
-        // A decoder holds the directory's longest sequence, at most the model's own limit;
-        // an encoder takes its whole input in one physical batch (llama.cpp asserts it).
-        let mut n_ctx = dir.max_seq_len().max(2);
-        if let Some(trained) = header.context_length().filter(|&c| c > 0) {
-            n_ctx = n_ctx.min(trained as usize);
-        }
-        let encoder = output == OutputKind::Pooled;
-        let n_ubatch = if encoder { n_ctx } else { n_ctx.min(512) };
-        // A float32 GGUF keeps a float32 cache (the column's parity reference, as
-        // ExecuTorch's float programs do); a quantized one llama.cpp's default float16.
-        let kv_f32 = header.main_type().is_some_and(|t| t.name() == "f32");
-        let options = ContextOptions { n_ctx: n_ctx as u32, n_batch: n_ctx as u32, n_ubatch: n_ubatch as u32, threads: threads(), embeddings: encoder, kv_f32 };
+        let pooled = output == OutputKind::Pooled;
+        super::probe::check(path, &super::probe::Load::LlamaCpp { max_len: dir.max_seq_len() as u32, pooled })?;
+        let options = context_options(&header, dir.max_seq_len(), pooled, threads());
         let start = Instant::now();
         let session = LlamaSession::load(path, options)?;
         let load_time = start.elapsed();
@@ -108,6 +101,41 @@ impl LlamaCppBackend {
     fn mark(&mut self) {
         self.before_last = self.counters();
     }
+}
+
+/// The context a column makes: a decoder holds `max_len` positions (the model
+/// directory's longest sequence), at most the model's own limit; an encoder
+/// (`pooled`) takes its whole input in one physical batch (llama.cpp asserts it).
+/// The one place that sizes it (the column's load, the probe's child).
+fn context_options(header: &GgufFile, max_len: usize, pooled: bool, threads: usize) -> ContextOptions {
+    let mut n_ctx = max_len.max(2);
+    if let Some(trained) = header.context_length().filter(|&c| c > 0) {
+        n_ctx = n_ctx.min(trained as usize);
+    }
+    let n_ubatch = if pooled { n_ctx } else { n_ctx.min(512) };
+    // A float32 GGUF keeps a float32 cache (the column's parity reference, as
+    // ExecuTorch's float programs do); a quantized one llama.cpp's default float16.
+    let kv_f32 = header.main_type().is_some_and(|t| t.name() == "f32");
+    ContextOptions { n_ctx: n_ctx as u32, n_batch: n_ctx as u32, n_ubatch: n_ubatch as u32, threads, embeddings: pooled, kv_f32 }
+}
+
+/// The probe's child (`super::probe`): read the header as the column's load
+/// does (all but the directory's vocabulary, which the parent checked), load
+/// the file into the same context, and run the probe's input once: one prefill,
+/// or one pooled embedding; its ids kept inside the file's vocabulary and the context.
+pub fn load_and_run_once(path: &Path, max_len: usize, pooled: bool) -> Result<(), super::probe::Refusal> {
+    use super::probe::Refusal;
+    cpu::check().map_err(|e| Refusal::Runtime(format!("{}: {e:#}", path.display())))?;
+    let header = crate::gguf::read_path(path).map_err(|e| Refusal::Load(e.to_string()))?;
+    header.check_runnable(None).map_err(|e| Refusal::Load(e.to_string()))?;
+    let options = context_options(&header, max_len, pooled, threads());
+    let mut session = LlamaSession::load(path, options).map_err(|e| Refusal::Load(e.message))?;
+    let vocab = session.n_vocab().max(1) as i64;
+    let (mut ids, _) = super::probe::representative_input(None);
+    ids.truncate(options.n_ctx as usize);
+    ids.iter_mut().for_each(|id| *id %= vocab);
+    let ran = if pooled { session.embed(&ids).map(drop) } else { session.decode(&ids, 0).map(drop) };
+    ran.map_err(|e| Refusal::Run(e.message))
 }
 
 /// The vocabulary the model directory's tokenizer ids index: config.json's `vocab_size`.

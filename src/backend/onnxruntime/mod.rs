@@ -7,10 +7,14 @@
 //! binary starts and every other column works without it, and a missing or
 //! too old library is this column's error, not the process's.
 //!
-//! Encoders only here: the graph's inputs are read from the file
-//! (`input_ids`, `attention_mask`, and `token_type_ids` where it has them, all
-//! int64 `[1, S]`), and a graph that wants anything else is refused with the
-//! names it has. feature-extraction pools `last_hidden_state` `[1, S, H]` as the
+//! Before ONNX Runtime sees a file, runlens reads it itself ([`crate::onnx`]:
+//! a file that is not a `ModelProto` is refused naming it) and checks its
+//! graph: encoders only here, inputs among `input_ids`, `attention_mask` and
+//! `token_type_ids` (the first two required), int64 `[1, S]`, and the output
+//! the task reads, float32; a graph that wants anything else is refused with
+//! the inputs and outputs it has. Then runlens' probe opens it in a child
+//! process and runs it once ([`load_and_run_once`], `super::probe`), so a file
+//! that makes ONNX Runtime crash costs only the child. feature-extraction pools `last_hidden_state` `[1, S, H]` as the
 //! manifest entry's `pooling` says (`mean` when it says nothing, the
 //! sentence-transformers default; `cls`), L2-normalised as the `.pte` programs
 //! do inside; fill-mask and classification return the `logits` output as it is.
@@ -30,9 +34,10 @@ use anyhow::Context;
 use ort::environment::Environment;
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::{Session, SessionInputValue};
-use ort::value::{Tensor, TensorElementType, ValueType};
+use ort::value::Tensor;
 
 use super::{Backend, BackendSpec, OutputKind};
+use crate::onnx::{Dim, ElemType, OnnxModel, ValueInfo};
 use crate::model::ModelDir;
 use crate::tensor::{Encoded, OutputTensor};
 
@@ -95,6 +100,8 @@ pub struct OnnxRuntimeBackend {
     spec: BackendSpec,
     session: Session,
     path: std::path::PathBuf,
+    /// The graph's inputs, as the file names them.
+    input_names: Vec<String>,
     /// Whether the graph takes `token_type_ids`.
     token_types: bool,
     /// The graph output runlens reads, and the pooling of it (feature-extraction).
@@ -121,15 +128,51 @@ impl OnnxRuntimeBackend {
             OutputKind::Pooled => Some(Pooling::parse(entry.and_then(|e| e.pooling.as_deref())).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?),
             _ => None,
         };
+        // runlens' reading of the file, then the probe's child, then ONNX Runtime here.
+        let model = crate::onnx::read_path(path)?;
+        let token_types = check_inputs(&model).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let output_name = check_output(&model, output).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        // The library first: one that cannot load is this column's error, with no child started.
         let env = environment()?;
+        super::probe::check(path, &super::probe::Load::OnnxRuntime)?;
         let threads = threads();
         let start = Instant::now();
         let session =
             open(&env, path, threads, &spec.name).map_err(|e| anyhow::anyhow!("{}: ONNX Runtime cannot load it: {e}{}", path.display(), log::last_words(&spec.name)))?;
         let load_time = start.elapsed();
-        let (token_types, output_name) = check_graph(&session, output).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        Ok(OnnxRuntimeBackend { spec: spec.clone(), session, path: path.to_path_buf(), token_types, output_name, pooling, load_time })
+        let input_names = model.inputs.iter().map(|i| i.name.clone()).collect();
+        Ok(OnnxRuntimeBackend { spec: spec.clone(), session, path: path.to_path_buf(), input_names, token_types, output_name, pooling, load_time })
     }
+}
+
+/// The probe's child (`super::probe`): read and check the file as the column's
+/// load does, open it in a session and run the probe's input once (its ids kept
+/// inside the vocabulary the graph's embedding table has, when it says one).
+pub fn load_and_run_once(path: &Path) -> Result<(), super::probe::Refusal> {
+    use super::probe::Refusal;
+    let model = crate::onnx::read_path(path).map_err(|e| Refusal::Load(e.to_string()))?;
+    let token_types = check_inputs(&model).map_err(|e| Refusal::Load(format!("{}: {e}", path.display())))?;
+    let env = environment().map_err(|e| Refusal::Runtime(format!("{}: {e:#}", path.display())))?;
+    let log_id = "probe";
+    let mut session =
+        open(&env, path, threads(), log_id).map_err(|e| Refusal::Load(format!("{}: ONNX Runtime cannot load it: {e}{}", path.display(), log::last_words(log_id))))?;
+    let (mut ids, mask) = super::probe::representative_input(None);
+    if let Some(rows) = model.rows_gathered_by(INPUTS[0]).filter(|&r| r > 0) {
+        ids.iter_mut().for_each(|id| *id %= rows);
+    }
+    let fed = feeds(&ids, &mask, token_types).map_err(|e| Refusal::Run(format!("{}: {e}", path.display())))?;
+    session.run(fed).map(drop).map_err(|e| Refusal::Run(format!("{}: ONNX Runtime's run failed: {e}{}", path.display(), log::last_words(log_id))))
+}
+
+/// The graph's inputs as runlens fills them: ids and mask `[1, S]`, zeros for the token types.
+fn feeds(ids: &[i64], mask: &[i64], token_types: bool) -> anyhow::Result<Vec<(&'static str, SessionInputValue<'static>)>> {
+    let n = ids.len();
+    let tensor = |values: Vec<i64>| -> anyhow::Result<SessionInputValue<'static>> { Ok(Tensor::from_array(([1usize, n], values))?.into()) };
+    let mut feeds = vec![(INPUTS[0], tensor(ids.to_vec())?), (INPUTS[1], tensor(mask.to_vec())?)];
+    if token_types {
+        feeds.push((INPUTS[2], tensor(vec![0; n])?));
+    }
+    Ok(feeds)
 }
 
 /// A session on the CPU execution provider: `threads` intra-op threads that
@@ -156,46 +199,73 @@ fn open(env: &Environment, path: &Path, threads: usize, log_id: &str) -> Result<
     builder.commit_from_file(path).map_err(|e| e.to_string())
 }
 
-/// The graph's inputs must be among [`INPUTS`] (int64, `input_ids` and
-/// `attention_mask` required); the output runlens reads for `output`. Returns
-/// whether it takes token types, and that output's name.
-fn check_graph(session: &Session, output: OutputKind) -> Result<(bool, String), String> {
-    let names = |outlets: &[ort::value::Outlet]| outlets.iter().map(|o| o.name().to_string()).collect::<Vec<_>>().join(", ");
-    let inputs = session.inputs();
+fn names(values: &[ValueInfo]) -> String {
+    if values.is_empty() {
+        return "none".into();
+    }
+    values.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+/// The graph's inputs, as read from the file, must be among [`INPUTS`]
+/// (`input_ids` and `attention_mask` required), int64, of rank 2 with a batch
+/// of 1 and a free length where the file gives a shape. Whether it takes token types.
+fn check_inputs(model: &OnnxModel) -> Result<bool, String> {
+    let inputs = &model.inputs;
     for input in inputs {
-        if !INPUTS.contains(&input.name()) {
+        if !INPUTS.contains(&input.name.as_str()) {
             return Err(format!(
                 "the graph takes an input {:?} runlens cannot give (its inputs: {}); an encoder's are {}",
-                input.name(),
+                input.name,
                 names(inputs),
                 INPUTS.join(", ")
             ));
         }
-        match input.dtype() {
-            ValueType::Tensor { ty: TensorElementType::Int64, .. } => {}
-            other => return Err(format!("its input {} is {other}, not int64 as runlens gives the ids", input.name())),
+        if input.elem_type != Some(ElemType::INT64) {
+            return Err(format!("its input {input} is not int64 as runlens gives the ids (its inputs: {})", model.describe_inputs()));
+        }
+        match input.shape.as_deref() {
+            None => {}
+            Some([batch, len]) => {
+                if matches!(batch, Dim::Size(b) if *b != 1) {
+                    return Err(format!("its input {input} has a batch of {batch}; runlens gives one sequence, [1, S]"));
+                }
+                if let Dim::Size(n) = len {
+                    return Err(format!("its input {input} has a fixed length of {n}; runlens gives [1, S] for S tokens (an export with a dynamic length)"));
+                }
+            }
+            Some(_) => return Err(format!("its input {input} is not of rank 2; runlens gives [1, S] (its inputs: {})", model.describe_inputs())),
         }
     }
     for required in &INPUTS[..2] {
-        if !inputs.iter().any(|i| i.name() == *required) {
+        if !inputs.iter().any(|i| i.name == *required) {
             return Err(format!("the graph has no input {required} (its inputs: {}); an encoder's are {}", names(inputs), INPUTS.join(", ")));
         }
     }
-    let token_types = inputs.iter().any(|i| i.name() == INPUTS[2]);
-    let outputs = session.outputs();
-    let wanted: &[&str] = match output {
-        OutputKind::Pooled => &["last_hidden_state"],
-        OutputKind::TokenLogits | OutputKind::ClassLogits => &["logits"],
-        OutputKind::NextToken => &[],
+    Ok(inputs.iter().any(|i| i.name == INPUTS[2]))
+}
+
+/// The output runlens reads for `output`, found by name as the hub's files
+/// name them, float32, of a rank the task reads where the file gives a shape.
+fn check_output(model: &OnnxModel, output: OutputKind) -> Result<String, String> {
+    let outputs = &model.outputs;
+    let (wanted, ranks): (&[&str], &[usize]) = match output {
+        OutputKind::Pooled => (&["last_hidden_state"], &[3]),
+        OutputKind::TokenLogits | OutputKind::ClassLogits => (&["logits"], output.ranks()),
+        OutputKind::NextToken => (&[], &[]),
     };
-    // By name, as the hub's files name them: a single output of another name could be anything.
-    let Some(found) = outputs.iter().find(|o| wanted.contains(&o.name())) else {
+    // By name: a single output of another name could be anything.
+    let Some(found) = outputs.iter().find(|o| wanted.contains(&o.name.as_str())) else {
         return Err(format!("the graph has no output {} (its outputs: {}); this task needs {}", wanted.join(" or "), names(outputs), output.expected()));
     };
-    match found.dtype() {
-        ValueType::Tensor { ty: TensorElementType::Float32, .. } => Ok((token_types, found.name().to_string())),
-        other => Err(format!("its output {} is {other}, not float32", found.name())),
+    if found.elem_type != Some(ElemType::FLOAT32) {
+        return Err(format!("its output {found} is not float32"));
     }
+    if let Some(shape) = &found.shape {
+        if !ranks.contains(&shape.len()) {
+            return Err(format!("its output {found} is not of rank {}; this task needs {}", ranks.iter().map(usize::to_string).collect::<Vec<_>>().join(" or "), output.expected()));
+        }
+    }
+    Ok(found.name.clone())
 }
 
 impl Backend for OnnxRuntimeBackend {
@@ -210,20 +280,14 @@ impl Backend for OnnxRuntimeBackend {
             self.spec.title,
             self.spec.about,
             self.path.display(),
-            self.session.inputs().iter().map(|i| i.name()).collect::<Vec<_>>().join(", "),
+            self.input_names.join(", "),
             threads()
         )
     }
 
     fn run(&mut self, input: &Encoded) -> anyhow::Result<OutputTensor> {
-        let n = input.ids.len();
-        anyhow::ensure!(n > 0, "{}: no tokens to run", self.path.display());
-        let tensor = |values: Vec<i64>| -> anyhow::Result<SessionInputValue<'static>> { Ok(Tensor::from_array(([1usize, n], values))?.into()) };
-        let mut feeds: Vec<(&str, SessionInputValue<'static>)> =
-            vec![(INPUTS[0], tensor(input.ids.clone())?), (INPUTS[1], tensor(input.attention_mask.clone())?)];
-        if self.token_types {
-            feeds.push((INPUTS[2], tensor(vec![0; n])?));
-        }
+        anyhow::ensure!(!input.ids.is_empty(), "{}: no tokens to run", self.path.display());
+        let feeds = feeds(&input.ids, &input.attention_mask, self.token_types)?;
         let path = self.path.display().to_string();
         let outputs = self.session.run(feeds).map_err(|e| anyhow::anyhow!("{path}: ONNX Runtime's run failed: {e}{}", log::last_words(&self.spec.name)))?;
         let value = outputs.get(self.output_name.as_str()).with_context(|| format!("{path}: no output {}", self.output_name))?;

@@ -1,4 +1,4 @@
-//! Probe verdicts on disk, keyed by the program's SHA-256 and runlens' version;
+//! Probe verdicts on disk, keyed by the file's SHA-256, how it is loaded and runlens' version;
 //! the digests themselves remembered by file identity.
 
 use std::io::Read;
@@ -9,23 +9,25 @@ use sha2::{Digest, Sha256};
 use super::Verdict;
 
 /// Bump when a verdict's meaning changes, so old cache entries are not read.
-/// 3: a verdict that runs carries the child's measured peak.
-const CACHE_FORMAT: u32 = 3;
+/// 3: a verdict that runs carries the child's measured peak; 4: keyed by the
+/// load too (GGUF and ONNX files are probed).
+const CACHE_FORMAT: u32 = 4;
 
-/// The cache key: the file's SHA-256 and runlens' version (another runlens may
-/// link another ExecuTorch, whose verdict may differ). The digest of a file
+/// The cache key: the file's SHA-256, `load` (the probe's `Load::key`: the
+/// runtime, a GGUF's context) and runlens' version (another runlens may link
+/// another runtime, whose verdict may differ). The digest of a file
 /// hashed before is taken from [`remembered_digest`], so a start reads no 90 MB
 /// program just to find its verdict.
 /// Gives the digest and the key.
-pub(super) fn file_key(path: &Path) -> anyhow::Result<(String, String)> {
+pub(super) fn file_key(path: &Path, load: &str) -> anyhow::Result<(String, String)> {
     let digest = digest_of(path, cache_dir().as_deref())?;
-    let key = key_of_digest(&digest);
+    let key = key_of_digest(&digest, load);
     Ok((digest, key))
 }
 
 /// A verdict's key from its file's digest.
-pub(super) fn key_of_digest(digest: &str) -> String {
-    format!("{digest}-{}-{CACHE_FORMAT}", env!("CARGO_PKG_VERSION"))
+pub(super) fn key_of_digest(digest: &str, load: &str) -> String {
+    format!("{digest}-{load}-{}-{CACHE_FORMAT}", env!("CARGO_PKG_VERSION"))
 }
 
 /// The file's SHA-256 in hex: remembered under `cache` by the file's identity,

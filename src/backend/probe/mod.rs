@@ -1,20 +1,39 @@
-//! The probe: before this process loads a `.pte`, a child process (runlens
-//! itself, `runlens probe-program FILE`, hidden) loads it and runs `forward`
-//! once on a representative input. ExecuTorch ends a process when one of its
-//! `ET_CHECK`s fails (a kernel unpacking an argument of the wrong type, say):
-//! `runtime_abort()` never returns and the runtime is built without exceptions,
-//! so nothing in-process can turn that into an error. In the child it costs
-//! only the child; here it becomes an error naming the file, the method, the
-//! instruction and ExecuTorch's own reason, and the other backends go on.
+//! The probe: before this process loads a model file, a child process
+//! (runlens itself, `runlens probe FILE --load WHAT`, hidden) loads it with its
+//! runtime and runs it once on a representative input, for every runtime that
+//! reads a file: a `.pte` through ExecuTorch (`forward` once), a GGUF through
+//! llama.cpp (its context as the column makes it, one prefill or one pooled
+//! embedding) and an `.onnx` through ONNX Runtime (a session, one run). [`Load`]
+//! says which and how; [`once`] holds the one "load and run once" function of
+//! each runtime, peers chosen by [`Load`], and everything else (the child, the
+//! verdict, its cache, the measured peak, the messages) is written once.
 //!
-//! Verdicts are cached by the file's SHA-256 (and runlens' version) in
-//! `$RUNLENS_CACHE_DIR`, else `$XDG_CACHE_HOME/runlens`, else `~/.cache/runlens`,
-//! so a program is probed once. `RUNLENS_PROBE=0` turns the probe off.
+//! Why a child: each runtime ends the process on some damaged files. ExecuTorch
+//! when one of its `ET_CHECK`s fails (`runtime_abort()` never returns; the
+//! runtime is built without exceptions); llama.cpp on a failed `GGML_ASSERT`
+//! (a GGUF whose `block_count` is 0 passes every check of the loader's and
+//! aborts in its reading of the hyperparameters); ONNX Runtime on whatever its
+//! kernels meet. Nothing in-process can turn that into an error. In the child
+//! it costs only the child; here it becomes an error naming the file, the
+//! runtime and its reason (ExecuTorch's abort report, else the signal and the
+//! child's last lines of stderr: llama.cpp's `GGML_ASSERT(...) failed`), and the
+//! other columns go on. runlens' own readers (`crate::pte`, `crate::gguf`,
+//! `crate::onnx`) still check each file first, in the child and here: the probe
+//! is for what gets past them.
+//!
+//! The child also measures its peak memory (load and run, above what it held
+//! before: `crate::ffi::process::Watch`), kept in the verdict; the memory check
+//! reads it ([`measured_peak`], `crate::memory::measured`) for all three runtimes.
+//!
+//! Verdicts are cached by the file's SHA-256, the [`Load`] (a GGUF's context
+//! length and pooling) and runlens' version in `$RUNLENS_CACHE_DIR`, else
+//! `$XDG_CACHE_HOME/runlens`, else `~/.cache/runlens`, so a file is probed once
+//! per use. `RUNLENS_PROBE=0` turns the probe off.
 //!
 //! What the probe cannot catch (an abort that depends on the input, not the
-//! program) still ends the process, but never silently: the shim's abort hook
-//! calls [`report_abort`] (the explorer restores the terminal first), which
-//! names the file, the method and the reason; the status is 134.
+//! file) still ends the process, but an ExecuTorch abort never silently: the
+//! shim's abort hook calls [`report_abort`] (the explorer restores the
+//! terminal first), which names the file, the method and the reason; the status is 134.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -23,66 +42,139 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::ffi::{AbortReport, EtModule};
+use crate::ffi::AbortReport;
 
 pub(crate) mod cache;
 mod input;
+mod once;
 
 pub use cache::cache_dir;
 use cache::{cache_path, file_key, read_cached, write_cached};
 pub use input::{kv_cache_inputs, probe_inputs, representative_input};
+pub use once::Refusal;
 
-/// The hidden subcommand the child runs.
-pub const PROBE_COMMAND: &str = "probe-program";
+/// The hidden subcommand the child runs (`probe-program`, its name before
+/// every runtime was probed, is kept as an alias: an ExecuTorch load).
+pub const PROBE_COMMAND: &str = "probe";
 /// A child that has not answered by then is killed and the load fails.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What the child loads, and how: the runtime, and what of the load in this
+/// process the child must repeat to meet what it would meet. Part of the
+/// verdict's cache key. Passed to the child as JSON (`--load`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "runtime", rename_all = "snake_case")]
+pub enum Load {
+    /// A `.pte` through ExecuTorch: method `forward` once.
+    Executorch,
+    /// A GGUF through llama.cpp, its context made as the column makes it: for
+    /// `max_len` positions (the model directory's longest sequence; the file's
+    /// own limit when smaller), an encoder's pooled embedding or a decoder's prefill.
+    LlamaCpp { max_len: u32, pooled: bool },
+    /// An `.onnx` through ONNX Runtime: a session on the CPU, one run.
+    OnnxRuntime,
+}
+
+impl Load {
+    /// The runtime's name in messages.
+    pub fn runtime(&self) -> &'static str {
+        match self {
+            Load::Executorch => "ExecuTorch",
+            Load::LlamaCpp { .. } => "llama.cpp",
+            Load::OnnxRuntime => "ONNX Runtime",
+        }
+    }
+
+    /// What the child does, for messages.
+    fn what_the_child_does(&self) -> &'static str {
+        match self {
+            Load::Executorch => "loads the program and runs method 'forward' once",
+            Load::LlamaCpp { pooled: false, .. } => "loads the GGUF with llama.cpp and runs one prefill",
+            Load::LlamaCpp { pooled: true, .. } => "loads the GGUF with llama.cpp and embeds one input",
+            Load::OnnxRuntime => "opens the file in an ONNX Runtime session and runs it once",
+        }
+    }
+
+    /// What to do about a file the runtime cannot survive.
+    fn remedy(&self) -> &'static str {
+        match self {
+            Load::Executorch => "The file is damaged or not a program this ExecuTorch can run: re-export it (`make models`)",
+            Load::LlamaCpp { .. } => "The file is damaged or not a GGUF this llama.cpp can run: convert it again (`make models`)",
+            Load::OnnxRuntime => "The file is damaged or not a model this ONNX Runtime can run: export it again (`make models`)",
+        }
+    }
+
+    /// Its part of the cache key (a file name's characters).
+    fn key(&self) -> String {
+        match self {
+            Load::Executorch => "executorch".into(),
+            Load::LlamaCpp { max_len, pooled } => format!("llamacpp-{max_len}-{}", if *pooled { "pooled" } else { "prefill" }),
+            Load::OnnxRuntime => "onnxruntime".into(),
+        }
+    }
+
+    /// The load a column of `spec` makes in `dir`; `None` for eager (no file of its own to probe).
+    /// A GGUF is pooled for an embedding task, a prefill for generation.
+    pub fn of_spec(spec: &super::BackendSpec, dir: &crate::model::ModelDir) -> Option<Load> {
+        match &spec.source {
+            super::Source::Program(_) => Some(Load::Executorch),
+            super::Source::Gguf(_) => Some(Load::LlamaCpp { max_len: dir.max_seq_len() as u32, pooled: !dir.task().takes_a_prompt() }),
+            super::Source::Onnx(_) => Some(Load::OnnxRuntime),
+            super::Source::Eager(_) => None,
+        }
+    }
+}
 
 /// What the child found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "verdict", rename_all = "snake_case")]
 pub enum Verdict {
-    /// Loaded and ran `forward` once; `peak`: the most the child held above what
+    /// Loaded and ran once; `peak`: the most the child held above what
     /// it held before reading the file, in bytes, when it could measure it
     /// (`crate::memory::measured`: the memory check uses it).
     Runs {
         #[serde(default)]
         peak: Option<u64>,
     },
-    /// ExecuTorch refused to load it, with this error (naming the file); the
-    /// load here would fail the same way, so it is not tried.
+    /// The runtime (or runlens' reader before it) refused to load it, with this
+    /// error (naming the file); the load here would fail the same way, so it is not tried.
     RefusesLoad { error: String },
-    /// It loaded but `forward` failed on the probe's input: the load here goes
+    /// It loaded but the run failed on the probe's input: the load here goes
     /// on (another input may run; if not, that error is reported).
     RefusesRun { error: String },
-    /// ExecuTorch aborted the child.
+    /// The child could not try the file: its runtime could not start there (ONNX
+    /// Runtime's library missing, say). Says nothing of the file: not cached.
+    CannotTry { error: String },
+    /// ExecuTorch aborted the child (its abort hook's report).
     Aborts { report: AbortReport },
     /// The child ended by a signal, a timeout or without a verdict.
     Crashes { how: String, stderr: String },
 }
 
-/// The probe's error: the program would take the process down.
+/// The probe's error: the file would take the process down.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct ProgramAborts(pub String);
 
-/// Check `path` before this process loads it (the one call in the load path).
-/// `Ok` when the child ran it (or it loaded and only the probe's input failed);
-/// ExecuTorch's own error when it refused to load it; an error naming the file
-/// and the reason when ExecuTorch aborted or the child crashed.
-pub fn check(path: &Path) -> anyhow::Result<()> {
+/// Check `path` before this process loads it as `load` says (the one call in
+/// each runtime's load path). `Ok` when the child ran it (or it loaded and only
+/// the probe's input failed); the runtime's own error when it refused to load
+/// it; an error naming the file, the runtime and the reason when the runtime
+/// aborted or the child crashed.
+pub fn check(path: &Path, load: &Load) -> anyhow::Result<()> {
     if !enabled() {
         return Ok(());
     }
     let Some(exe) = probe_exe() else {
         return Ok(());
     };
-    let (_, key) = file_key(path)?;
+    let (_, key) = file_key(path, &load.key())?;
     let cached = cache_path(&key).and_then(|p| read_cached(&p));
     let verdict = match cached {
         Some(v) => v,
         None => {
-            let v = probe_in_child(&exe, path)?;
-            if !matches!(v, Verdict::Crashes { .. }) {
+            let v = probe_in_child(&exe, path, load)?;
+            if !matches!(v, Verdict::Crashes { .. } | Verdict::CannotTry { .. }) {
                 if let Some(p) = cache_path(&key) {
                     write_cached(&p, &v);
                 }
@@ -92,51 +184,60 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
     };
     match verdict {
         Verdict::Runs { .. } | Verdict::RefusesRun { .. } => Ok(()),
-        Verdict::RefusesLoad { error } => Err(anyhow::anyhow!(error)),
+        Verdict::RefusesLoad { error } | Verdict::CannotTry { error } => Err(anyhow::anyhow!(error)),
         Verdict::Aborts { report } => Err(ProgramAborts(describe_probe_abort(path, &report)).into()),
-        Verdict::Crashes { how, stderr } => {
-            let tail: Vec<&str> = stderr.lines().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
-            let detail = if tail.is_empty() { String::new() } else { format!(": {}", tail.join(" / ")) };
-            Err(ProgramAborts(format!(
-                "{}: ExecuTorch {how} in runlens' probe (a child process that loads the program and runs method 'forward' once){detail}. \
-                 The file is damaged or not a program this ExecuTorch can run: re-export it (`make models`)",
-                path.display()
-            ))
-            .into())
-        }
+        Verdict::Crashes { how, stderr } => Err(ProgramAborts(describe_crash(path, load, &how, &stderr)).into()),
     }
 }
 
-/// Whether programs are probed: not with `RUNLENS_PROBE=0`, nor in a library
-/// user outside the runlens binary (nothing to re-execute; the abort hook still
-/// reports instead of a silent abort).
-/// The peak the probe's child measured for the program at `path` (its verdict's),
-/// when one is cached; reads no program (a file whose digest is not remembered has none).
-pub fn measured_peak(path: &Path) -> Option<u64> {
+/// The error of a child that ended without a verdict: the file, the runtime,
+/// how the child ended, its last lines of stderr (llama.cpp's `GGML_ASSERT`).
+fn describe_crash(path: &Path, load: &Load, how: &str, stderr: &str) -> String {
+    let tail: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
+    let detail = if tail.is_empty() { String::new() } else { format!(": {}", tail.join(" / ")) };
+    format!("{}: {} {how} in runlens' probe (a child process that {}){detail}. {}", path.display(), load.runtime(), load.what_the_child_does(), load.remedy())
+}
+
+/// The peak the probe's child measured for the file at `path` loaded as `load`
+/// (its verdict's), when one is cached; reads no model file (a file whose
+/// digest is not remembered has none).
+pub fn measured_peak(path: &Path, load: &Load) -> Option<u64> {
     let dir = cache_dir()?;
     let digest = cache::remembered_digest_of(path, &dir)?;
-    match read_cached(&cache_path(&cache::key_of_digest(&digest))?)? {
+    match read_cached(&cache_path(&cache::key_of_digest(&digest, &load.key()))?)? {
         Verdict::Runs { peak } => peak,
         _ => None,
     }
 }
 
+/// Whether files are probed: not with `RUNLENS_PROBE=0`, nor in a library
+/// user outside the runlens binary (nothing to re-execute; the abort hook still
+/// reports instead of a silent abort).
 pub fn enabled() -> bool {
     !std::env::var("RUNLENS_PROBE").is_ok_and(|v| v == "0") && probe_exe().is_some()
 }
 
-/// The child: load `path` with a tracer (so an abort names its instruction),
-/// run `forward` once, print the verdict as one JSON line. An ExecuTorch abort
-/// prints [`Verdict::Aborts`] from the abort hook and ends with status 134.
-pub fn run_child(path: &Path) -> i32 {
+/// The child: load `path` as `load` says and run it once (an ExecuTorch
+/// program with a tracer, so an abort names its instruction), print the verdict
+/// as one JSON line. An ExecuTorch abort prints [`Verdict::Aborts`] from the
+/// abort hook and ends with status 134; llama.cpp's and ONNX Runtime's end the
+/// child without a verdict, which the parent reads as [`Verdict::Crashes`].
+pub fn run_child(path: &Path, load: &Load) -> i32 {
     crate::ffi::set_abort_handler(|report| {
         let verdict = Verdict::Aborts { report: report.clone() };
         if let Ok(line) = serde_json::to_string(&verdict) {
             println!("{line}");
         }
     });
-    let _ = crate::ffi::set_threads(1);
-    let verdict = probe_here(path);
+    let _ = super::set_threads(1);
+    // From before runlens' reader takes the file in, as the load in the parent does.
+    let watch = crate::ffi::process::Watch::start();
+    let verdict = match once::load_and_run(path, load) {
+        Ok(()) => Verdict::Runs { peak: watch.and_then(|w| w.peak()) },
+        Err(Refusal::Load(error)) => Verdict::RefusesLoad { error },
+        Err(Refusal::Run(error)) => Verdict::RefusesRun { error },
+        Err(Refusal::Runtime(error)) => Verdict::CannotTry { error },
+    };
     match serde_json::to_string(&verdict) {
         Ok(line) => {
             println!("{line}");
@@ -146,32 +247,15 @@ pub fn run_child(path: &Path) -> i32 {
     }
 }
 
-fn probe_here(path: &Path) -> Verdict {
-    // From before runlens' reader takes the file in, as the load in the parent does.
-    let watch = crate::ffi::process::Watch::start();
-    let coverage = match crate::pte::inspect_file(path) {
-        Ok(c) => c,
-        Err(e) => return Verdict::RefusesLoad { error: format!("{}: {e}", path.display()) },
-    };
-    let plan = coverage.plan("forward").or_else(|| coverage.plans.first());
-    let mut module = match EtModule::load(path, true) {
-        Ok(m) => m,
-        Err(e) => return Verdict::RefusesLoad { error: e.message },
-    };
-    // input_ids (with attention_mask, or cache_position for a KV-cache decoder, when it takes one).
-    let inputs = probe_inputs(plan);
-    let tensors: Vec<crate::ffi::LongTensor> = inputs.iter().map(|(data, sizes)| crate::ffi::LongTensor::new(data, sizes)).collect();
-    match module.execute(&tensors) {
-        Ok(_) => Verdict::Runs { peak: watch.and_then(|w| w.peak()) },
-        Err(e) => Verdict::RefusesRun { error: e.message },
-    }
-}
-
-fn probe_in_child(exe: &Path, path: &Path) -> anyhow::Result<Verdict> {
+fn probe_in_child(exe: &Path, path: &Path, load: &Load) -> anyhow::Result<Verdict> {
+    let load_json = serde_json::to_string(load)?;
     let mut child = Command::new(exe)
         .args(["--threads", "1", PROBE_COMMAND])
         .arg(path)
+        .args(["--load", &load_json])
         .env_remove("RUNLENS_ET_LOG")
+        // ggml's abort otherwise attaches gdb to the child for a backtrace (slow, and its text is no use here).
+        .env("GGML_NO_BACKTRACE", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -317,6 +401,22 @@ mod tests {
             let json = serde_json::to_string(&v).unwrap();
             assert_eq!(serde_json::from_str::<Verdict>(&json).unwrap(), v, "{json}");
         }
+    }
+
+    #[test]
+    fn loads_round_trip_and_a_crash_names_the_file_the_runtime_and_the_reason() {
+        for load in [Load::Executorch, Load::LlamaCpp { max_len: 128, pooled: false }, Load::OnnxRuntime] {
+            let json = serde_json::to_string(&load).unwrap();
+            assert_eq!(serde_json::from_str::<Load>(&json).unwrap(), load, "{json}");
+        }
+        assert_eq!(Load::LlamaCpp { max_len: 64, pooled: true }.key(), "llamacpp-64-pooled");
+        let stderr = "llama_model_loader: loaded meta data\n\n/src/llama-model.cpp:1330: GGML_ASSERT(hparams.n_layer_all > 0) failed\n";
+        let text = describe_crash(Path::new("/nowhere/x.gguf"), &Load::LlamaCpp { max_len: 64, pooled: false }, "crashed (SIGABRT)", stderr);
+        for part in ["/nowhere/x.gguf: llama.cpp crashed (SIGABRT)", "runs one prefill", "GGML_ASSERT(hparams.n_layer_all > 0) failed", "convert it again"] {
+            assert!(text.contains(part), "{part:?} missing: {text}");
+        }
+        let text = describe_crash(Path::new("m.onnx"), &Load::OnnxRuntime, "crashed (SIGSEGV, a segmentation fault)", "");
+        assert!(text.starts_with("m.onnx: ONNX Runtime crashed (SIGSEGV, a segmentation fault) in runlens' probe (a child process that opens"), "{text}");
     }
 
     #[test]
