@@ -13,6 +13,12 @@ given the program's path, the edge graph for Model Explorer next to it
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import tempfile
+import weakref
+from pathlib import Path
+
 from .files import ExportError, release_memory, say
 
 XNNPACK = "XnnpackBackend"
@@ -44,7 +50,8 @@ def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_op
     from .modules import edge_nodes
 
     if delegate:
-        edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
+        with named_data_on_disk(pte.parent if pte is not None else None) as scratch:
+            edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
     else:
         edge = to_edge(ep)
         fold_constants(edge)
@@ -76,7 +83,53 @@ def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_op
         from .model_explorer import write_graph
 
         write_graph(pte, graph)
+    if delegate:
+        # The blobs stay on disk until the program has been written and dropped.
+        weakref.finalize(program, shutil.rmtree, scratch, True)
     return program, nodes
+
+
+# A blob smaller than this stays in memory (a layer norm's weight: many small files would
+# cost more than they save). Small enough that the tiny test models' largest weights (their
+# heads, 179 kB at tiny-llama's) take the file-backed path, so the tests' parity checks cover it.
+SPILL_BYTES = 64 << 10
+
+
+@contextlib.contextmanager
+def named_data_on_disk(near: Path | None):
+    """While XNNPACK lowers a program, each constant it serialises (a linear layer's
+    weight, copied into a `bytes`: about the model's float32 weights in all) goes to a
+    file in a scratch folder instead of staying in memory until the program is written.
+    ExecuTorch's named data store takes file-backed blobs (`FileBackedData`) and its
+    serialiser copies them into the `.pte` in chunks, so the file is the same byte for
+    byte; XNNPACK's preprocess only ever hands the store `bytes`. At SmolLM2-135M's sizes
+    this is 0.54 GiB less at the lowering's peak, which set the export's
+    (docs/models.md, peak memory). The folder is made beside the program (`near`; not
+    the system's temporary folder, which may be memory) and removed when the program is
+    dropped (`lower`), or at exit. Yields the folder."""
+    from executorch.exir._serialize._cord import FileBackedData
+    from executorch.exir._serialize._named_data_store import NamedDataStore
+
+    scratch = Path(tempfile.mkdtemp(prefix=".lowering-", dir=near))
+    original = NamedDataStore.add_named_data
+    count = [0]
+
+    def add_named_data(self, key, data, *args, **kwargs):
+        if isinstance(data, bytes) and len(data) >= SPILL_BYTES:
+            count[0] += 1
+            path = scratch / f"{count[0]}.bin"
+            path.write_bytes(data)
+            data = FileBackedData(str(path), cleanup=True)
+        return original(self, key, data, *args, **kwargs)
+
+    NamedDataStore.add_named_data = add_named_data
+    try:
+        yield scratch
+    except BaseException:
+        shutil.rmtree(scratch, True)
+        raise
+    finally:
+        NamedDataStore.add_named_data = original
 
 
 def fold_constants(edge) -> None:
