@@ -19,7 +19,7 @@
 //! Runs in the full and the lite build: ONNX Runtime needs no libtorch.
 
 mod common;
-use common::{corrupted_copies, cosine, model_dir, models, models_root, runlens};
+use common::{corrupted_copies, cosine, model_dir, model_path, models, models_root, runlens};
 
 use runlens::backend::{self, BackendSpec, Runtime};
 use runlens::model::{Encoded, ModelDir, Reference};
@@ -243,4 +243,43 @@ fn onnx_runtime_log_stays_off_the_terminal() {
     assert_eq!(out.status.code(), Some(1), "the damaged file fails its column: {err}");
     assert!(!err.contains(":onnxruntime:") && !err.contains("[I:") && !err.contains("[W:"), "ONNX Runtime's log reached the terminal:\n{err}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("onnx-int8"), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+/// The probe's child loads and runs an ONNX file before this process does, and
+/// measures its peak: after one `run`, `memory --json` has a measured peak for
+/// the column (the child's, under the file's SHA-256), at least the file's
+/// weights; with the probe off, the run measures it in this process instead.
+#[test]
+fn the_probes_child_runs_an_onnx_file_first_and_its_peak_is_what_memory_uses() {
+    let root = model_path("tiny-bert-cls");
+    for probe in ["1", "0"] {
+        let cache = tempfile::tempdir().unwrap();
+        let with = |args: &[&str]| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_runlens"))
+                .args(["--model", &root, "--threads", "1", "--backends", "onnx-int8"])
+                .args(args)
+                .env("RUNLENS_CACHE_DIR", cache.path())
+                .env("RUNLENS_PROBE", probe)
+                .output()
+                .unwrap()
+        };
+        let measured = || {
+            let out = with(&["memory", "--json"]);
+            assert!(out.status.success(), "{}", stderr(&out));
+            let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let column = report["columns"].as_array().unwrap().iter().find(|c| c["name"] == "onnx-int8").cloned().unwrap();
+            column["measured_peak"].as_u64()
+        };
+        assert_eq!(measured(), None, "a fresh cache holds no measurement");
+        let out = with(&["run", "A kitten"]);
+        assert!(out.status.success(), "RUNLENS_PROBE={probe}: {}", stderr(&out));
+        let verdicts: Vec<String> = std::fs::read_dir(cache.path().join("probe"))
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".json")).collect())
+            .unwrap_or_default();
+        assert_eq!(verdicts.iter().any(|n| n.contains("-onnxruntime-")), probe == "1", "RUNLENS_PROBE={probe}: verdicts {verdicts:?}");
+        let file = std::path::Path::new(&root).join("model.int8.onnx");
+        let weights = std::fs::metadata(&file).unwrap().len();
+        let peak = measured().unwrap_or_else(|| panic!("RUNLENS_PROBE={probe}: no measured peak after a run"));
+        assert!(peak >= weights, "RUNLENS_PROBE={probe}: measured {peak} bytes, less than the file's {weights}");
+    }
 }

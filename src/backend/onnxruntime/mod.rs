@@ -337,6 +337,57 @@ pub fn pool(shape: &[usize], data: &[f32], mask: &[i64], pooling: Pooling) -> Re
 mod tests {
     use super::*;
 
+    fn value(name: &str, elem: i32, shape: Option<Vec<Dim>>) -> ValueInfo {
+        ValueInfo { name: name.into(), elem_type: Some(ElemType(elem)), shape }
+    }
+
+    fn model(inputs: Vec<ValueInfo>, outputs: Vec<ValueInfo>) -> OnnxModel {
+        OnnxModel {
+            path: None,
+            ir_version: 8,
+            opsets: vec![("ai.onnx".into(), 17)],
+            producer: String::new(),
+            inputs,
+            outputs,
+            operators: vec![],
+            nodes: 0,
+            initializers: 0,
+            gathered_rows: vec![],
+        }
+    }
+
+    /// The graph's layout, read from the file: what runlens can give and read, and
+    /// each refusal naming what the graph has.
+    #[test]
+    fn the_graph_is_checked_from_the_file_naming_what_it_has() {
+        let seq = || Some(vec![Dim::Named("batch".into()), Dim::Named("sequence".into())]);
+        let encoder = |inputs: Vec<ValueInfo>| model(inputs, vec![value("last_hidden_state", 1, Some(vec![Dim::Size(1), Dim::Unknown, Dim::Size(8)]))]);
+        let bert = encoder(vec![value("input_ids", 7, seq()), value("attention_mask", 7, seq()), value("token_type_ids", 7, None)]);
+        assert_eq!(check_inputs(&bert), Ok(true));
+        assert_eq!(check_output(&bert, OutputKind::Pooled), Ok("last_hidden_state".into()));
+        let distil = encoder(vec![value("input_ids", 7, seq()), value("attention_mask", 7, seq())]);
+        assert_eq!(check_inputs(&distil), Ok(false));
+        let e = check_inputs(&encoder(vec![value("input_ids", 7, seq()), value("position_ids", 7, seq()), value("attention_mask", 7, seq())])).unwrap_err();
+        assert_eq!(e, "the graph takes an input \"position_ids\" runlens cannot give (its inputs: input_ids, position_ids, attention_mask); an encoder's are input_ids, attention_mask, token_type_ids");
+        let e = check_inputs(&encoder(vec![value("input_ids", 7, seq())])).unwrap_err();
+        assert_eq!(e, "the graph has no input attention_mask (its inputs: input_ids); an encoder's are input_ids, attention_mask, token_type_ids");
+        let e = check_inputs(&encoder(vec![value("input_ids", 6, seq()), value("attention_mask", 7, seq())])).unwrap_err();
+        assert!(e.starts_with("its input input_ids int32 [batch, sequence] is not int64"), "{e}");
+        let fixed = encoder(vec![value("input_ids", 7, Some(vec![Dim::Size(1), Dim::Size(128)])), value("attention_mask", 7, seq())]);
+        assert!(check_inputs(&fixed).unwrap_err().contains("a fixed length of 128"));
+        let batch = encoder(vec![value("input_ids", 7, Some(vec![Dim::Size(4), Dim::Unknown])), value("attention_mask", 7, seq())]);
+        assert!(check_inputs(&batch).unwrap_err().contains("a batch of 4"));
+        let rank = encoder(vec![value("input_ids", 7, Some(vec![Dim::Unknown])), value("attention_mask", 7, seq())]);
+        assert!(check_inputs(&rank).unwrap_err().contains("is not of rank 2"));
+        // Outputs: by name, float32, of the task's rank.
+        assert_eq!(check_output(&bert, OutputKind::ClassLogits).unwrap_err(), format!("the graph has no output logits (its outputs: last_hidden_state); this task needs {}", OutputKind::ClassLogits.expected()));
+        let logits = |shape| model(vec![], vec![value("logits", 1, shape)]);
+        assert_eq!(check_output(&logits(None), OutputKind::TokenLogits), Ok("logits".into()));
+        assert!(check_output(&logits(Some(vec![Dim::Unknown; 3])), OutputKind::ClassLogits).unwrap_err().contains("is not of rank 2"));
+        let half = model(vec![], vec![value("logits", 10, None)]);
+        assert_eq!(check_output(&half, OutputKind::ClassLogits).unwrap_err(), "its output logits float16 is not float32");
+    }
+
     #[test]
     fn mean_pooling_keeps_the_masked_tokens_and_normalises() {
         // Two tokens of width 2, the second masked out: the first alone, normalised.
