@@ -112,8 +112,10 @@ pub struct OnnxRuntimeBackend {
 
 impl OnnxRuntimeBackend {
     /// Open `path` with ONNX Runtime to return `output`: an error (never a crash)
-    /// for a missing file, one ONNX Runtime cannot parse, a graph whose inputs
-    /// or outputs are not an encoder's, or a library that cannot be loaded.
+    /// for a missing file, one that is not an ONNX model (runlens' reader) or
+    /// that ONNX Runtime cannot parse, a graph whose inputs or outputs are not an
+    /// encoder's, a library that cannot be loaded, or a file that ended the
+    /// probe's child (ONNX Runtime crashed on it there).
     pub fn load(spec: &BackendSpec, path: &Path, dir: &ModelDir, output: OutputKind) -> anyhow::Result<OnnxRuntimeBackend> {
         if !path.is_file() {
             return Err(crate::model::ModelsMissing { path: path.to_path_buf() }.into());
