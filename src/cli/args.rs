@@ -174,4 +174,24 @@ mod tests {
         assert!(parse_program("nofile").unwrap_err().contains("NAME=FILE.pte"));
         assert!(parse_program("=a.pte").is_err());
     }
+
+    /// The probe's child: `probe FILE --load JSON`, and its old name `probe-program FILE`
+    /// (an ExecuTorch program); a load that is not JSON of a `Load` is a usage error.
+    #[test]
+    fn the_probe_subcommand_takes_a_load_and_keeps_its_old_name() {
+        use crate::backend::probe::Load;
+        use clap::Parser;
+        let load = |args: &[&str]| match Cli::try_parse_from(args).map(|c| c.command) {
+            Ok(Some(Command::Probe(p))) => Ok((p.file, p.load)),
+            Ok(_) => Err("another command".to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        assert_eq!(load(&["runlens", "probe-program", "x.pte"]), Ok((PathBuf::from("x.pte"), Load::Executorch)));
+        assert_eq!(
+            load(&["runlens", "probe", "x.gguf", "--load", r#"{"runtime":"llama_cpp","max_len":64,"pooled":true}"#]),
+            Ok((PathBuf::from("x.gguf"), Load::LlamaCpp { max_len: 64, pooled: true }))
+        );
+        assert_eq!(load(&["runlens", "probe", "x.onnx", "--load", r#"{"runtime":"onnx_runtime"}"#]), Ok((PathBuf::from("x.onnx"), Load::OnnxRuntime)));
+        assert!(load(&["runlens", "probe", "x.onnx", "--load", "onnx"]).unwrap_err().contains("not a probe load"));
+    }
 }
