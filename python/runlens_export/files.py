@@ -53,9 +53,32 @@ def _status_kib(field: str) -> int:
     return 0
 
 
+# The peak before the kernel's high-water mark was last reset (reset_step_peak).
+_peak_before_reset = 0
+
+
 def peak_resident() -> int:
-    """This process's peak resident memory so far (VmHWM, bytes)."""
+    """This process's peak resident memory so far (bytes): the kernel's high-water mark
+    (VmHWM), and what it was before a step reset it."""
+    return max(_peak_before_reset, _status_kib("VmHWM"))
+
+
+def step_peak() -> int:
+    """The peak resident memory since the step began (reset_step_peak), bytes."""
     return _status_kib("VmHWM")
+
+
+def reset_step_peak() -> None:
+    """Start measuring one step's own peak: the kernel resets VmHWM to the resident
+    memory now when a process writes 5 to its clear_refs; the peak so far is kept for
+    peak_resident. Where that is not allowed, a step's peak is the process's so far."""
+    global _peak_before_reset
+    _peak_before_reset = peak_resident()
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+            f.write("5")
+    except OSError:
+        pass
 
 
 def resident_now() -> int:

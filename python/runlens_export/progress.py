@@ -56,6 +56,7 @@ class Progress:
         label = f"[{self.done}/{self.total}]" if self.total is not None else f"[{self.done}]"
         files.say(f"{label} {what}")
         self.current, self.label, self.step_start = what, label, time.monotonic()
+        files.reset_step_peak()
         self._start_heartbeat()
         try:
             yield
@@ -65,7 +66,7 @@ class Progress:
                 self.times[program][phase] += spent
             self.current = None
             if spent >= self.heartbeat:
-                files.say(f"{label} done in {clock(spent)}")
+                files.say(f"{label} done in {clock(spent)}, this step's peak {files.step_peak() / 1e9:.2f} GB resident")
 
     @contextmanager
     def timed(self, program: str, phase: str):
@@ -101,7 +102,7 @@ PROGRESS = Progress()
 
 
 def size_text(n: int) -> str:
-    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n} B"
