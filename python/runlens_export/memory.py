@@ -12,10 +12,12 @@ where the process's cgroup sets a limit, that limit less what the cgroup uses
 `memory.usage_in_bytes`), as runlens' own check reads them (src/memory/limit.rs).
 
 What a step needs is estimated from the weights' float32 bytes W (parameters x 4):
-measured peaks on SmolLM2-135M-Instruct (W = 538 MB) are in docs/models.md, and the
-factors below cover them with a margin. A program's step holds the model, its
-exported graph, the edge and lowered graphs and the serialised program: about
-PEAK_FACTOR[program] x W above what the process holds before it.
+STEP_PER_WEIGHT x W + STEP_FIXED above what the process holds when the check runs (the
+model loaded), fitted to the peaks measured on SmolLM2-135M-Instruct (W = 538 MB) and
+at Qwen2.5-0.5B's sizes (W = 1.98 GB) in docs/models.md: a step holds torch.export's
+scratch, the edge and lowered graphs, the check's loaded program, and a fixed part
+(the tracer's and ExecuTorch's Python objects) that dominates at SmolLM2's size. Each
+step frees what it made before the next, so each program's step must fit alone.
 """
 
 from __future__ import annotations
@@ -23,15 +25,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .files import ExportError
+from .files import ExportError, say
 
 GIB = 1 << 30
 MIB = 1 << 20
 # A limit at or above this is "no limit" (cgroup v1 writes 2^63 rounded down to a page).
 UNLIMITED = 1 << 60
-# Peak while a program is exported, in units of the float32 weights' bytes W (the float
-# model itself, W, included): the measured peaks (docs/models.md) with a margin.
-PEAK_FACTOR = 7.0
+# A program's step, above what the process holds at the check: STEP_PER_WEIGHT x W +
+# STEP_FIXED. Measured above that (2026-12-06, docs/models.md): SmolLM2-135M 1.92 GB
+# (xnnpack) and 2.09 GB (portable), Qwen2.5-0.5B's sizes 4.80 GB (portable); the
+# quantized steps take less since their copy shares the float tensors.
+STEP_PER_WEIGHT = 2.0
+STEP_FIXED = 1_100_000_000
 
 
 def _read(path: Path) -> str | None:
@@ -139,7 +144,7 @@ def weight_bytes(model) -> int:
 
 def needs(weights: int) -> int:
     """What exporting one program is estimated to take above what the process holds."""
-    return int(PEAK_FACTOR * weights)
+    return int(STEP_PER_WEIGHT * weights + STEP_FIXED)
 
 
 def check_programs(names: list[str], weights: int, held: int) -> None:
@@ -150,6 +155,9 @@ def check_programs(names: list[str], weights: int, held: int) -> None:
         return
     too_big = [n for n in names if needs(weights) > room]
     if not too_big:
+        if names:
+            say(f"memory: a program's step needs about {needs(weights) / GIB:.1f} GiB above the "
+                f"{held / GIB:.1f} GiB held; {room / GIB:.2f} GiB free ({what})")
         return
     fits = [n for n in names if n not in too_big]
     detail = ", ".join(f"{n} about {needs(weights) / GIB:.1f} GiB" for n in too_big)
