@@ -18,16 +18,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::Command;
 
-const TIMEOUT: Duration = Duration::from_secs(60);
 const DEFAULT_CASES: u64 = 60;
 const MIN_CASES: u64 = 20;
-const WORKERS: usize = 2;
 
 use common::fuzz::Rng;
 
@@ -50,37 +45,6 @@ fn damaged(bytes: &[u8], header: usize, seed: u64) -> (Vec<u8>, String) {
     (out, what.join(" "))
 }
 
-fn run_case(model: &Path, file: &Path) -> (Option<i32>, String, Duration) {
-    let start = Instant::now();
-    let program = format!("x={}", file.display());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_runlens"))
-        .args(["--model", model.to_str().unwrap(), "--threads", "1", "--program", &program, "--backends", "x", "run", "--json", "--max-new-tokens", "2", "Hello there"])
-        .env("RUNLENS_CACHE_DIR", file.parent().unwrap())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let out = child.wait_with_output().unwrap();
-            #[cfg(unix)]
-            let code = {
-                use std::os::unix::process::ExitStatusExt;
-                status.code().or(status.signal().map(|s| 1000 + s))
-            };
-            // `run --json` puts a backend's error in its JSON, the rest goes to stderr.
-            let said = format!("{}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
-            return (code, said, start.elapsed());
-        }
-        if start.elapsed() > TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            return (None, "timeout".into(), start.elapsed());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn damaged_gguf_files_end_in_a_clean_error_or_a_clean_run() {
     let cases: u64 = std::env::var("RUNLENS_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_CASES);
@@ -90,32 +54,20 @@ fn damaged_gguf_files_end_in_a_clean_error_or_a_clean_run() {
     let bytes = std::fs::read(&real).unwrap();
     let header = runlens::gguf::read_path(&real).unwrap().data_start as usize;
     let tmp = tempfile::tempdir().unwrap();
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<(u64, String, Option<i32>, String)>> = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..WORKERS {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed) as u64;
-                if i >= cases {
-                    break;
-                }
-                let (data, what) = damaged(&bytes, header, 1000 + i);
-                let file: PathBuf = tmp.path().join(format!("case-{i}.gguf"));
-                std::fs::write(&file, data).unwrap();
-                let (code, stderr, took) = run_case(dir.root(), &file);
-                let last = stderr.split("\"error\":").nth(1).or_else(|| stderr.lines().rev().find(|l| !l.trim().is_empty())).unwrap_or("").to_string();
-                println!("case {i:3} [{what}] -> {code:?} in {took:.1?}: {}", last.chars().take(160).collect::<String>());
-                let _ = std::fs::remove_file(&file);
-                results.lock().unwrap().push((i, what, code, stderr));
-            });
-        }
+    let results = common::fuzz::run_cases(cases, tmp.path(), &|i, work| {
+        let (data, what) = damaged(&bytes, header, 1000 + i);
+        let file: PathBuf = work.join(format!("case-{i}.gguf"));
+        std::fs::write(&file, data).unwrap();
+        let args = ["run", "--json", "--max-new-tokens", "2", "Hello there"].map(String::from).to_vec();
+        (file, what, dir.root().to_path_buf(), args)
     });
-    let results = results.into_inner().unwrap();
-    let bad: Vec<_> = results.iter().filter(|(_, _, code, stderr)| !(matches!(code, Some(0)) || (*code == Some(1) && stderr.contains("case-")))).collect();
-    let ran = results.iter().filter(|r| r.2 == Some(0)).count();
-    let refused = results.iter().filter(|r| r.2 == Some(1)).count();
+    // A clean error names the damaged file (stricter than common::fuzz::assert_clean, which
+    // also takes a column's own JSON error).
+    let bad: Vec<_> = results.iter().filter(|o| !(o.code == Some(0) || (o.code == Some(1) && o.said.contains("case-")))).collect();
+    let ran = results.iter().filter(|o| o.code == Some(0)).count();
+    let refused = results.iter().filter(|o| o.code == Some(1)).count();
     println!("{cases} cases: {ran} ran, {refused} refused with an error naming the file, {} bad", bad.len());
-    assert!(bad.is_empty(), "cases that crashed, hung or failed without naming the file: {:#?}", bad.iter().map(|(i, w, c, e)| (i, w, c, e.lines().last())).collect::<Vec<_>>());
+    assert!(bad.is_empty(), "cases that crashed, hung or failed without naming the file: {:#?}", bad.iter().map(|o| (o.case, &o.what, o.code, o.said.lines().last())).collect::<Vec<_>>());
     assert!(ran > 0 && refused > 0, "both outcomes occur with these seeds: {ran} ran, {refused} refused");
 }
 
