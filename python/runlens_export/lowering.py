@@ -72,6 +72,10 @@ def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_op
         program = edge.to_executorch(config=ExecutorchBackendConfig(passes=[InitializedMutableBufferPass(list(mutable_buffers))]))
     else:
         program = edge.to_executorch()
+    if delegate:
+        # The blobs stay on disk until the program has been written and dropped (also when
+        # the check below refuses it).
+        weakref.finalize(program, shutil.rmtree, scratch, True)
     if standard_ops_only:
         ops = sorted({op.name for plan in program.executorch_program.execution_plan for op in plan.operators})
         custom = unlinked_operators(ops)
@@ -83,9 +87,6 @@ def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_op
         from .model_explorer import write_graph
 
         write_graph(pte, graph)
-    if delegate:
-        # The blobs stay on disk until the program has been written and dropped.
-        weakref.finalize(program, shutil.rmtree, scratch, True)
     return program, nodes
 
 
