@@ -211,6 +211,8 @@ def commit(stage: Path, out: Path, held: set[str]) -> list[str]:
     out.mkdir(parents=True, exist_ok=True)
     names = sorted(p.name for p in stage.iterdir() if p.name != "manifest.json" and p.name not in held)
     for name in [*names, "manifest.json"]:
+        if (stage / name).is_dir() and (out / name).is_dir():
+            shutil.rmtree(out / name)  # a folder brought again (the hub's onnx/): replaced whole
         os.replace(stage / name, out / name)
     if not held:
         stage.rmdir()
@@ -361,6 +363,7 @@ def main(argv: list[str]) -> int:
         programs = programs + gguf_entries
         # ONNX Runtime's files last (onnx_files.py).
         onnx_entries = onnx_files.write(task, model, stage) if onnx else []
+        onnx_files.bring_hub_files(ckpt.path, stage)  # the hub's onnx/ folder and pooling, when it has them
         programs = programs + onnx_entries
         if check:
             if gguf_entries or onnx_entries:

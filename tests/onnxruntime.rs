@@ -283,3 +283,53 @@ fn the_probes_child_runs_an_onnx_file_first_and_its_peak_is_what_memory_uses() {
         assert!(peak >= weights, "RUNLENS_PROBE={probe}: measured {peak} bytes, less than the file's {weights}");
     }
 }
+
+/// The layout the hub's sentence-transformers repositories ship: a directory's
+/// `onnx/` folder offers each file as a variant of the ONNX column (F5), pooled
+/// as the directory's `modules.json` and `1_Pooling/config.json` say (the CLS
+/// token here, where MiniLM's own files pool the mean), giving the embedding
+/// ONNX Runtime's Python package gives on the same file
+/// (tests/python/st_onnx_layout.py).
+#[test]
+fn an_onnx_folder_as_the_hub_ships_it_gives_the_onnx_columns_variants() {
+    let tmp = tempfile::tempdir().unwrap();
+    let st = tmp.path().join("st");
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let made = std::process::Command::new(repo.join(".venv/bin/python"))
+        .arg(repo.join("tests/python/st_onnx_layout.py"))
+        .args(["--model", models().root().to_str().unwrap(), "--out", st.to_str().unwrap()])
+        .output()
+        .expect("the venv's python runs");
+    assert!(made.status.success(), "{}", stderr(&made));
+    let dir = ModelDir::open(&st).unwrap();
+    let catalog = backend::catalog(&dir, &[]).unwrap();
+    let column: Vec<&str> = catalog.iter().filter(|s| s.column == "onnx").map(|s| s.name.as_str()).collect();
+    assert_eq!(column, ["onnx", "onnx-int8", "onnx/model", "onnx/model_qint8_arm64"], "the folder's files join the ONNX column, after the export's");
+    let hub = |name: &str| catalog.iter().find(|s| s.name == name).unwrap().clone();
+    assert_eq!(backend::variants(&catalog, &hub("onnx")).len(), 4, "F5 cycles all four");
+    assert!(!hub("onnx/model").is_quantized() && hub("onnx/model_qint8_arm64").is_quantized(), "what the file names say");
+
+    let python: serde_json::Value = serde_json::from_slice(&std::fs::read(st.join("st_embeddings.json")).unwrap()).unwrap();
+    let sentences: Vec<Vec<i64>> = serde_json::from_value(python["sentences"].clone()).unwrap();
+    let mut mean = runlens::task::load_backend(&hub("onnx"), &dir).unwrap();
+    // (name, lowest cosine to ONNX Runtime's Python package on the same file)
+    for (name, bound) in [("onnx/model", 0.99999), ("onnx/model_qint8_arm64", 0.9999)] {
+        let expected: Vec<Vec<f32>> = serde_json::from_value(python["embeddings"][name].clone()).unwrap();
+        let mut b = runlens::task::load_backend(&hub(name), &dir).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        let (mut worst, mut least_like_mean) = (f64::INFINITY, f64::INFINITY);
+        for (ids, want) in sentences.iter().zip(&expected) {
+            let out = b.run(&Encoded::from_ids(ids)).unwrap();
+            worst = worst.min(cosine(&out.data, want));
+            least_like_mean = least_like_mean.min(cosine(&out.data, &mean.run(&Encoded::from_ids(ids)).unwrap().data));
+        }
+        eprintln!("{name}: lowest cosine to ONNX Runtime's Python package {worst:.7}; to the mean-pooled column {least_like_mean:.4}");
+        assert!(worst >= bound, "{name}: lowest cosine {worst} to ONNX Runtime's Python package on the same file (bound {bound})");
+        assert!(least_like_mean < 0.99, "{name}: as close to the mean-pooled embedding as {least_like_mean}: was 1_Pooling/config.json's CLS read?");
+    }
+    // By name on the command line, like any column.
+    let out = runlens(&["--model", st.to_str().unwrap(), "--threads", "1", "--backends", "onnx,onnx/model_qint8_arm64", "run", "--json", "A kitten is sleeping on the sofa"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = json["backends"].as_array().unwrap().iter().find(|b| b["name"] == "onnx/model_qint8_arm64").unwrap_or_else(|| panic!("{json}"));
+    assert_eq!(row["ok"], true, "{row}");
+}

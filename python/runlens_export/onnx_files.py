@@ -154,6 +154,46 @@ def write(task, model: torch.nn.Module, out: Path) -> list[dict]:
     return [s.manifest_entry(task.name, output, inputs) for s in (FLOAT, INT8)]
 
 
+def bring_hub_files(source: Path, out: Path) -> list[str]:
+    """The sentence-transformers layout of the checkpoint `source`, brought into `out` as
+    the hub ships it: its `onnx/` folder (each `.onnx`, and `.onnx_data` external weights,
+    hard-linked where the file system allows, else copied) and its pipeline files
+    (`modules.json` and the pooling module's `config.json`, copied). runlens offers each
+    `onnx/` file as a variant of the ONNX column, pooled as those files say
+    (docs/onnxruntime.md). Not in the manifest: the folder is read when the directory
+    opens. Returns what it brought."""
+    import json
+    import os
+    import shutil
+
+    brought = []
+    onnx_dir = source / "onnx"
+    for f in sorted(onnx_dir.glob("*")) if onnx_dir.is_dir() else []:
+        if f.is_file() and f.suffix in (".onnx", ".onnx_data"):
+            (out / "onnx").mkdir(exist_ok=True)
+            try:
+                os.link(f, out / "onnx" / f.name)
+            except OSError:
+                shutil.copy2(f, out / "onnx" / f.name)
+            brought.append(f"onnx/{f.name}")
+    modules = source / "modules.json"
+    if modules.is_file():
+        shutil.copy2(modules, out / "modules.json")
+        brought.append("modules.json")
+        try:
+            folders = [m.get("path") for m in json.loads(modules.read_text()) if str(m.get("type", "")).endswith("models.Pooling")]
+        except (ValueError, AttributeError):
+            folders = []
+        for folder in filter(None, folders):
+            if (source / folder / "config.json").is_file():
+                (out / folder).mkdir(exist_ok=True)
+                shutil.copy2(source / folder / "config.json", out / folder / "config.json")
+                brought.append(f"{folder}/config.json")
+    if brought:
+        say(f"  from the checkpoint's sentence-transformers layout: {', '.join(brought)}")
+    return brought
+
+
 def step_count() -> int:
     return len(ONNX_FILES)
 

@@ -171,8 +171,9 @@ pub fn reserved_names() -> Vec<String> {
 }
 
 /// Every path the model directory offers, in column order: eager (when the
-/// manifest lists the checkpoint's files), the manifest's programs, then the
-/// `--program` ones. An error when a `--program` name is taken or malformed.
+/// manifest lists the checkpoint's files), the manifest's programs, the files
+/// of its `onnx/` folder (the sentence-transformers layout, in the ONNX
+/// column), then the `--program` ones. An error when a `--program` name is taken or malformed.
 pub fn catalog(dir: &ModelDir, extra: &[(String, PathBuf)]) -> anyhow::Result<Vec<BackendSpec>> {
     dir.manifest().refuse_names(&dir.root().join("manifest.json"), &reserved_names())?;
     let mut specs = Vec::new();
@@ -209,6 +210,13 @@ pub fn catalog(dir: &ModelDir, extra: &[(String, PathBuf)]) -> anyhow::Result<Ve
             delegate,
             fixed_len: p.fixed_len,
         });
+    }
+    // The sentence-transformers `onnx/` folder: each file a variant of the ONNX column.
+    let onnx_column = specs.iter().find(|s| s.runtime() == Runtime::OnnxRuntime).map_or_else(|| "onnx".to_string(), |s| s.column.clone());
+    for file in crate::model::sentence_transformers::onnx_files(dir.root()) {
+        if !specs.iter().any(|s| s.name == file.name) {
+            specs.push(BackendSpec::hub_onnx(&file, &onnx_column));
+        }
     }
     for (name, file) in extra {
         anyhow::ensure!(

@@ -263,6 +263,26 @@ impl BackendSpec {
         }
     }
 
+    /// A file of the model directory's `onnx/` folder (the layout the hub's
+    /// sentence-transformers repositories ship): a variant of the ONNX column
+    /// `column`, named by its path (`onnx/model_qint8_arm64`).
+    pub fn hub_onnx(file: &crate::model::sentence_transformers::HubOnnxFile, column: &str) -> BackendSpec {
+        BackendSpec {
+            name: file.name.clone(),
+            title: format!("ONNX Runtime {}", file.name),
+            about: format!(
+                "{}, from the directory's onnx/ folder (the sentence-transformers layout), run by ONNX Runtime's CPU execution provider",
+                file.path.display()
+            ),
+            column: column.to_string(),
+            source: Source::Onnx(file.path.clone()),
+            given: false,
+            quantization: file.quantization.clone(),
+            delegate: Delegate::None,
+            fixed_len: None,
+        }
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }

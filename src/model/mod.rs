@@ -1,7 +1,7 @@
 //! The model directory and the data that flows in: its manifest, its files,
 //! the tokenizer (text -> [`Encoded`]), the chat template and the Python
-//! reference outputs; and the model directories on disk (`listing`: the
-//! explorer's model list, F8).
+//! reference outputs, the sentence-transformers layout (`onnx/`, pooling);
+//! and the model directories on disk (`listing`: the explorer's model list, F8).
 //! What the outputs mean is the [`crate::task`] layer's.
 
 mod chat;
@@ -11,6 +11,7 @@ pub mod manifest;
 mod prompt;
 mod reference;
 pub mod safetensors;
+pub mod sentence_transformers;
 mod tokenizer;
 
 pub use chat::{encode_prompt, ChatError, ChatMessage, ChatTemplate, PromptFormat, CHAT_TEMPLATE_FILE};

@@ -125,9 +125,8 @@ impl OnnxRuntimeBackend {
             "{}: ONNX Runtime runs encoders only in this runlens (a decoder's ONNX file needs its KV cache as inputs and outputs: not yet)",
             path.display()
         );
-        let entry = dir.manifest().programs.iter().find(|p| p.name == spec.name && !spec.given);
         let pooling = match output {
-            OutputKind::Pooled => Some(Pooling::parse(entry.and_then(|e| e.pooling.as_deref())).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?),
+            OutputKind::Pooled => Some(pooling_for(spec, dir).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?),
             _ => None,
         };
         // runlens' reading of the file, then the probe's child, then ONNX Runtime here.
@@ -144,6 +143,21 @@ impl OnnxRuntimeBackend {
         let load_time = start.elapsed();
         let input_names = model.inputs.iter().map(|i| i.name.clone()).collect();
         Ok(OnnxRuntimeBackend { spec: spec.clone(), session, path: path.to_path_buf(), input_names, token_types, output_name, pooling, load_time })
+    }
+}
+
+/// How a file's `last_hidden_state` is pooled: as its manifest entry says (the
+/// export's own files); for another file (the `onnx/` folder's, a `--program`),
+/// as the directory's sentence-transformers config says (`modules.json`,
+/// `1_Pooling/config.json`); else `mean`.
+fn pooling_for(spec: &BackendSpec, dir: &ModelDir) -> Result<Pooling, String> {
+    let entry = dir.manifest().programs.iter().find(|p| p.name == spec.name && !spec.given);
+    if let Some(said) = entry.and_then(|e| e.pooling.as_deref()) {
+        return Pooling::parse(Some(said));
+    }
+    match crate::model::sentence_transformers::pooling(dir.root()) {
+        Some(config) => Pooling::parse(Some(config?.as_str())),
+        None => Ok(Pooling::Mean),
     }
 }
 
