@@ -333,3 +333,37 @@ fn an_onnx_folder_as_the_hub_ships_it_gives_the_onnx_columns_variants() {
     let row = json["backends"].as_array().unwrap().iter().find(|b| b["name"] == "onnx/model_qint8_arm64").unwrap_or_else(|| panic!("{json}"));
     assert_eq!(row["ok"], true, "{row}");
 }
+
+/// `profile` reads ONNX Runtime's own profiler as it reads ETDump: per
+/// operator, after ONNX Runtime's graph optimizer (its fused kernels), and
+/// `inspect` counts the operators in the file and after that optimizer.
+#[test]
+fn profile_and_inspect_show_the_operators_onnx_runtime_runs() {
+    let root = root_str();
+    let out = runlens(&["--models", root.as_str(), "--threads", "1", "--backends", "onnx,onnx-int8", "profile", "--json", "--runs", "2", "A kitten is sleeping on the sofa"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (name, fused) in [("onnx", "FusedMatMul"), ("onnx-int8", "DynamicQuantizeMatMul")] {
+        let b = json["backends"].as_array().unwrap().iter().find(|b| b["name"] == name).unwrap_or_else(|| panic!("no {name}: {json}"));
+        assert_eq!(b["profiler"], "ONNX Runtime's profiler", "{b}");
+        assert_eq!(b["runs"], 2, "the warm-up run is not counted: {b}");
+        let ops = b["operators"].as_array().unwrap();
+        let share: f64 = ops.iter().map(|o| o["share"].as_f64().unwrap()).sum();
+        assert!((share - 1.0).abs() < 1e-9, "{name}: shares sum to {share}");
+        assert!(ops.iter().any(|o| o["name"] == fused), "{name}: no {fused}, which only ONNX Runtime's optimizer makes: {b}");
+        let (total, run) = (b["total_ms"].as_f64().unwrap(), b["execute_ms"].as_f64().unwrap());
+        assert!(0.0 < total && total <= run, "{name}: node times {total} ms inside model_run {run} ms");
+    }
+    // The 8-bit file's MatMulInteger nodes are fused away into ONNX Runtime's own kernels.
+    let file = spec(&models(), "onnx-int8").onnx_file().unwrap().to_path_buf();
+    let out = runlens(&["inspect", "--json", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let count = |ops: &serde_json::Value, op: &str| ops.as_array().unwrap().iter().find(|o| o[0] == op).map_or(0, |o| o[1].as_u64().unwrap());
+    let after = &json["optimized"];
+    assert!(count(&json["operators"], "MatMulInteger") > 0 && count(&after["operators"], "MatMulInteger") == 0, "{json}");
+    assert!(count(&after["operators"], "com.microsoft:DynamicQuantizeMatMul") > 0, "{after}");
+    assert!(after["nodes"].as_u64().unwrap() < json["nodes"].as_u64().unwrap(), "fewer nodes after fusing: {after}");
+    let text = String::from_utf8_lossy(&runlens(&["inspect", file.to_str().unwrap()]).stdout).into_owned();
+    assert!(text.contains("com.microsoft:DynamicQuantizeMatMul  (fused in)") && text.contains("MatMulInteger  (fused away)"), "{text}");
+}

@@ -247,7 +247,7 @@ fn the_binary_exits_cleanly_on_a_bad_program() {
     #[cfg(feature = "eager")]
     {
         assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-        assert!(stderr(&out).contains("eager has no ExecuTorch program"), "{}", stderr(&out));
+        assert!(stderr(&out).contains("eager has no per-operator profile"), "{}", stderr(&out));
     }
     // The lite build refuses the name itself, as a usage error.
     #[cfg(not(feature = "eager"))]
@@ -333,6 +333,7 @@ mod view {
             instructions_per_run: 0,
             delegate_events_per_run: 0,
             delegate_operators: Vec::new(),
+            profiler: runlens::profile::trace::PROFILER.to_string(),
         }
     }
 
@@ -363,7 +364,7 @@ mod view {
         ];
         let screen = ready_screen(ProfileReport { text: "a cat".into(), tokens: 4, backends: vec![xnnpack] }, 8);
         let expected = expect(&[
-            "╭ profile · a separate traced run with the ETDump tracer · F4 closes ──────────╮",
+            "╭ profile · a separate traced run (ETDump or ORT's profiler) · F4 closes ──────╮",
             "│ \"a cat\": 4 tokens · mean of 3 traced runs · share of each backend's time     │",
             "│ xnnpack  4.000 ms/run · 53 x XnnpackBackend subgraphs = 97% of xnnpack time  │",
             "│   XnnpackBackend             delegate   53♯    3.880 ms  97.0% ███████████▋  │",
@@ -397,7 +398,7 @@ mod view {
         };
         let screen = ready_screen(report, 12);
         let expected = expect(&[
-            "╭ profile · a separate traced run with the ETDump tracer · F4 closes ──────────╮",
+            "╭ profile · a separate traced run (ETDump or ORT's profiler) · F4 closes ──────╮",
             "│ \"a cat\": 4 tokens · mean of 3 traced runs · share of each backend's time     │",
             "│ portable  120.000 ms/run · 36 x aten::addmm.out = 91% of portable time       │",
             "│   aten::addmm.out            kernel     36♯  109.200 ms  91.0% ██████████▉   │",

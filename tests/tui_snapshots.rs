@@ -675,6 +675,7 @@ mod glyphs {
             instructions_per_run: 0,
             delegate_events_per_run: 0,
             delegate_operators: inside,
+            profiler: runlens::profile::trace::PROFILER.to_string(),
         };
         let inside = |name: &str, count, total_ms, share| DelegateOperatorProfile { delegate: "XnnpackBackend".into(), name: name.into(), count, total_ms, share };
         ProfileReport {

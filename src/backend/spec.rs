@@ -402,12 +402,13 @@ impl BackendSpec {
         }
     }
 
-    /// Per-operator times (`runlens profile`): from a traced run's ETDump.
+    /// Per-operator times (`runlens profile`): from a traced run's ETDump, or
+    /// from ONNX Runtime's own profiler.
     pub fn per_operator_times(&self) -> Ability {
         match self.runtime() {
-            Runtime::ExecuTorch => Ability::Available,
-            Runtime::Eager | Runtime::LlamaCpp | Runtime::OnnxRuntime => Ability::NotAvailable(format!(
-                "per-operator times are not available for {} (they come from an ExecuTorch program's ETDump)",
+            Runtime::ExecuTorch | Runtime::OnnxRuntime => Ability::Available,
+            Runtime::Eager | Runtime::LlamaCpp => Ability::NotAvailable(format!(
+                "per-operator times are not available for {} (they come from an ExecuTorch program's ETDump or ONNX Runtime's profiler)",
                 self.runtime()
             )),
         }

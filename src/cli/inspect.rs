@@ -109,11 +109,39 @@ fn describe_dir(root: &Path, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// An ONNX file's header and graph as runlens reads them, before ONNX Runtime.
+/// `inspect --json` of an ONNX file: runlens' reading of it, and the graph
+/// ONNX Runtime's optimizer made of it (or why there is none).
+#[derive(Serialize)]
+struct OnnxInspection<'a> {
+    #[serde(flatten)]
+    file: &'a crate::onnx::OnnxModel,
+    optimized: Option<OptimizedGraph<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    optimized_error: Option<String>,
+}
+
+#[derive(Serialize)]
+struct OptimizedGraph<'a> {
+    /// ONNX Runtime's version, whose optimizer made it.
+    onnxruntime: String,
+    nodes: usize,
+    operators: &'a [(String, usize)],
+}
+
+/// An ONNX file's header and graph as runlens reads them, before ONNX Runtime;
+/// then its operators after ONNX Runtime's graph optimizer (what "delegation"
+/// means for ONNX Runtime: the fused kernels it runs instead), counted beside
+/// the file's.
 fn inspect_onnx(file: &Path, json: bool) -> anyhow::Result<()> {
     let m = crate::onnx::read_path(file)?;
+    let optimized = crate::backend::onnxruntime::optimized_graph(file);
+    let version = crate::backend::onnxruntime::library::version().unwrap_or_else(|| "?".to_string());
     if json {
-        println!("{}", serde_json::to_string_pretty(&m)?);
+        let (graph, error) = match &optimized {
+            Ok(o) => (Some(OptimizedGraph { onnxruntime: version, nodes: o.nodes, operators: &o.operators }), None),
+            Err(e) => (None, Some(format!("{e:#}"))),
+        };
+        println!("{}", serde_json::to_string_pretty(&OnnxInspection { file: &m, optimized: graph, optimized_error: error })?);
         return Ok(());
     }
     let opsets = m.opsets.iter().map(|(d, v)| format!("{d} {v}")).collect::<Vec<_>>().join(", ");
@@ -121,9 +149,29 @@ fn inspect_onnx(file: &Path, json: bool) -> anyhow::Result<()> {
     println!("{}: ONNX IR {}, opsets {opsets}, from {producer}", file.display(), m.ir_version);
     println!("  inputs:  {}", m.describe_inputs());
     println!("  outputs: {}", m.describe_outputs());
-    println!("  {} nodes, {} initializers; operators by count:", m.nodes, m.initializers);
-    for (op, n) in &m.operators {
-        println!("    {n:>5}  {op}");
+    let Ok(after) = &optimized else {
+        println!("  {} nodes, {} initializers; operators by count:", m.nodes, m.initializers);
+        for (op, n) in &m.operators {
+            println!("    {n:>5}  {op}");
+        }
+        if let Err(e) = &optimized {
+            println!("  after ONNX Runtime's graph optimizer: not shown: {e:#}");
+        }
+        return Ok(());
+    };
+    println!(
+        "  {} nodes, {} initializers; operators by count, in the file and after ONNX Runtime {version}'s graph optimizer \
+         (every level, CPU execution provider: {} nodes):",
+        m.nodes, m.initializers, after.nodes
+    );
+    println!("    {:>5}  {:>5}  operator", "file", "after");
+    let count = |ops: &[(String, usize)], op: &str| ops.iter().find(|(o, _)| o == op).map_or(0, |(_, n)| *n);
+    let mut rows: Vec<&str> = m.operators.iter().map(|(o, _)| o.as_str()).collect();
+    rows.extend(after.operators.iter().map(|(o, _)| o.as_str()).filter(|o| count(&m.operators, o) == 0));
+    for op in rows {
+        let (before, now) = (count(&m.operators, op), count(&after.operators, op));
+        let mark = if before == 0 { "  (fused in)" } else if now == 0 { "  (fused away)" } else { "" };
+        println!("    {before:>5}  {now:>5}  {op}{mark}");
     }
     Ok(())
 }

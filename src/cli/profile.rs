@@ -1,5 +1,6 @@
-//! `runlens profile [--json] [--runs N] TEXT`: where the ExecuTorch paths spend
-//! their time, per operator, from a separate run with the ETDump tracer attached.
+//! `runlens profile [--json] [--runs N] TEXT`: where the ExecuTorch and ONNX
+//! Runtime columns spend their time, per operator, from a separate run with
+//! ExecuTorch's ETDump tracer attached or ONNX Runtime's profiler on.
 
 use anyhow::Context;
 use clap::Args;
@@ -25,8 +26,8 @@ pub struct ProfileArgs {
     pub text: Vec<String>,
 }
 
-/// The ExecuTorch backends to profile: those named with `--backends` (each must
-/// have a `.pte`), else every program of the directory whose file is present.
+/// The columns to profile: those named with `--backends` (each an ExecuTorch
+/// program or an ONNX file), else every such file of the directory that is present.
 fn specs(common: &Common, dir: &crate::model::ModelDir) -> anyhow::Result<Vec<BackendSpec>> {
     let catalog = common.catalog(dir)?;
     if common.backends.is_some() {
@@ -34,7 +35,7 @@ fn specs(common: &Common, dir: &crate::model::ModelDir) -> anyhow::Result<Vec<Ba
         for s in &chosen {
             if let Ability::NotAvailable(why) = s.per_operator_times() {
                 let programs: Vec<&str> = catalog.iter().filter(|s| s.per_operator_times().is_available()).map(|s| s.name.as_str()).collect();
-                anyhow::bail!("{s} has no ExecuTorch program to profile: {why}; --backends takes {}", programs.join(", "));
+                anyhow::bail!("{s} has no per-operator profile: {why}; --backends takes {}", programs.join(", "));
             }
         }
         return Ok(chosen);
@@ -43,7 +44,7 @@ fn specs(common: &Common, dir: &crate::model::ModelDir) -> anyhow::Result<Vec<Ba
         .into_iter()
         .filter(|s| s.per_operator_times().is_available() && (s.given || backend::files_present(s, dir).is_ok()))
         .collect();
-    anyhow::ensure!(!present.is_empty(), "{}: no ExecuTorch program is present; re-export the directory", dir.root().display());
+    anyhow::ensure!(!present.is_empty(), "{}: no ExecuTorch program or ONNX file is present; re-export the directory", dir.root().display());
     Ok(present)
 }
 

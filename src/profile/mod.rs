@@ -1,8 +1,9 @@
-//! Per-operator profiles of the ExecuTorch paths (`runlens profile`, F4 in
-//! the explorer): a separate run with ExecuTorch's ETDump event tracer
+//! Per-operator profiles (`runlens profile`, F4 in the explorer): for an
+//! ExecuTorch program, a separate run with ExecuTorch's ETDump event tracer
 //! attached ([`trace`]), the dump decoded ([`etdump`]), each event mapped
-//! back to its instruction and summed per operator ([`aggregate`]), and the
-//! report with its table ([`report`]).
+//! back to its instruction and summed per operator ([`aggregate`]); for an
+//! ONNX file, ONNX Runtime's own profiler read the same way ([`onnxruntime`]);
+//! and the report with its table ([`report`]).
 
 pub mod aggregate;
 pub mod etdump;
@@ -16,6 +17,7 @@ pub mod etdump;
     rustdoc::all
 )]
 pub mod generated;
+pub mod onnxruntime;
 pub mod report;
 pub mod trace;
 
@@ -55,13 +57,17 @@ pub enum ProfileError {
     /// The program calls operators or delegates runlens has no kernel for (the message names them and the file).
     #[error("{0}")]
     MissingKernels(String),
+    /// ONNX Runtime's profiled session or its profile (the message names the file).
+    #[error("{0}")]
+    OnnxRuntime(String),
     #[error("the number of traced runs must be between 1 and {max}, not {runs}")]
     Runs { runs: u32, max: u32 },
 }
 
-/// Profiles each ExecuTorch backend of `specs` on `input`; an error for one
-/// without a `.pte` (eager). `on_traced` is given each backend's traced runs
-/// as they are decoded (for `--trace`: the same runs as the report's).
+/// Profiles each ExecuTorch program and ONNX file of `specs` on `input`; an
+/// error for a column without per-operator times (eager, llama.cpp).
+/// `on_traced` is given each program's traced runs as they are decoded (for
+/// `--trace`: the same runs as the report's; ONNX Runtime's are not timelined).
 pub fn profile_backends(
     specs: &[BackendSpec],
     input: &Encoded,
@@ -71,6 +77,11 @@ pub fn profile_backends(
 ) -> anyhow::Result<ProfileReport> {
     let mut backends = Vec::new();
     for spec in specs {
+        spec.per_operator_times().check()?;
+        if let Some(path) = spec.onnx_file() {
+            backends.push(onnxruntime::profile_file(&spec.name, path, input, runs)?);
+            continue;
+        }
         let Some(path) = spec.pte_file() else {
             anyhow::bail!("{spec} has no ExecuTorch program to profile; name ExecuTorch backends with --backends");
         };

@@ -41,6 +41,9 @@ pub struct BackendProfile {
     /// Inside the delegate calls: the delegate's own per-operator timings
     /// (XNNPACK's, in whole µs), summed per operator type; largest first.
     pub delegate_operators: Vec<DelegateOperatorProfile>,
+    /// What measured it: ExecuTorch's ETDump tracer, or ONNX Runtime's profiler
+    /// (whose rows are nodes after its graph optimizer, `execute_ms` its `model_run`).
+    pub profiler: String,
 }
 
 impl BackendProfile {
@@ -82,16 +85,21 @@ impl fmt::Display for ProfileReport {
         writeln!(f, "{:?}: {} tokens", self.text, self.tokens)?;
         writeln!(
             f,
-            "A separate traced run (ExecuTorch's ETDump event tracer attached); latencies from `run`, `bench` and the explorer are never taken with it."
+            "A separate traced run (ExecuTorch's ETDump event tracer attached, or ONNX Runtime's own profiler); latencies from `run`, `bench` and the explorer are never taken with it."
         )?;
         for b in &self.backends {
             writeln!(f)?;
-            let execute = b.execute_ms.map_or(String::new(), |ms| format!(", Method::execute {ms:.3} ms"));
+            let onnx = b.profiler == super::onnxruntime::PROFILER;
+            let (steps, whole) = if onnx { ("node runs", "model_run") } else { ("instructions", "Method::execute") };
+            let execute = b.execute_ms.map_or(String::new(), |ms| format!(", {whole} {ms:.3} ms"));
             writeln!(
                 f,
-                "{} ({}): {:.3} ms per run in {} instructions{execute}; mean of {} traced runs",
-                b.name, b.file, b.total_ms, b.instructions_per_run, b.runs
+                "{} ({}): {:.3} ms per run in {} {steps}{execute}; mean of {} traced runs ({})",
+                b.name, b.file, b.total_ms, b.instructions_per_run, b.runs, b.profiler
             )?;
+            if onnx {
+                writeln!(f, "  operators as ONNX Runtime's graph optimizer left them (`runlens inspect {}` counts them before and after)", b.file)?;
+            }
             if let Some(line) = b.headline() {
                 writeln!(f, "  {line}")?;
             }

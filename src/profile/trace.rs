@@ -14,6 +14,9 @@ use crate::backend::OutputKind;
 use crate::ffi;
 use crate::tensor::Encoded;
 
+/// What the report says made the numbers.
+pub const PROFILER: &str = "ExecuTorch's ETDump";
+
 /// Traced runs averaged by default (after one warm-up run whose events are dropped).
 pub const DEFAULT_RUNS: u32 = 5;
 /// Most traced runs: portable takes up to 1.4 s per run at 128 tokens.
@@ -88,5 +91,6 @@ pub fn profile_of(name: &str, traced: &Traced) -> Result<BackendProfile, Profile
         instructions_per_run: agg.instructions_per_run,
         delegate_events_per_run: agg.delegate_events_per_run,
         delegate_operators: agg.delegate_operators,
+        profiler: PROFILER.to_string(),
     })
 }

@@ -1,9 +1,9 @@
-//! The profile view (F4): where each ExecuTorch column spends its time, per
-//! operator, from a separate traced run. Drawn over the columns; the input
+//! The profile view (F4): where each ExecuTorch and ONNX Runtime column spends
+//! its time, per operator, from a separate traced run. Drawn over the columns; the input
 //! line stays live above it.
 //!
 //! ```text
-//! ╭ profile · a separate traced run with the ETDump tracer · F4 closes ──────────╮
+//! ╭ profile · a separate traced run (ETDump or ORT's profiler) · F4 closes ──────╮
 //! │ "a cat": 4 tokens · mean of 3 traced runs · share of each backend's time     │
 //! │ xnnpack  4.000 ms/run · 53 x XnnpackBackend subgraphs = 97% of xnnpack time  │
 //! │   XnnpackBackend             delegate   53×    3.880 ms  97.0% ███████████▋  │
@@ -24,7 +24,7 @@ use super::format;
 use crate::app::{ProfileState, ProfileView};
 use crate::profile::{BackendProfile, DelegateOperatorProfile, OperatorKind, OperatorProfile};
 
-pub const TITLE: &str = " profile · a separate traced run with the ETDump tracer · F4 closes ";
+pub const TITLE: &str = " profile · a separate traced run (ETDump or ORT's profiler) · F4 closes ";
 
 pub struct ProfilePanel<'a> {
     pub view: &'a ProfileView,

@@ -24,6 +24,15 @@ pub const HOW_TO_GET: &str = "install onnxruntime==1.31.1 in .venv (`make build`
 /// The wheel's library the build found (build.rs), when it found one.
 const BUILT_WITH: Option<&str> = option_env!("RUNLENS_ONNXRUNTIME_LIB_BUILT");
 
+/// The version of the library [`find`] finds, from its file name
+/// (`libonnxruntime.so.1.31.1`: `1.31.1`); None when there is none or its name says none.
+pub fn version() -> Option<String> {
+    let path = find().ok()?;
+    let name = path.file_name()?.to_str()?;
+    let version = name.split_once(".so.")?.1;
+    version.chars().next().is_some_and(|c| c.is_ascii_digit()).then(|| version.to_string())
+}
+
 /// The library to open, or why there is none.
 pub fn find() -> anyhow::Result<PathBuf> {
     for var in [ENV, ORT_ENV] {

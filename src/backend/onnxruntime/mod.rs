@@ -180,6 +180,78 @@ pub fn load_and_run_once(path: &Path) -> Result<(), super::probe::Refusal> {
     session.run(fed).map(drop).map_err(|e| Refusal::Run(format!("{}: ONNX Runtime's run failed: {e}{}", path.display(), log::last_words(log_id))))
 }
 
+/// ONNX Runtime's own profile of `runs` runs of the file at `path` on `ids`,
+/// after one warm-up run: a session opened as the column's is (the file read
+/// and checked by runlens and its probe's child first), with ONNX Runtime's
+/// profiler on, its JSON (Chrome trace events: one `model_run` per run, one
+/// `*_kernel_time` event per node run) returned as written, the file removed.
+/// The warm-up's events are in it too: [`crate::profile`] drops the first run.
+pub fn profiled_runs(path: &Path, ids: &[i64], mask: &[i64], runs: u32) -> anyhow::Result<Vec<u8>> {
+    if !path.is_file() {
+        return Err(crate::model::ModelsMissing { path: path.to_path_buf() }.into());
+    }
+    let model = crate::onnx::read_path(path)?;
+    let token_types = check_inputs(&model).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let env = environment()?;
+    super::probe::check(path, &super::probe::Load::OnnxRuntime)?;
+    let scratch = Scratch::new()?;
+    let log_id = "profile";
+    let mut session = open_as(&env, path, threads(), log_id, Extra::Profiled(&scratch.0.join("profile")))
+        .map_err(|e| anyhow::anyhow!("{}: ONNX Runtime cannot load it: {e}{}", path.display(), log::last_words(log_id)))?;
+    for _ in 0..=runs {
+        let fed = feeds(ids, mask, token_types)?;
+        session.run(fed).map_err(|e| anyhow::anyhow!("{}: ONNX Runtime's run failed: {e}{}", path.display(), log::last_words(log_id)))?;
+    }
+    let written = session.end_profiling().map_err(|e| anyhow::anyhow!("{}: ONNX Runtime's profiler: {e}", path.display()))?;
+    let written = std::path::PathBuf::from(written);
+    let written = if written.is_absolute() { written } else { scratch.0.join(written.file_name().unwrap_or_default()) };
+    std::fs::read(&written).with_context(|| format!("{}: ONNX Runtime's profile {}", path.display(), written.display()))
+}
+
+/// The graph as ONNX Runtime's graph optimizer leaves it for this column (every
+/// level, the CPU execution provider), read by runlens from the optimized model
+/// ONNX Runtime writes when asked (`SessionOptions::SetOptimizedModelFilePath`):
+/// its fused operators (`FusedMatMul`, `com.microsoft:BiasGelu`,
+/// `com.microsoft:SkipLayerNormalization`, `DynamicQuantizeMatMul`, ...) where
+/// the file has the standard ones. The file is read and checked by runlens and
+/// its probe's child first, as for the column.
+pub fn optimized_graph(path: &Path) -> anyhow::Result<OnnxModel> {
+    if !path.is_file() {
+        return Err(crate::model::ModelsMissing { path: path.to_path_buf() }.into());
+    }
+    let model = crate::onnx::read_path(path)?;
+    check_inputs(&model).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let env = environment()?;
+    super::probe::check(path, &super::probe::Load::OnnxRuntime)?;
+    let scratch = Scratch::new()?;
+    let written = scratch.0.join("optimized.onnx");
+    let log_id = "inspect";
+    open_as(&env, path, threads(), log_id, Extra::Optimized(&written))
+        .map_err(|e| anyhow::anyhow!("{}: ONNX Runtime cannot load it: {e}{}", path.display(), log::last_words(log_id)))?;
+    let mut optimized = crate::onnx::read_path(&written).with_context(|| format!("{}: ONNX Runtime's optimized model", path.display()))?;
+    optimized.path = None;
+    Ok(optimized)
+}
+
+/// A folder of the temporary directory for one profile's file, removed when dropped.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new() -> std::io::Result<Scratch> {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("runlens-ort-profile-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&path)?;
+        Ok(Scratch(path))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// The graph's inputs as runlens fills them: ids and mask `[1, S]`, zeros for the token types.
 fn feeds(ids: &[i64], mask: &[i64], token_types: bool) -> anyhow::Result<Vec<(&'static str, SessionInputValue<'static>)>> {
     let n = ids.len();
@@ -195,6 +267,19 @@ fn feeds(ids: &[i64], mask: &[i64], token_types: bool) -> anyhow::Result<Vec<(&'
 /// sleep when idle, one inter-op thread (sequential execution), every graph
 /// optimization on (ONNX Runtime's default, said here).
 fn open(env: &Environment, path: &Path, threads: usize, log_id: &str) -> Result<Session, String> {
+    open_as(env, path, threads, log_id, Extra::None)
+}
+
+/// What a session does besides running: nothing (a column's), profile its
+/// runs (the profiler's file named from this prefix), or write the optimized model here.
+enum Extra<'a> {
+    None,
+    Profiled(&'a Path),
+    Optimized(&'a Path),
+}
+
+/// [`open`], with ONNX Runtime's profiler on or its optimized model written, as `extra` says.
+fn open_as(env: &Environment, path: &Path, threads: usize, log_id: &str, extra: Extra) -> Result<Session, String> {
     let said = |e: ort::Error<SessionBuilder>| e.to_string();
     let mut builder = Session::builder(env)
         .map_err(|e| e.to_string())?
@@ -212,6 +297,11 @@ fn open(env: &Environment, path: &Path, threads: usize, log_id: &str) -> Result<
         .map_err(said)?
         .with_optimization_level(GraphOptimizationLevel::All)
         .map_err(said)?;
+    builder = match extra {
+        Extra::None => builder,
+        Extra::Profiled(prefix) => builder.with_profiling(prefix).map_err(said)?,
+        Extra::Optimized(file) => builder.with_optimized_model_path(file).map_err(said)?,
+    };
     builder.commit_from_file(path).map_err(|e| e.to_string())
 }
 
