@@ -28,8 +28,10 @@
 #  6. the same for the lite build (no eager path, no libtorch; issue #16):
 #     `make bundle-aarch64-lite` lays out build/aarch64/runlens-pi5-lite/ from
 #     target/pi5-lite/aarch64-unknown-linux-gnu/release/runlens and only the
-#     executorch wheel's libraries; its inspect output must equal x86-64's and its
-#     portable and XNNPACK runs match reference.json; then `runlens footprint`
+#     executorch wheel's libraries (and ONNX Runtime's, opened at run time); its
+#     inspect output must equal x86-64's and its portable, XNNPACK and ONNX
+#     Runtime (model.onnx, model.int8.onnx: issue 41) runs match reference.json
+#     within scripts/aarch64/check.py's bounds; then `runlens footprint`
 #     measures the full and lite bundles under qemu (no Python rows: no aarch64
 #     Python here).
 # Included from the Makefile (uses its VPY, VENV_STAMP, BIN, MODELS, build, models).
@@ -106,7 +108,7 @@ test-aarch64: bundle-aarch64 bundle-aarch64-lite build models $(A64_GEN_MODEL)/m
 	    run --json "$$text" > $(A64_OUT)/run-$$i.json 2> $(A64_OUT)/run-$$i.err; \
 	  [ -s $(A64_OUT)/run-$$i.json ] || { echo "error: aarch64 run \"$$text\" printed nothing:"; cat $(A64_OUT)/run-$$i.err; exit 1; }; \
 	done < assets/sentences.txt
-	@$(VPY) scripts/aarch64/check.py run $(MODELS)/reference.json $(A64_OUT)/run-*.json
+	@$(VPY) scripts/aarch64/check.py run --backends eager,portable,xnnpack $(MODELS)/reference.json $(A64_OUT)/run-*.json
 	@echo "== text generation: run --json --first-logits, $(A64_GEN_BACKENDS) on $(A64_GEN_MODEL), $(A64_GEN_TOKENS) tokens (emulated) vs x86-64"
 	@$(BIN) $(A64_GEN_ARGS) > $(A64_OUT)/gen.x86_64.json 2> $(A64_OUT)/gen.x86_64.err; \
 	  [ -s $(A64_OUT)/gen.x86_64.json ] || { echo "error: x86-64 generation printed nothing:"; cat $(A64_OUT)/gen.x86_64.err; exit 1; }
@@ -129,7 +131,7 @@ test-aarch64: bundle-aarch64 bundle-aarch64-lite build models $(A64_GEN_MODEL)/m
 	  grep -o '"error":"[^"]*"' $(A64_OUT)/llama.a53.json | head -1; \
 	  [ $$code = 1 ] && grep -q "lacks dotprod" $(A64_OUT)/llama.a53.json \
 	  || { echo "error: no refusal naming dotprod (exit $$code)"; cat $(A64_OUT)/llama.a53.err; exit 1; }
-	@echo "== lite bundle (no libtorch): inspect --json vs x86-64, run --json portable + xnnpack vs reference.json"
+	@echo "== lite bundle (no libtorch): inspect --json vs x86-64, run --json portable + xnnpack + ONNX Runtime (float32, 8-bit) vs reference.json"
 	@for pte in portable xnnpack; do \
 	  $(A64_QEMU) $(A64_LITE_BUNDLE)/runlens inspect --json $(MODELS)/$$pte.pte > $(A64_OUT)/inspect-$$pte.lite.json \
 	    || { echo "error: aarch64 lite inspect $$pte failed"; exit 1; }; \
@@ -137,11 +139,11 @@ test-aarch64: bundle-aarch64 bundle-aarch64-lite build models $(A64_GEN_MODEL)/m
 	done
 	@i=0; while IFS= read -r text && [ $$i -lt $(A64_SENTENCES) ]; do \
 	  i=$$((i + 1)); \
-	  $(A64_QEMU) $(A64_LITE_BUNDLE)/runlens --models $(MODELS) --threads $(A64_THREADS) --backends portable,xnnpack \
+	  $(A64_QEMU) $(A64_LITE_BUNDLE)/runlens --models $(MODELS) --threads $(A64_THREADS) --backends portable,xnnpack,onnx,onnx-int8 \
 	    run --json "$$text" > $(A64_OUT)/lite-run-$$i.json 2> $(A64_OUT)/lite-run-$$i.err; \
 	  [ -s $(A64_OUT)/lite-run-$$i.json ] || { echo "error: aarch64 lite run \"$$text\" printed nothing:"; cat $(A64_OUT)/lite-run-$$i.err; exit 1; }; \
 	done < assets/sentences.txt
-	@$(VPY) scripts/aarch64/check.py run --backends portable,xnnpack $(MODELS)/reference.json $(A64_OUT)/lite-run-*.json
+	@$(VPY) scripts/aarch64/check.py run --backends portable,xnnpack,onnx,onnx-int8 $(MODELS)/reference.json $(A64_OUT)/lite-run-*.json
 	@echo "== lite bundle: llama.cpp's columns (no libtorch needed) vs x86-64"
 	@$(A64_QEMU) $(A64_LITE_BUNDLE)/runlens $(A64_LLAMA_ARGS) > $(A64_OUT)/llama.lite.json 2> $(A64_OUT)/llama.lite.err \
 	  || { echo "error: aarch64 lite llama.cpp run failed:"; cat $(A64_OUT)/llama.lite.err; exit 1; }

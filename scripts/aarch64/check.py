@@ -22,7 +22,9 @@ import math
 import sys
 
 # backend -> (min cosine, max abs diff) against reference.json (Python eager)
-THRESHOLDS = {"eager": (0.999999, 1e-5), "portable": (0.99999, 1e-4), "xnnpack": (0.99999, 1e-4)}
+# onnx-int8: ONNX Runtime's 8-bit copy (quantize_dynamic), as tests/onnxruntime.rs bounds it on x86-64.
+THRESHOLDS = {"eager": (0.999999, 1e-5), "portable": (0.99999, 1e-4), "xnnpack": (0.99999, 1e-4),
+              "onnx": (0.99999, 1e-4), "onnx-int8": (0.95, 0.1)}
 
 
 def cosine(a, b):
