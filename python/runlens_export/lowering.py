@@ -87,7 +87,34 @@ def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_op
         from .model_explorer import write_graph
 
         write_graph(pte, graph)
+    forget_lowering_caches()
     return program, nodes
+
+
+def forget_lowering_caches() -> None:
+    """Drops what ExecuTorch and torch keep of a lowering in module-level caches, which
+    otherwise hold its graphs (and through them every delegate's ExportedProgram, its
+    constants and serialised data) until the process ends: `is_same_node`'s unbounded
+    lru_cache (keyed by the graph's nodes), the XNNPACK partitioner configs' module-level
+    `WhyNoPartition` reporters (the last node each rejected) and ShapeEnv's per-instance
+    method caches (lru_caches on the class, keyed by the ShapeEnv, whose fake-tensor
+    cache keys hold the lowered modules). Each program's step left the one before's
+    graphs behind, step after step (docs/models.md, peak memory). Caches only: what is
+    lowered next is the same."""
+    import sys
+
+    from executorch.exir.backend import utils as backend_utils
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    backend_utils.is_same_node.cache_clear()
+    for name, module in list(sys.modules.items()):
+        if name.startswith("executorch.") and module is not None:
+            for value in list(vars(module).values()):
+                if isinstance(value, backend_utils.WhyNoPartition):
+                    value.node = None
+    for value in vars(ShapeEnv).values():
+        if hasattr(value, "cache_clear"):
+            value.cache_clear()
 
 
 # A blob smaller than this stays in memory (a layer norm's weight: many small files would
