@@ -60,10 +60,16 @@ pub fn run(common: &Common, args: &ProfileArgs) -> anyhow::Result<()> {
     let input = setup.encode(&args.text)?;
     common.set_threads()?;
     let mut timeline = super::timeline_for("profile", common, &setup, &input);
-    let mut on_traced = |spec: &BackendSpec, traced: &profile::Traced| {
-        if trace.is_some() {
-            let sidecar = layers::timeline::sidecar_for(traced);
-            timeline.processes.push(layers::timeline::program_process(&spec.name, traced, sidecar.as_ref()));
+    let mut on_traced = |spec: &BackendSpec, traced: profile::TracedRuns<'_>| {
+        if trace.is_none() {
+            return;
+        }
+        match traced {
+            profile::TracedRuns::Program(traced) => {
+                let sidecar = layers::timeline::sidecar_for(traced);
+                timeline.processes.push(layers::timeline::program_process(&spec.name, traced, sidecar.as_ref()));
+            }
+            profile::TracedRuns::OnnxRuntime(runs) => timeline.processes.push(layers::timeline::onnx_process(&spec.name, runs)),
         }
     };
     let report = profile::profile_backends(&specs, &input, args.runs, dir.task().output(), &mut on_traced).context("cannot profile")?;

@@ -107,6 +107,30 @@ pub fn program_process(name: &str, traced: &Traced, sidecar: Option<&Sidecar>) -
     Process { name: name.to_owned(), traced: true, source, threads: vec![Thread { name: "Method::execute (traced)".into(), spans }] }
 }
 
+/// An ONNX Runtime column's profiled runs (`crate::profile::onnxruntime`) as
+/// a process: each `model_run` a run, each node run inside it a kernel span
+/// named by its operator (its node's name an argument), at ONNX Runtime's µs.
+pub fn onnx_process(name: &str, trace: &crate::profile::onnxruntime::OnnxTrace) -> Process {
+    let zero = trace.runs.first().map_or(0, |r| r.0);
+    let ns = |us: u64| us.saturating_sub(zero) * 1000;
+    let mut spans = Vec::new();
+    for (run, &(start, end)) in trace.runs.iter().enumerate() {
+        let mut span = Span::new("model_run", CAT_RUN, ns(start), (end - start) * 1000).arg("run", run);
+        span.children = trace
+            .nodes
+            .iter()
+            .filter(|(_, _, ts, _)| start <= *ts && *ts <= end)
+            .map(|(op, node, ts, dur)| Span::new(op.clone(), CAT_KERNEL, ns(*ts), dur * 1000).arg("node", node.clone()))
+            .collect();
+        spans.push(span);
+    }
+    let source = format!(
+        "ONNX Runtime's own profiler: {} profiled runs after one warm-up run; node times in whole µs as ONNX Runtime measured them",
+        trace.runs.len()
+    );
+    Process { name: name.to_owned(), traced: true, source, threads: vec![Thread { name: "model_run (profiled)".into(), spans }] }
+}
+
 /// How ETDump events hold each other: a run its instructions, an instruction
 /// what ran inside it (a kernel's own event, a delegate's operators).
 fn etdump_rank(span: &Span) -> usize {

@@ -25,6 +25,12 @@ pub use aggregate::{DelegateOperatorProfile, OperatorKind, OperatorProfile};
 pub use report::{BackendProfile, ProfileReport};
 pub use trace::{profile_file, profile_of, trace_file, Traced, DEFAULT_RUNS};
 
+/// What a profiled column's runs were, for `--trace`: a program's ETDump, or ONNX Runtime's own profile.
+pub enum TracedRuns<'a> {
+    Program(&'a Traced),
+    OnnxRuntime(&'a onnxruntime::OnnxTrace),
+}
+
 use crate::backend::BackendSpec;
 use crate::model::Encoded;
 
@@ -66,20 +72,22 @@ pub enum ProfileError {
 
 /// Profiles each ExecuTorch program and ONNX file of `specs` on `input`; an
 /// error for a column without per-operator times (eager, llama.cpp).
-/// `on_traced` is given each program's traced runs as they are decoded (for
-/// `--trace`: the same runs as the report's; ONNX Runtime's are not timelined).
+/// `on_traced` is given each column's traced runs as they are decoded (for
+/// `--trace`: the same runs as the report's).
 pub fn profile_backends(
     specs: &[BackendSpec],
     input: &Encoded,
     runs: u32,
     output: crate::backend::OutputKind,
-    on_traced: &mut dyn FnMut(&BackendSpec, &Traced),
+    on_traced: &mut dyn FnMut(&BackendSpec, TracedRuns<'_>),
 ) -> anyhow::Result<ProfileReport> {
     let mut backends = Vec::new();
     for spec in specs {
         spec.per_operator_times().check()?;
         if let Some(path) = spec.onnx_file() {
-            backends.push(onnxruntime::profile_file(&spec.name, path, input, runs)?);
+            let (profile, trace) = onnxruntime::profile_file(&spec.name, path, input, runs)?;
+            on_traced(spec, TracedRuns::OnnxRuntime(&trace));
+            backends.push(profile);
             continue;
         }
         let Some(path) = spec.pte_file() else {
@@ -90,7 +98,7 @@ pub fn profile_backends(
         }
         let traced = trace_file(path, input, runs, output)?;
         backends.push(profile_of(&spec.name, &traced)?);
-        on_traced(spec, &traced);
+        on_traced(spec, TracedRuns::Program(&traced));
     }
     Ok(ProfileReport { text: input.text.clone(), tokens: input.len(), backends })
 }

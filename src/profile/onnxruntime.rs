@@ -45,8 +45,18 @@ struct Args {
     op_name: Option<String>,
 }
 
+/// The profiled runs as ONNX Runtime timed them, for `--trace`'s timeline
+/// (`crate::layers::timeline::onnx_process`): each run's window and its node
+/// runs, in µs from the profiler's start.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OnnxTrace {
+    pub runs: Vec<(u64, u64)>,
+    /// (operator, node, start, duration) of each node run inside those runs.
+    pub nodes: Vec<(String, String, u64, u64)>,
+}
+
 /// Profiles the ONNX file at `path` on `input`: `runs` profiled runs after one warm-up.
-pub fn profile_file(name: &str, path: &Path, input: &Encoded, runs: u32) -> Result<BackendProfile, ProfileError> {
+pub fn profile_file(name: &str, path: &Path, input: &Encoded, runs: u32) -> Result<(BackendProfile, OnnxTrace), ProfileError> {
     let file = path.display().to_string();
     if runs == 0 || runs > super::trace::MAX_RUNS {
         return Err(ProfileError::Runs { runs, max: super::trace::MAX_RUNS });
@@ -57,8 +67,8 @@ pub fn profile_file(name: &str, path: &Path, input: &Encoded, runs: u32) -> Resu
 }
 
 /// The per-operator profile of a profiler's JSON: the node runs inside each
-/// `model_run` but the first (the warm-up), summed per operator, per run.
-pub fn from_json(name: &str, file: &str, json: &[u8]) -> Result<BackendProfile, String> {
+/// `model_run` but the first (the warm-up), summed per operator, per run; and those runs.
+pub fn from_json(name: &str, file: &str, json: &[u8]) -> Result<(BackendProfile, OnnxTrace), String> {
     let events: Vec<Event> = serde_json::from_slice(json).map_err(|e| format!("not the profiler's JSON array: {e}"))?;
     let mut windows: Vec<(u64, u64)> = events.iter().filter(|e| e.cat == "Session" && e.name == "model_run").map(|e| (e.ts, e.ts + e.dur)).collect();
     windows.sort_unstable();
@@ -70,8 +80,10 @@ pub fn from_json(name: &str, file: &str, json: &[u8]) -> Result<BackendProfile, 
     let inside = |ts: u64| profiled.iter().any(|&(start, end)| start <= ts && ts <= end);
     // operator -> (node runs, µs) over the profiled runs
     let mut per_op: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut trace = OnnxTrace { runs: profiled.to_vec(), nodes: Vec::new() };
     for e in events.iter().filter(|e| e.cat == "Node" && e.name.ends_with("_kernel_time") && inside(e.ts)) {
         let op = e.args.op_name.clone().unwrap_or_else(|| "(unnamed)".to_string());
+        trace.nodes.push((op.clone(), e.name.trim_end_matches("_kernel_time").to_string(), e.ts, e.dur));
         let row = per_op.entry(op).or_default();
         row.0 += 1;
         row.1 += e.dur;
@@ -93,7 +105,7 @@ pub fn from_json(name: &str, file: &str, json: &[u8]) -> Result<BackendProfile, 
         .collect();
     operators.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then_with(|| a.name.cmp(&b.name)));
     let run_ms = profiled.iter().map(|(s, e)| (e - s) as f64 / 1e3).sum::<f64>() / runs as f64;
-    Ok(BackendProfile {
+    let profile = BackendProfile {
         name: name.to_string(),
         total_ms,
         instructions_per_run: operators.iter().map(|o| o.count).sum(),
@@ -105,7 +117,8 @@ pub fn from_json(name: &str, file: &str, json: &[u8]) -> Result<BackendProfile, 
         delegate_events_per_run: 0,
         delegate_operators: Vec::new(),
         profiler: PROFILER.to_string(),
-    })
+    };
+    Ok((profile, trace))
 }
 
 #[cfg(test)]
@@ -137,7 +150,10 @@ mod tests {
             node("/a/Gelu", "BiasGelu", 450, 6),
         ];
         let json = format!("[{}]", events.join(","));
-        let p = from_json("onnx", "m.onnx", json.as_bytes()).unwrap();
+        let (p, trace) = from_json("onnx", "m.onnx", json.as_bytes()).unwrap();
+        assert_eq!(trace.runs, [(300, 340), (400, 460)]);
+        assert_eq!(trace.nodes[0], ("MatMul".to_string(), "/a/MatMul".to_string(), 305, 20));
+        assert_eq!(trace.nodes.len(), 4);
         assert_eq!(p.runs, 2);
         let rows: Vec<(&str, u64, f64)> = p.operators.iter().map(|o| (o.name.as_str(), o.count, o.total_ms)).collect();
         assert_eq!(rows, [("MatMul", 1, 0.030), ("BiasGelu", 1, 0.005)]);
