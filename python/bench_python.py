@@ -1,7 +1,7 @@
 """The course's Python benchmark flow, driven by `runlens bench --python`.
 
 Reads one JSON job on stdin (written by src/bench/python.rs):
-  {"model_dir": str, "pte": {"portable": str, "xnnpack": str}, "backends": [...],
+  {"model_dir": str, "pte": {"portable": str, "xnnpack": str}, "onnx": {"onnx": str}, "backends": [...],
    "threads": int, "warmup": int, "iters": int, "max_seconds": float,
    "inputs": [{"seq_len": int, "ids": [int], "mask": [int]}],
    "pad_to": {backend: int}}   (programs exported for a fixed length)
@@ -12,6 +12,11 @@ and runs, on exactly those token ids:
   python-xnnpack   the same on xnnpack.pte (and python-xnnpack-int8, -static
                    on the export variants; the static one gets its input padded
                    with [PAD] = 0 and mask 0 to its fixed length, as runlens does)
+  python-onnx      ONNX Runtime's Python package on model.onnx (and python-onnx-int8):
+                   an InferenceSession as runlens opens one (CPU execution provider,
+                   every graph optimization, `threads` intra-op threads, sequential, no
+                   spinning), fed input_ids, attention_mask and token_type_ids (zeros)
+                   where the graph takes them; the output as it is (no pooling)
 Prints one JSON object on stdout: {"versions": {...}, "loads": [...], "results":
 [{"backend", "seq_len", "times_ms": [...]}], "interrupted": bool}; progress goes to stderr.
 Ctrl-C stops and still prints what was measured.
@@ -79,6 +84,19 @@ def load_eager(model_dir: str):
     return task.wrap(model).eval()
 
 
+def onnx_session(path: str, threads: int):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.log_severity_level = 3
+    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+
 def main() -> int:
     job = json.load(sys.stdin)
     threads = int(job["threads"])
@@ -92,12 +110,13 @@ def main() -> int:
         out["versions"]["transformers"] = transformers.__version__
     except ImportError:
         pass
-    try:
-        from importlib.metadata import version
+    for package in ("executorch", "onnxruntime"):
+        try:
+            from importlib.metadata import version
 
-        out["versions"]["executorch"] = version("executorch")
-    except Exception:  # noqa: BLE001
-        pass
+            out["versions"][package] = version(package)
+        except Exception:  # noqa: BLE001
+            pass
 
     inputs = [
         (int(i["seq_len"]), torch.tensor([i["ids"]], dtype=torch.long), torch.tensor([i["mask"]], dtype=torch.long))
@@ -116,6 +135,16 @@ def main() -> int:
                             return model(ids, mask)
 
                     return fn
+
+            elif backend in job.get("onnx", {}):
+                session = onnx_session(job["onnx"][backend], threads)
+                takes = {i.name for i in session.get_inputs()}
+
+                def make(ids, mask, session=session, takes=takes):
+                    feeds = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
+                    if "token_type_ids" in takes:
+                        feeds["token_type_ids"] = (ids * 0).numpy()
+                    return lambda: session.run(None, feeds)
 
             else:
                 from executorch.extension.pybindings import portable_lib

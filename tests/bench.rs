@@ -12,19 +12,19 @@ use serde_json::Value;
 
 
 #[cfg(feature = "eager")]
-const BACKENDS: &str = "eager,portable,xnnpack,xnnpack-int8,xnnpack-static";
+const BACKENDS: &str = "eager,portable,xnnpack,xnnpack-int8,xnnpack-static,onnx";
 #[cfg(feature = "eager")]
-const RUST_ROWS: &[&str] = &["eager", "portable", "xnnpack", "xnnpack-int8", "xnnpack-static", "shim-loop-xnnpack"];
+const RUST_ROWS: &[&str] = &["eager", "portable", "xnnpack", "xnnpack-int8", "xnnpack-static", "onnx", "shim-loop-xnnpack"];
 // python-xnnpack-static only runs if the script pads the input to the program's fixed length.
 #[cfg(feature = "eager")]
-const PYTHON_ROWS: &[&str] = &["python-eager", "python-portable", "python-xnnpack", "python-xnnpack-int8", "python-xnnpack-static"];
-// The lite build (no eager path): the ExecuTorch rows and their Python counterparts.
+const PYTHON_ROWS: &[&str] = &["python-eager", "python-portable", "python-xnnpack", "python-xnnpack-int8", "python-xnnpack-static", "python-onnx"];
+// The lite build (no eager path): the ExecuTorch and ONNX Runtime rows and their Python counterparts.
 #[cfg(not(feature = "eager"))]
-const BACKENDS: &str = "portable,xnnpack,xnnpack-int8,xnnpack-static";
+const BACKENDS: &str = "portable,xnnpack,xnnpack-int8,xnnpack-static,onnx";
 #[cfg(not(feature = "eager"))]
-const RUST_ROWS: &[&str] = &["portable", "xnnpack", "xnnpack-int8", "xnnpack-static", "shim-loop-xnnpack"];
+const RUST_ROWS: &[&str] = &["portable", "xnnpack", "xnnpack-int8", "xnnpack-static", "onnx", "shim-loop-xnnpack"];
 #[cfg(not(feature = "eager"))]
-const PYTHON_ROWS: &[&str] = &["python-portable", "python-xnnpack", "python-xnnpack-int8", "python-xnnpack-static"];
+const PYTHON_ROWS: &[&str] = &["python-portable", "python-xnnpack", "python-xnnpack-int8", "python-xnnpack-static", "python-onnx"];
 const ROW_FIELDS: [&str; 10] = ["runs", "min_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms", "mean_ms", "tokens_per_s", "gflops", "seq_len"];
 
 #[test]

@@ -42,6 +42,8 @@ struct Job<'a> {
     /// The directory's task: which transformers class the eager row loads.
     task: &'static str,
     pte: BTreeMap<&'a str, PathBuf>,
+    /// ONNX files, run by ONNX Runtime's Python package.
+    onnx: BTreeMap<&'a str, PathBuf>,
     /// Programs that take input_ids alone.
     ids_only: Vec<&'a str>,
     backends: Vec<&'a str>,
@@ -88,10 +90,15 @@ pub fn run(dir: &ModelDir, specs: &[BackendSpec], inputs: &[Encoded], threads: u
     let script = script()?;
     let model_dir = dir.root().to_path_buf();
     let mut pte = BTreeMap::new();
+    let mut onnx = BTreeMap::new();
     let mut pad_to = BTreeMap::new();
     let mut ids_only = Vec::new();
     for spec in &specs {
-        // The script runs a backend without a `pte` entry as transformers' eager model.
+        // The script runs a backend without a `pte` or `onnx` entry as transformers' eager model.
+        if let Some(path) = spec.onnx_file() {
+            onnx.insert(spec.name.as_str(), path.to_path_buf());
+            continue;
+        }
         let program = spec.pte_file();
         if let Some(path) = program {
             let report = crate::pte::inspect_file(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -109,6 +116,7 @@ pub fn run(dir: &ModelDir, specs: &[BackendSpec], inputs: &[Encoded], threads: u
         model_dir,
         task: dir.task().name(),
         pte,
+        onnx,
         ids_only,
         backends: specs.iter().map(|s| s.name.as_str()).collect(),
         threads,
