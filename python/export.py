@@ -289,8 +289,8 @@ def main(argv: list[str]) -> int:
         if shipped is not None and not gguf_plan.why_not:
             gguf_type = from_gguf.main_type(shipped.path)
             gguf_plan.shipped = (gguf.shipped_spec(gguf_type, shipped.described), shipped.path)
-        # ONNX Runtime's files: encoders only in this slice (a decoder's need its KV cache as inputs).
-        onnx = not args.no_onnx and not isinstance(task, TextGeneration)
+        # ONNX Runtime's files: an encoder's, or a decoder's with its KV cache as inputs and outputs.
+        onnx = not args.no_onnx
         PROGRESS.plan(step_count(task, names, check, gguf_plan, onnx))
         with PROGRESS.step(f"loading {ckpt.architecture} (model_type {ckpt.model_type}, {source_dtype} weights) as "
                            f"{class_name} in {COMPUTE_DTYPE} for {task.name}: {task.output}"):
@@ -370,7 +370,7 @@ def main(argv: list[str]) -> int:
                 with PROGRESS.step("checking llama.cpp's and ONNX Runtime's files"):
                     for f in check_gguf(stage, gguf_plan.runlens, gguf_entries, rows):
                         failed.setdefault(f["name"], []).append(f["why"])
-                    for name, why in onnx_files.check(stage, onnx_entries, task, rows).items():
+                    for name, why in onnx_files.check(stage, onnx_entries, task, rows, model).items():
                         failed.setdefault(name, []).extend(why)
             quantized = {e["name"] for e in programs if e.get("quantization")}
             for name, why in failed.items():

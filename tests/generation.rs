@@ -93,7 +93,7 @@ fn greedy_ids_match(name: &str) {
     assert!(reference.sentences.iter().any(|s| s.generated_ids.len() >= 16), "{name}: at least one prompt with 16 new tokens");
     let ctx = context(&dir, max_new);
     let specs = present(&dir);
-    for must in ["eager", "portable", "portable-nocache", "xnnpack", "xnnpack-nocache", "llamacpp-f32"] {
+    for must in ["eager", "portable", "portable-nocache", "xnnpack", "xnnpack-nocache", "llamacpp-f32", "onnx"] {
         assert!(specs.iter().any(|s| s.name == must), "{name} has no {must}");
     }
     // Quantized backends compute other numbers on purpose: tests/quantized_generation.rs
@@ -265,7 +265,7 @@ fn run_json_reports_ids_text_speed_stop_and_parity_per_backend() {
     assert_eq!(j["ids"], serde_json::json!(s.ids));
     let backends = j["backends"].as_array().unwrap();
     let names: Vec<&str> = backends.iter().map(|b| b["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["eager", "portable", "xnnpack", "xnnpack-nocache", "llamacpp-f32", "course"], "the first program of each column, then --program");
+    assert_eq!(names, ["eager", "portable", "xnnpack", "xnnpack-nocache", "llamacpp-f32", "onnx", "course"], "the first program of each column, then --program");
     for b in backends {
         assert_eq!(b["ok"], true, "{b}");
         assert_eq!(b["generated_ids"], serde_json::json!(s.generated_ids[..16]), "{}", b["name"]);

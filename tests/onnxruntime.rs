@@ -367,3 +367,59 @@ fn profile_and_inspect_show_the_operators_onnx_runtime_runs() {
     let text = String::from_utf8_lossy(&runlens(&["inspect", file.to_str().unwrap()]).stdout).into_owned();
     assert!(text.contains("com.microsoft:DynamicQuantizeMatMul  (fused in)") && text.contains("MatMulInteger  (fused away)"), "{text}");
 }
+
+const DECODERS: [&str; 4] = ["tiny-gpt2", "tiny-llama", "tiny-qwen2", "tiny-qwen3"];
+
+/// A decoder's ONNX files (python/runlens_export/onnx_decoder.py): the KV
+/// cache as inputs and outputs, one ONNX Runtime run a token. The float32
+/// file's greedy ids equal transformers' on every prompt (tests/generation.rs
+/// checks every float column so; here the one-run-a-token drive and the 8-bit
+/// copy): its 8-bit copy stays near it, and `bench` gives its decode rows with
+/// the bytes a token reads.
+#[test]
+fn decoders_run_one_onnx_runtime_call_a_token_with_their_cache_in_and_out() {
+    use runlens::task::generation::generate;
+    use std::ops::ControlFlow;
+    for model in DECODERS {
+        let dir = model_dir(model);
+        let reference = Reference::load(&dir.reference().unwrap()).unwrap();
+        for name in ["onnx", "onnx-int8"] {
+            let entry = dir.manifest().programs.iter().find(|p| p.name == name).unwrap_or_else(|| panic!("{model}: no {name}"));
+            assert_eq!(entry.cache.as_deref(), Some("past-present"), "{model}/{name}");
+        }
+        let ctx = runlens::task::TaskContext::for_model(&dir, &dir.load_tokenizer().unwrap(), 5).unwrap().with_max_new_tokens(8);
+        let ctx = ctx.generation().unwrap().clone();
+        let mut float = runlens::task::load_backend(&spec(&dir, "onnx"), &dir).unwrap_or_else(|e| panic!("{model}: {e:#}"));
+        assert!(float.describe().contains("past keys and values in and out"), "{}", float.describe());
+        let mut int8 = runlens::task::load_backend(&spec(&dir, "onnx-int8"), &dir).unwrap_or_else(|e| panic!("{model}: {e:#}"));
+        let mut worst = f64::INFINITY;
+        for s in reference.sentences.iter().take(3) {
+            let f = generate(float.as_mut(), &ctx, &Encoded::from_ids(&s.ids), &mut |_| ControlFlow::Continue(())).unwrap();
+            assert_eq!(f.ids, s.generated_ids[..f.ids.len()], "{model}/onnx on {:?}", s.text);
+            let q = generate(int8.as_mut(), &ctx, &Encoded::from_ids(&s.ids), &mut |_| ControlFlow::Continue(())).unwrap();
+            worst = worst.min(cosine(&q.first_logits, &f.first_logits));
+        }
+        eprintln!("{model}/onnx-int8: first-logits cosine to onnx, lowest {worst:.4}");
+        assert!((0.9..0.999_999).contains(&worst), "{model}/onnx-int8: first-logits cosine {worst} to float32 (8-bit weights move it a little)");
+        // The bytes a token reads: the weights but the embedding table (tied heads counted).
+        let bytes = float.weight_bytes_per_token().unwrap();
+        let file = std::fs::metadata(spec(&dir, "onnx").onnx_file().unwrap()).unwrap().len();
+        assert!(bytes > 0 && bytes < file, "{model}: {bytes} bytes a token, file {file}");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("bench.json");
+    let out = runlens(&[
+        "--model", model_dir("tiny-llama").root().to_str().unwrap(), "--threads", "1", "--backends", "onnx,onnx-int8", "bench", "--gen-tokens", "4",
+        "--prompt-lens", "4", "--iters", "2", "--warmup", "0", "--max-seconds", "1", "--json", json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    for name in ["onnx", "onnx-int8"] {
+        let row = report["results"].as_array().unwrap().iter().find(|r| r["backend"] == name).unwrap_or_else(|| panic!("no {name}: {report}"));
+        assert_eq!(row["cache"], "past-present", "{row}");
+        for key in ["ttft_ms", "prompt_tokens_per_s", "decode_tokens_per_s"] {
+            assert!(row[key].as_f64().is_some_and(|v| v > 0.0), "{name}: {key} in {row}");
+        }
+        assert!(row["weight_bytes_per_token"].as_u64().is_some_and(|b| b > 0), "{row}");
+    }
+}

@@ -1,7 +1,7 @@
-"""ONNX Runtime's files of an encoder's model directory (docs/onnxruntime.md):
-the model as the hub's sentence-transformers repositories ship it for ONNX
-Runtime, beside the .pte programs, listed in the manifest as programs of the
-`onnx` column (runtime "onnxruntime").
+"""ONNX Runtime's files of a model directory (docs/onnxruntime.md): the model as
+the hub's sentence-transformers repositories (an encoder) or Optimum (a decoder)
+ship it for ONNX Runtime, beside the .pte programs, listed in the manifest as
+programs of the `onnx` column (runtime "onnxruntime").
 
   model.onnx        torch.onnx.export (TorchScript exporter, opset 17) of the
                     transformers model, float32; inputs input_ids, attention_mask
@@ -10,7 +10,9 @@ Runtime, beside the .pte programs, listed in the manifest as programs of the
                     what the hub's files give: feature-extraction
                     `last_hidden_state` [1, S, H] (the caller pools, as the
                     manifest entry's "pooling" says), fill-mask `logits` [1, S, V],
-                    text-classification `logits` [1, C]
+                    text-classification `logits` [1, C]; a decoder's with its KV
+                    cache as inputs and outputs (onnx_decoder.py: past_key_values.*
+                    in, present.* out, logits [1, S, V]; "cache": "past-present")
   model.int8.onnx   model.onnx through ONNX Runtime's own quantizer
                     (onnxruntime.quantization.quantize_dynamic: QInt8 weights with a scale
                     per output channel, the embedding tables too; activations quantized
@@ -18,9 +20,8 @@ Runtime, beside the .pte programs, listed in the manifest as programs of the
 
 Each is checked here like the programs are (verify.py), by ONNX Runtime's Python
 package on the reference sentences: float32 against transformers with the task's
-float bounds (tasks.py), 8-bit against model.onnx's own outputs (ONNX_INT8_*
-below). Encoders only in this slice: text-generation gets none (issue 41 asks for
-decoders with their KV cache as inputs and outputs; not written yet).
+float bounds (tasks.py; a decoder's greedy ids, one run a token with the presents
+fed back), 8-bit against model.onnx's own outputs (ONNX_INT8_* below).
 
 Not named `onnx.py`: it would shadow the onnx package it imports.
 """
@@ -73,7 +74,7 @@ class OnnxSpec:
                 "quantize_dynamic: weights 8-bit (QInt8, a scale per output channel), activations "
                 f"quantized at run time, a scale per tensor (MatMulInteger); output {output}")
 
-    def manifest_entry(self, task_name: str, output_name: str, inputs: list[str]) -> dict:
+    def manifest_entry(self, task_name: str, output_name: str, inputs: list[str], cache: str | None = None) -> dict:
         """The program entry, with exactly the keys the Rust side reads (docs/model-directory.md)."""
         entry = {"name": self.name, "file": self.file, "title": self.title, "column": COLUMN, "runtime": RUNTIME,
                  "delegate": None, "quantization": self.quantization}
@@ -83,6 +84,8 @@ class OnnxSpec:
         entry["output"] = output_name
         if task_name == "feature-extraction":
             entry["pooling"] = POOLING
+        if cache is not None:
+            entry["cache"] = cache
         entry["about"] = self.about(output_name)
         return entry
 
@@ -117,12 +120,37 @@ class Encoder(torch.nn.Module):
         return out.last_hidden_state if self.hidden else out.logits
 
 
+# A decoder's ONNX export needs about this many times its float32 weights above what the
+# process holds (onnx_decoder.py: SmolLM2-135M 1.88 GiB for W = 538 MB), plus a margin.
+DECODER_STEP_PER_WEIGHT = 3.5
+DECODER_STEP_FIXED = 100 << 20
+# A decoder's float32 weights above this are left without ONNX files: one protobuf
+# holds at most 2 GiB, and runlens writes no external data files.
+MAX_WEIGHT_BYTES = 1536 << 20
+# The cache a decoder's file keeps, in its manifest entry: its inputs and outputs (onnx_decoder.py).
+PAST_PRESENT = "past-present"
+# A decoder's 8-bit copy against model.onnx: the first step's logits' cosine on each reference
+# prompt, lowest. Measured on the tiny random-weight decoders and SmolLM2's trained weights
+# (docs/onnxruntime.md); the bound is under them all.
+ONNX_INT8_MIN_FIRST_LOGITS_COSINE = 0.9
+
+
+def too_large(model: torch.nn.Module) -> str | None:
+    """Why a decoder gets no ONNX files, or None."""
+    n = sum(p.numel() * 4 for p in model.parameters())
+    if n > MAX_WEIGHT_BYTES:
+        return (f"its float32 weights ({n / (1 << 30):.2f} GiB) are over {MAX_WEIGHT_BYTES / (1 << 30):.1f} GiB: "
+                "one ONNX protobuf holds at most 2 GiB and runlens writes no external data")
+    return None
+
+
 def write(task, model: torch.nn.Module, out: Path) -> list[dict]:
     """model.onnx and model.int8.onnx in `out` (the stage); their manifest entries.
     One progress step each."""
     import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    if task.name == "text-generation":
+        return _write_decoder(model, out)
     hidden = task.name == "feature-extraction"
     token_types = takes_token_type_ids(model)
     inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if token_types else [])
@@ -142,16 +170,97 @@ def write(task, model: torch.nn.Module, out: Path) -> list[dict]:
         onnx.checker.check_model(graph)
         say(f"  {FLOAT.file}: {len(graph.graph.node)} nodes, inputs {', '.join(inputs)}, output {output}")
     with PROGRESS.step(f"{INT8.file}: {INT8.title} (onnxruntime.quantization.quantize_dynamic)", program=INT8.name):
-        root = logging.getLogger()
-        level = root.level
-        root.setLevel(logging.ERROR)  # the quantizer's advice to pre-process, on the root logger
-        try:
-            quantize_dynamic(str(out / FLOAT.file), str(out / INT8.file), weight_type=QuantType.QInt8, per_channel=True)
-        finally:
-            root.setLevel(level)
-        for leftover in out.glob("*-opt.onnx"):  # the quantizer's pre-processing copy, when it leaves one
-            leftover.unlink()
+        _quantize(out)
     return [s.manifest_entry(task.name, output, inputs) for s in (FLOAT, INT8)]
+
+
+def _quantize(out: Path) -> None:
+    """model.int8.onnx from model.onnx: quantize_dynamic, QInt8 weights with a scale per output channel."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # the quantizer's advice to pre-process, on the root logger
+    try:
+        quantize_dynamic(str(out / FLOAT.file), str(out / INT8.file), weight_type=QuantType.QInt8, per_channel=True)
+    finally:
+        root.setLevel(level)
+    for leftover in out.glob("*-opt.onnx"):  # the quantizer's pre-processing copy, when it leaves one
+        leftover.unlink()
+
+
+def _write_decoder(model: torch.nn.Module, out: Path) -> list[dict]:
+    """A decoder's model.onnx with its KV cache as inputs and outputs (onnx_decoder.py), and its 8-bit copy."""
+    import onnx
+
+    from . import onnx_decoder
+
+    from . import memory
+
+    why = too_large(model)
+    weights = sum(p.numel() * 4 for p in model.parameters())
+    need = int(DECODER_STEP_PER_WEIGHT * weights) + DECODER_STEP_FIXED
+    free, what = memory.headroom()
+    if why is None and need > free:
+        why = (f"exporting them needs about {need / (1 << 30):.2f} GiB more than the process holds and "
+               f"{free / (1 << 30):.2f} GiB is free ({what}); the programs and GGUFs are written without them")
+    if why is not None:
+        say(f"  no ONNX files: {why}")
+        return []
+    with PROGRESS.step(f"{FLOAT.file}: {FLOAT.title} (torch.onnx.export with past/present, opset {OPSET})", program=FLOAT.name):
+        inputs, output = onnx_decoder.export(model, out / FLOAT.file, OPSET)
+        graph = onnx.load(str(out / FLOAT.file), load_external_data=False)
+        onnx.checker.check_model(graph)
+        layers = (len(inputs) - 3) // 2
+        say(f"  {FLOAT.file}: {len(graph.graph.node)} nodes, inputs input_ids, attention_mask, position_ids and "
+            f"{layers} layers' past keys and values, outputs logits and the presents")
+        del graph
+    with PROGRESS.step(f"{INT8.file}: {INT8.title} (onnxruntime.quantization.quantize_dynamic)", program=INT8.name):
+        _quantize(out)
+    return [s.manifest_entry("text-generation", output, inputs[:3] + ["past_key_values.*"], PAST_PRESENT) for s in (FLOAT, INT8)]
+
+
+def _check_decoder(out: Path, by_name: dict, model_geometry, rows: list[dict]) -> dict[str, list[str]]:
+    """Greedy ids of model.onnx through ONNX Runtime's Python package against transformers'
+    (reference rows); model.int8.onnx's first logits against model.onnx's."""
+    from . import onnx_decoder
+    from .tasks import cosine
+
+    failures: dict[str, list[str]] = {}
+    g = model_geometry
+    firsts = []
+    if FLOAT.name in by_name:
+        entry = by_name[FLOAT.name]
+        with PROGRESS.timed(entry["name"], "check"):
+            session = _session(out / entry["file"])
+            bad = []
+            for row in rows:
+                want = row["generated_ids"]
+                got, first = onnx_decoder.greedy(session, row["ids"], len(want), g.layers, g.kv_heads, g.head_dim)
+                firsts.append(first)
+                if got != want:
+                    at = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
+                    bad.append(f"{row['text']!r}: greedy ids part from transformers' at new token {at}")
+            say(f"  {entry['file']} (ONNX Runtime {onnxruntime_version()}, one run a token) vs transformers' greedy ids: "
+                f"{'all agree' if not bad else f'{len(bad)} of {len(rows)} disagree'}")
+            if bad:
+                failures[entry["name"]] = bad
+    if INT8.name in by_name and firsts:
+        entry = by_name[INT8.name]
+        with PROGRESS.timed(entry["name"], "check"):
+            session = _session(out / entry["file"])
+            cosines, same = [], 0
+            for row, f in zip(rows, firsts):
+                got, first = onnx_decoder.greedy(session, row["ids"], 1, g.layers, g.kv_heads, g.head_dim)
+                cosines.append(cosine(torch.from_numpy(first), torch.from_numpy(f)))
+                same += int(first.argmax() == f.argmax())
+            worst = min(cosines)
+            bound = ONNX_INT8_MIN_FIRST_LOGITS_COSINE
+            say(f"  {entry['file']} vs {FLOAT.file}: first logits' cosine lowest {worst:.5f}, mean "
+                f"{sum(cosines) / len(cosines):.5f}, the same first token on {same} of {len(rows)} (bound {bound})")
+            if worst < bound:
+                failures[entry["name"]] = [f"its lowest first-logits cosine to {FLOAT.file} is {worst:.5f}, under {bound}"]
+    return failures
 
 
 def bring_hub_files(source: Path, out: Path) -> list[str]:
@@ -229,11 +338,16 @@ def _cosine(task_name: str, row: dict, a: torch.Tensor, b: torch.Tensor) -> floa
     return cosine(a, b)
 
 
-def check(out: Path, entries: list[dict], task, rows: list[dict]) -> dict[str, list[str]]:
+def check(out: Path, entries: list[dict], task, rows: list[dict], model=None) -> dict[str, list[str]]:
     """Every ONNX file on every reference sentence: float32 against transformers
-    (the task's float bounds), 8-bit against model.onnx. Returns what failed by name."""
+    (the task's float bounds; a decoder's greedy ids), 8-bit against model.onnx.
+    Returns what failed by name."""
     failures: dict[str, list[str]] = {}
     by_name = {e["name"]: e for e in entries}
+    if task.name == "text-generation":
+        from .decoder import arch_and_geometry
+
+        return _check_decoder(out, by_name, arch_and_geometry(model)[1], rows)
     floats: list[torch.Tensor] = []
     if FLOAT.name in by_name:
         entry = by_name[FLOAT.name]

@@ -295,7 +295,7 @@ pub fn load(spec: &BackendSpec, dir: &ModelDir, output: OutputKind) -> anyhow::R
             Box::new(executorch::ExecutorchBackend::load_file(spec, path, output)?.with_pad_id(pad_id))
         }
         Source::Gguf(path) => Box::new(llamacpp::LlamaCppBackend::load(spec, path, dir, output)?),
-        Source::Onnx(path) => Box::new(onnxruntime::OnnxRuntimeBackend::load(spec, path, dir, output)?),
+        Source::Onnx(path) => onnxruntime::load_column(spec, path, dir, output)?,
     })
 }
 

@@ -361,13 +361,13 @@ impl BackendSpec {
     }
 
     /// Whether the course's Python flow (`bench --python`) has a row for it:
-    /// transformers for eager, ExecuTorch's Python runtime for a program;
-    /// llama.cpp has none (its Python binding would compile llama.cpp again),
-    /// nor ONNX Runtime yet (its Python package is there: a row to add).
+    /// transformers for eager, ExecuTorch's Python runtime for a program, ONNX
+    /// Runtime's Python package for an ONNX file; llama.cpp has none (its Python
+    /// binding would compile llama.cpp again).
     pub fn has_python_flow(&self) -> bool {
         match self.runtime() {
-            Runtime::Eager | Runtime::ExecuTorch => true,
-            Runtime::LlamaCpp | Runtime::OnnxRuntime => false,
+            Runtime::Eager | Runtime::ExecuTorch | Runtime::OnnxRuntime => true,
+            Runtime::LlamaCpp => false,
         }
     }
 
@@ -383,12 +383,14 @@ impl BackendSpec {
 
     /// A decoder's KV cache as bench's generation rows name it: eager's grows by
     /// one position a token (`dynamic`, as transformers' `DynamicCache`),
-    /// llama.cpp's holds the context's positions, a program's is its manifest's.
+    /// llama.cpp's holds the context's positions, ONNX Runtime's is the graph's
+    /// inputs and outputs (`past-present`: each run's presents fed back as the
+    /// next run's pasts), a program's is its manifest's.
     pub fn cache_kind(&self) -> CacheKind {
         match self.runtime() {
             Runtime::Eager => CacheKind::Runtime("dynamic"),
             Runtime::LlamaCpp => CacheKind::Runtime("llama.cpp"),
-            Runtime::OnnxRuntime => CacheKind::Runtime("none"),
+            Runtime::OnnxRuntime => CacheKind::Runtime("past-present"),
             Runtime::ExecuTorch => CacheKind::FromManifest,
         }
     }

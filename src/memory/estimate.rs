@@ -116,7 +116,7 @@ pub fn of_spec(spec: &BackendSpec, dir: &ModelDir) -> anyhow::Result<ColumnNeed>
     match &spec.source {
         Source::Program(path) => of_program(spec, path),
         Source::Gguf(path) => of_gguf(spec, dir, path),
-        Source::Onnx(path) => of_onnx(spec, path),
+        Source::Onnx(path) => of_onnx(spec, dir, path),
         Source::Eager(format) => of_eager(spec, dir, *format),
     }
 }
@@ -161,14 +161,23 @@ fn of_gguf(spec: &BackendSpec, dir: &ModelDir, path: &Path) -> anyhow::Result<Co
 
 /// An ONNX file as ONNX Runtime holds it: its initializers (the file is almost
 /// all weights; MLAS prepacks the matrices in place of the originals), the
-/// session; while loading, the protobuf parsed whole beside the tensors made from it.
-fn of_onnx(spec: &BackendSpec, path: &Path) -> anyhow::Result<ColumnNeed> {
+/// session; while loading, the protobuf parsed whole beside the tensors made
+/// from it. A decoder's file also holds its KV cache twice at the longest
+/// sequence: the pasts handed in and the presents made from them (float32).
+fn of_onnx(spec: &BackendSpec, dir: &ModelDir, path: &Path) -> anyhow::Result<ColumnNeed> {
     let bytes = std::fs::metadata(path).with_context(|| format!("{}: cannot read the ONNX file's size", path.display()))?.len();
-    let parts = vec![
+    let mut parts = vec![
         Part { what: "weights (the ONNX file's initializers, prepacked)", bytes },
         Part { what: "ONNX Runtime's session", bytes: ONNX_RUNTIME_RUNTIME },
     ];
-    let transient = Part { what: "the file parsed whole beside its initializers", bytes: 2 * bytes + ONNX_RUNTIME_RUNTIME };
+    let kv = match dir.task().takes_a_prompt() {
+        true => Geometry::read(&dir.config()?)?.map_or(0, |g| 2 * g.kv_cache(dir.max_seq_len() as u64)),
+        false => 0,
+    };
+    if kv > 0 {
+        parts.push(Part { what: "KV cache, past and present (float32)", bytes: kv });
+    }
+    let transient = Part { what: "the file parsed whole beside its initializers", bytes: 2 * bytes + ONNX_RUNTIME_RUNTIME + kv };
     Ok(ColumnNeed::new(spec, parts, Some(transient)))
 }
 

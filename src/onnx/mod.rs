@@ -49,6 +49,12 @@ pub struct OnnxModel {
     /// The rows of each 2-D initializer a `Gather` node reads with a graph input's
     /// values as indices: (input, rows), e.g. the vocabulary `input_ids` index.
     pub gathered_rows: Vec<(String, i64)>,
+    /// The bytes of every initializer (the weights), by their dims and element types.
+    pub weight_bytes: u64,
+    /// Of those, what one run over one token reads: all but the tables only ever
+    /// gathered from with a graph input's values (an embedding table, one row
+    /// read; a table the output's product also reads, a tied head, is counted).
+    pub weight_bytes_per_token: u64,
 }
 
 /// A graph input or output: its name, element type and shape as the file says them.
@@ -79,6 +85,20 @@ pub struct ElemType(pub i32);
 impl ElemType {
     pub const FLOAT32: ElemType = ElemType(1);
     pub const INT64: ElemType = ElemType(7);
+
+    /// Bits of one element (`None`: not a fixed-size number: string, an unknown type).
+    pub fn bits(self) -> Option<u64> {
+        Some(match self.0 {
+            2 | 3 | 9 => 8,
+            4 | 5 | 10 | 16 => 16,
+            1 | 6 | 12 => 32,
+            7 | 11 | 13 | 14 => 64,
+            15 => 128,
+            17..=20 => 8,
+            21 | 22 => 4,
+            _ => return None,
+        })
+    }
 
     pub fn name(self) -> String {
         const NAMES: [&str; 17] = [
@@ -183,6 +203,22 @@ pub fn read_bytes(data: &[u8]) -> Result<OnnxModel, String> {
             gathered_rows.push((index.clone(), t.dims[0]));
         }
     }
+    // An initializer's uses: only as the table of a Gather indexed by a graph input?
+    let gathered_only = |name: &str| {
+        let mut uses = graph.node.iter().flat_map(|n| n.input.iter().enumerate().map(move |(i, input)| (n, i, input))).filter(|(_, _, input)| input.as_str() == name);
+        let mut any = false;
+        let only = uses.all(|(n, i, _)| {
+            any = true;
+            i == 0 && n.op_type.as_deref() == Some("Gather") && n.input.get(1).is_some_and(|index| graph_inputs.contains(&index.as_str()))
+        });
+        any && only
+    };
+    let bytes = |t: &proto::TensorProto| {
+        let n: i64 = t.dims.iter().product();
+        (n.max(0) as u64 * t.data_type.map(ElemType).and_then(ElemType::bits).unwrap_or(0)).div_ceil(8)
+    };
+    let weight_bytes: u64 = graph.initializer.iter().map(bytes).sum();
+    let gathered: u64 = graph.initializer.iter().filter(|t| gathered_only(t.name.as_deref().unwrap_or(""))).map(bytes).sum();
     let producer = [m.producer_name.unwrap_or_default(), m.producer_version.unwrap_or_default()].join(" ").trim().to_string();
     Ok(OnnxModel {
         path: None,
@@ -195,6 +231,8 @@ pub fn read_bytes(data: &[u8]) -> Result<OnnxModel, String> {
         nodes: graph.node.len(),
         initializers: graph.initializer.len(),
         gathered_rows,
+        weight_bytes,
+        weight_bytes_per_token: weight_bytes - gathered,
     })
 }
 

@@ -23,6 +23,7 @@
 //! (an idle column must not take a core from the others). ONNX Runtime's log
 //! goes to [`log`]'s buffer, warnings and worse only, never to the terminal.
 
+pub mod decoder;
 pub mod library;
 pub mod log;
 
@@ -110,6 +111,22 @@ pub struct OnnxRuntimeBackend {
     load_time: Duration,
 }
 
+/// The column for `path`: a decoder's file ([`decoder`]: its KV cache as
+/// inputs and outputs) for text-generation, else an encoder's.
+pub fn load_column(spec: &BackendSpec, path: &Path, dir: &ModelDir, output: OutputKind) -> anyhow::Result<Box<dyn Backend>> {
+    if output != OutputKind::NextToken {
+        return Ok(Box::new(OnnxRuntimeBackend::load(spec, path, dir, output)?));
+    }
+    if !path.is_file() {
+        return Err(crate::model::ModelsMissing { path: path.to_path_buf() }.into());
+    }
+    let model = crate::onnx::read_path(path)?;
+    let layout = decoder::check(&model).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    environment()?;
+    super::probe::check(path, &super::probe::Load::OnnxRuntime)?;
+    Ok(Box::new(decoder::OnnxDecoder::open(spec, path, &model, layout, dir.max_seq_len())?))
+}
+
 impl OnnxRuntimeBackend {
     /// Open `path` with ONNX Runtime to return `output`: an error (never a crash)
     /// for a missing file, one that is not an ONNX model (runlens' reader) or
@@ -120,11 +137,7 @@ impl OnnxRuntimeBackend {
         if !path.is_file() {
             return Err(crate::model::ModelsMissing { path: path.to_path_buf() }.into());
         }
-        anyhow::ensure!(
-            output != OutputKind::NextToken,
-            "{}: ONNX Runtime runs encoders only in this runlens (a decoder's ONNX file needs its KV cache as inputs and outputs: not yet)",
-            path.display()
-        );
+        anyhow::ensure!(output != OutputKind::NextToken, "{}: a decoder's ONNX file is opened by load_column", path.display());
         let pooling = match output {
             OutputKind::Pooled => Some(pooling_for(spec, dir).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?),
             _ => None,
@@ -167,6 +180,17 @@ fn pooling_for(spec: &BackendSpec, dir: &ModelDir) -> Result<Pooling, String> {
 pub fn load_and_run_once(path: &Path) -> Result<(), super::probe::Refusal> {
     use super::probe::Refusal;
     let model = crate::onnx::read_path(path).map_err(|e| Refusal::Load(e.to_string()))?;
+    if let Ok(layout) = decoder::check(&model) {
+        // A decoder's file: one prefill of the probe's input, with empty pasts.
+        environment().map_err(|e| Refusal::Runtime(format!("{}: {e:#}", path.display())))?;
+        let (mut ids, _) = super::probe::representative_input(None);
+        if let Some(rows) = model.rows_gathered_by(INPUTS[0]).filter(|&r| r > 0) {
+            ids.iter_mut().for_each(|id| *id %= rows);
+        }
+        let spec = BackendSpec::program("probe", path);
+        let mut d = decoder::OnnxDecoder::open(&spec, path, &model, layout, ids.len()).map_err(|e| Refusal::Load(format!("{e:#}")))?;
+        return crate::backend::Decoder::prefill(&mut d, &ids).map(drop).map_err(|e| Refusal::Run(format!("{e:#}")));
+    }
     let token_types = check_inputs(&model).map_err(|e| Refusal::Load(format!("{}: {e}", path.display())))?;
     let env = environment().map_err(|e| Refusal::Runtime(format!("{}: {e:#}", path.display())))?;
     let log_id = "probe";
@@ -459,6 +483,8 @@ mod tests {
             nodes: 0,
             initializers: 0,
             gathered_rows: vec![],
+            weight_bytes: 0,
+            weight_bytes_per_token: 0,
         }
     }
 

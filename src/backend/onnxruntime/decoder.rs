@@ -1,0 +1,283 @@
+//! A decoder's ONNX file with its KV cache as inputs and outputs, as Optimum
+//! lays one out and runlens' export writes it
+//! (python/runlens_export/onnx_decoder.py): `input_ids` `[1, S]`,
+//! `attention_mask` `[1, P + S]`, `position_ids` `[1, S]` (where the graph
+//! takes it) and `past_key_values.{i}.key` / `.value` `[1, kv_heads, P,
+//! head_dim]` in; `logits` `[1, S, V]` and `present.{i}.key` / `.value`
+//! `[1, kv_heads, P + S, head_dim]` out. One ONNX Runtime run for the prompt,
+//! then one a token, each run's presents handed back as the next run's pasts
+//! without a copy (ONNX Runtime's own values, kept between runs).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ort::session::{Session, SessionInputValue};
+use ort::value::{DynValue, Tensor};
+
+use super::{log, open, threads};
+use crate::backend::{Backend, BackendSpec, Decoder};
+use crate::onnx::{Dim, ElemType, OnnxModel};
+use crate::tensor::{Encoded, OutputTensor};
+
+/// The graph's layout as runlens drives it, read from the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PastLayout {
+    pub layers: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    /// Whether the graph takes `position_ids` (GPT-2's files may not).
+    pub position_ids: bool,
+}
+
+fn past_name(layer: usize, kind: &str) -> String {
+    format!("past_key_values.{layer}.{kind}")
+}
+
+fn present_name(layer: usize, kind: &str) -> String {
+    format!("present.{layer}.{kind}")
+}
+
+/// The decoder layout of `model`, or why runlens cannot drive it (naming what the graph has).
+pub fn check(model: &OnnxModel) -> Result<PastLayout, String> {
+    let has = |name: &str| model.inputs.iter().find(|i| i.name == name);
+    for required in ["input_ids", "attention_mask"] {
+        if has(required).is_none() {
+            return Err(format!("the graph has no input {required} (its inputs: {}); a decoder's are {}", model.describe_inputs(), EXPECTED));
+        }
+    }
+    let mut layers = 0;
+    while has(&past_name(layers, "key")).is_some() {
+        layers += 1;
+    }
+    if layers == 0 {
+        return Err(format!("the graph takes no past_key_values.0.key (its inputs: {}); a decoder's are {}", model.describe_inputs(), EXPECTED));
+    }
+    let known = |name: &str| {
+        ["input_ids", "attention_mask", "position_ids"].contains(&name)
+            || (0..layers).any(|i| name == past_name(i, "key") || name == past_name(i, "value"))
+    };
+    if let Some(other) = model.inputs.iter().find(|i| !known(&i.name)) {
+        return Err(format!("the graph takes an input {:?} runlens cannot give (its inputs: {}); a decoder's are {}", other.name, model.describe_inputs(), EXPECTED));
+    }
+    let mut geometry = None;
+    for i in 0..layers {
+        for kind in ["key", "value"] {
+            let Some(past) = has(&past_name(i, kind)) else {
+                return Err(format!("the graph has past_key_values.{i}.key but no {} (its inputs: {})", past_name(i, kind), model.describe_inputs()));
+            };
+            if past.elem_type != Some(ElemType::FLOAT32) {
+                return Err(format!("its input {past} is not float32; runlens keeps a float32 cache"));
+            }
+            let dims = match past.shape.as_deref() {
+                Some([_, Dim::Size(h), _, Dim::Size(d)]) if *h > 0 && *d > 0 => (*h as usize, *d as usize),
+                _ => return Err(format!("its input {past} is not [batch, kv_heads, past, head_dim] with the heads and their width fixed")),
+            };
+            if *geometry.get_or_insert(dims) != dims {
+                return Err(format!("its input {past} is not as wide as layer 0's cache"));
+            }
+            if !model.outputs.iter().any(|o| o.name == present_name(i, kind)) {
+                return Err(format!("the graph has no output {} for its input {} (its outputs: {})", present_name(i, kind), past.name, model.describe_outputs()));
+            }
+        }
+    }
+    if !model.outputs.iter().any(|o| o.name == "logits" && o.elem_type == Some(ElemType::FLOAT32)) {
+        return Err(format!("the graph has no float32 output logits (its outputs: {})", model.describe_outputs()));
+    }
+    let (kv_heads, head_dim) = geometry.unwrap_or((0, 0));
+    Ok(PastLayout { layers, kv_heads, head_dim, position_ids: has("position_ids").is_some() })
+}
+
+const EXPECTED: &str = "input_ids, attention_mask, position_ids and past_key_values.{i}.key/value (the presents as outputs)";
+
+pub struct OnnxDecoder {
+    spec: BackendSpec,
+    session: Session,
+    path: PathBuf,
+    layout: PastLayout,
+    /// The presents of the last run: the next run's pasts, layer by layer, key then value.
+    past: Vec<DynValue>,
+    filled: usize,
+    max_len: usize,
+    weight_bytes_per_token: u64,
+    load_time: Duration,
+}
+
+impl OnnxDecoder {
+    pub(super) fn open(spec: &BackendSpec, path: &Path, model: &OnnxModel, layout: PastLayout, max_len: usize) -> anyhow::Result<OnnxDecoder> {
+        let env = super::environment()?;
+        let start = Instant::now();
+        let session =
+            open(&env, path, threads(), &spec.name).map_err(|e| anyhow::anyhow!("{}: ONNX Runtime cannot load it: {e}{}", path.display(), log::last_words(&spec.name)))?;
+        Ok(OnnxDecoder {
+            spec: spec.clone(),
+            session,
+            path: path.to_path_buf(),
+            layout,
+            past: Vec::new(),
+            filled: 0,
+            max_len,
+            weight_bytes_per_token: model.weight_bytes_per_token,
+            load_time: start.elapsed(),
+        })
+    }
+
+    /// One run over `tokens` after the `filled` positions of the kept pasts
+    /// (none: empty ones): the last position's logits `[V]`; the presents kept.
+    fn forward(&mut self, tokens: &[i64]) -> anyhow::Result<Vec<f32>> {
+        let path = self.path.display().to_string();
+        let (s, filled, l) = (tokens.len(), self.filled, &self.layout);
+        anyhow::ensure!(filled + s <= self.max_len, "{path}: {} positions, over the {} this column holds", filled + s, self.max_len);
+        let ids = Tensor::from_array(([1usize, s], tokens.to_vec()))?;
+        let mask = Tensor::from_array(([1usize, filled + s], vec![1i64; filled + s]))?;
+        let mut feeds: Vec<(String, SessionInputValue<'_>)> = vec![("input_ids".into(), ids.into()), ("attention_mask".into(), mask.into())];
+        if l.position_ids {
+            let positions: Vec<i64> = (filled..filled + s).map(|p| p as i64).collect();
+            feeds.push(("position_ids".into(), Tensor::from_array(([1usize, s], positions))?.into()));
+        }
+        if self.past.is_empty() {
+            for i in 0..l.layers {
+                for kind in ["key", "value"] {
+                    feeds.push((past_name(i, kind), Tensor::from_array(([1usize, l.kv_heads, 0, l.head_dim], Vec::<f32>::new()))?.into()));
+                }
+            }
+        } else {
+            for (n, value) in self.past.iter().enumerate() {
+                feeds.push((past_name(n / 2, if n % 2 == 0 { "key" } else { "value" }), value.into()));
+            }
+        }
+        let mut outputs = self.session.run(feeds).map_err(|e| anyhow::anyhow!("{path}: ONNX Runtime's run failed: {e}{}", log::last_words(&self.spec.name)))?;
+        let logits = {
+            let value = outputs.get("logits").ok_or_else(|| anyhow::anyhow!("{path}: no output logits"))?;
+            let (shape, data) = value.try_extract_tensor::<f32>().map_err(|e| anyhow::anyhow!("{path}: output logits: {e}"))?;
+            let v = *shape.last().unwrap_or(&0) as usize;
+            anyhow::ensure!(v > 0 && data.len() >= v && data.len() % v == 0, "{path}: logits {shape:?} for {s} tokens");
+            data[data.len() - v..].to_vec()
+        };
+        let mut presents = Vec::with_capacity(2 * l.layers);
+        for i in 0..l.layers {
+            for kind in ["key", "value"] {
+                let name = present_name(i, kind);
+                presents.push(outputs.remove(&name).ok_or_else(|| anyhow::anyhow!("{path}: no output {name}"))?);
+            }
+        }
+        drop(outputs);
+        self.past = presents;
+        self.filled = filled + s;
+        Ok(logits)
+    }
+}
+
+impl Decoder for OnnxDecoder {
+    fn max_len(&self) -> usize {
+        self.max_len
+    }
+
+    fn prefill(&mut self, prompt: &[i64]) -> anyhow::Result<Vec<f32>> {
+        anyhow::ensure!(!prompt.is_empty(), "{}: the prompt is empty: type some text to continue", self.path.display());
+        self.past.clear();
+        self.filled = 0;
+        self.forward(prompt)
+    }
+
+    fn step(&mut self, token: i64) -> anyhow::Result<Vec<f32>> {
+        anyhow::ensure!(self.filled > 0, "{}: a step before any prefill", self.path.display());
+        self.forward(&[token])
+    }
+}
+
+impl Backend for OnnxDecoder {
+    fn describe(&self) -> String {
+        let l = &self.layout;
+        format!(
+            "{}: {}, {} ({} layers' past keys and values in and out, {} KV heads of {}), CPU execution provider, {} intra-op threads, sequential",
+            self.spec.title,
+            self.spec.about,
+            self.path.display(),
+            l.layers,
+            l.kv_heads,
+            l.head_dim,
+            threads()
+        )
+    }
+
+    fn run(&mut self, input: &Encoded) -> anyhow::Result<OutputTensor> {
+        let logits = self.prefill(&input.ids)?;
+        Ok(OutputTensor::new(vec![1, logits.len()], logits))
+    }
+
+    fn as_decoder(&mut self) -> Option<&mut dyn Decoder> {
+        Some(self)
+    }
+
+    fn weight_bytes_per_token(&self) -> Option<u64> {
+        Some(self.weight_bytes_per_token)
+    }
+
+    fn load_time(&self) -> Option<Duration> {
+        Some(self.load_time)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::onnx::ValueInfo;
+
+    fn value(name: &str, elem: i32, shape: Option<Vec<Dim>>) -> ValueInfo {
+        ValueInfo { name: name.into(), elem_type: Some(ElemType(elem)), shape }
+    }
+
+    fn decoder(layers: usize, position_ids: bool) -> OnnxModel {
+        let seq = || Some(vec![Dim::Size(1), Dim::Named("sequence".into())]);
+        let past = || Some(vec![Dim::Size(1), Dim::Size(3), Dim::Named("past".into()), Dim::Size(64)]);
+        let mut inputs = vec![value("input_ids", 7, seq()), value("attention_mask", 7, seq())];
+        if position_ids {
+            inputs.push(value("position_ids", 7, seq()));
+        }
+        let mut outputs = vec![value("logits", 1, None)];
+        for i in 0..layers {
+            for kind in ["key", "value"] {
+                inputs.push(value(&past_name(i, kind), 1, past()));
+                outputs.push(value(&present_name(i, kind), 1, past()));
+            }
+        }
+        OnnxModel {
+            path: None,
+            ir_version: 8,
+            opsets: vec![("ai.onnx".into(), 17)],
+            producer: String::new(),
+            inputs,
+            outputs,
+            operators: vec![],
+            nodes: 0,
+            initializers: 0,
+            gathered_rows: vec![],
+            weight_bytes: 0,
+            weight_bytes_per_token: 0,
+        }
+    }
+
+    /// Optimum's decoder layout is read from the graph; each departure is refused naming what the graph has.
+    #[test]
+    fn the_past_present_layout_is_read_from_the_graph() {
+        assert_eq!(check(&decoder(2, true)), Ok(PastLayout { layers: 2, kv_heads: 3, head_dim: 64, position_ids: true }));
+        assert_eq!(check(&decoder(1, false)).map(|l| l.position_ids), Ok(false));
+        let mut m = decoder(2, true);
+        m.outputs.retain(|o| o.name != "present.1.value");
+        assert!(check(&m).unwrap_err().starts_with("the graph has no output present.1.value for its input past_key_values.1.value"));
+        let mut m = decoder(2, true);
+        m.inputs.retain(|i| i.name != "past_key_values.0.value");
+        assert!(check(&m).unwrap_err().contains("no past_key_values.0.value"));
+        let mut m = decoder(1, true);
+        m.inputs.push(value("use_cache_branch", 9, Some(vec![Dim::Size(1)])));
+        assert!(check(&m).unwrap_err().starts_with("the graph takes an input \"use_cache_branch\" runlens cannot give"));
+        let mut m = decoder(1, true);
+        m.inputs[3].shape = Some(vec![Dim::Size(1), Dim::Named("heads".into()), Dim::Unknown, Dim::Size(64)]);
+        assert!(check(&m).unwrap_err().contains("with the heads and their width fixed"));
+        let mut m = decoder(1, true);
+        m.inputs[3].elem_type = Some(ElemType(10));
+        assert!(check(&m).unwrap_err().contains("is not float32"));
+        let encoder = OnnxModel { inputs: decoder(0, false).inputs, ..decoder(0, false) };
+        assert!(check(&encoder).unwrap_err().starts_with("the graph takes no past_key_values.0.key"));
+    }
+}
