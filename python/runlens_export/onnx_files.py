@@ -138,11 +138,10 @@ PAST_PRESENT = "past-present"
 ONNX_INT8_MIN_FIRST_LOGITS_COSINE = 0.9
 
 
-def too_large(model: torch.nn.Module) -> str | None:
-    """Why a decoder gets no ONNX files, or None."""
-    n = sum(p.numel() * 4 for p in model.parameters())
-    if n > MAX_WEIGHT_BYTES:
-        return (f"its float32 weights ({n / (1 << 30):.2f} GiB) are over {MAX_WEIGHT_BYTES / (1 << 30):.1f} GiB: "
+def too_large(weights: int) -> str | None:
+    """Why a decoder of `weights` float32 bytes gets no ONNX files, or None."""
+    if weights > MAX_WEIGHT_BYTES:
+        return (f"its float32 weights ({weights / (1 << 30):.2f} GiB) are over {MAX_WEIGHT_BYTES / (1 << 30):.1f} GiB: "
                 "one ONNX protobuf holds at most 2 GiB and runlens writes no external data")
     return None
 
@@ -196,12 +195,10 @@ def _write_decoder(model: torch.nn.Module, out: Path) -> list[dict]:
     """A decoder's model.onnx with its KV cache as inputs and outputs (onnx_decoder.py), and its 8-bit copy."""
     import onnx
 
-    from . import onnx_decoder
+    from . import memory, onnx_decoder
 
-    from . import memory
-
-    why = too_large(model)
-    weights = sum(p.numel() * 4 for p in model.parameters())
+    weights = memory.weight_bytes(model)
+    why = too_large(weights)
     need = int(DECODER_STEP_PER_WEIGHT * weights) + DECODER_STEP_FIXED
     free, what = memory.headroom()
     if why is None and need > free:
@@ -227,6 +224,7 @@ def _check_decoder(out: Path, by_name: dict, model_geometry, rows: list[dict]) -
     """Greedy ids of model.onnx through ONNX Runtime's Python package against transformers'
     (reference rows); model.int8.onnx's first logits against model.onnx's."""
     from . import onnx_decoder
+    from .decoder import first_divergence
     from .tasks import cosine
 
     failures: dict[str, list[str]] = {}
@@ -241,8 +239,8 @@ def _check_decoder(out: Path, by_name: dict, model_geometry, rows: list[dict]) -
                 want = row["generated_ids"]
                 got, first = onnx_decoder.greedy(session, row["ids"], len(want), g.layers, g.kv_heads, g.head_dim)
                 firsts.append(first)
-                if got != want:
-                    at = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
+                at = first_divergence(got, want)
+                if at is not None:
                     bad.append(f"{row['text']!r}: greedy ids part from transformers' at new token {at}")
             say(f"  {entry['file']} (ONNX Runtime {onnxruntime_version()}, one run a token) vs transformers' greedy ids: "
                 f"{'all agree' if not bad else f'{len(bad)} of {len(rows)} disagree'}")
