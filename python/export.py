@@ -113,7 +113,7 @@ import torch  # noqa: E402
 
 from runlens_export.checkpoint import COMPUTE_DTYPE, Checkpoint  # noqa: E402
 from runlens_export.files import ExportError, release_memory, say, sha256, write_atomic  # noqa: E402
-from runlens_export import from_gguf, gguf, memory, onnx_files  # noqa: E402
+from runlens_export import disk, from_gguf, gguf, memory, onnx_files  # noqa: E402
 from runlens_export.decoder import DEFAULT_GENERATION_PROGRAMS, GENERATION_PROGRAMS  # noqa: E402
 from runlens_export.programs import PROGRAMS  # noqa: E402
 from runlens_export.progress import PROGRESS, summary_table  # noqa: E402
@@ -314,14 +314,17 @@ def main(argv: list[str]) -> int:
                 say(f"leaving {', '.join(grouped)} out: {e}")
                 names = [n for n in names if n not in grouped]
                 PROGRESS.add_steps(-len(grouped))
+        weights = memory.weight_bytes(model)
         if isinstance(task, TextGeneration):
-            weights = memory.weight_bytes(model)
             memory.check_programs(names, weights, memory.resident())
+        disk.check(out, disk.estimate(weights, names, [s.gguf_type for s in gguf_plan.specs], onnx))
         say(plan_line(task, names, out, max_seq_len, why_len, group, gguf_plan, onnx))
         for note in gguf_plan.notes():
             say(note)
-    except ExportError as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (ExportError, OSError) as e:
+        if isinstance(e, OSError) and not disk.is_full(e):
+            raise
+        print(f"error: {e if isinstance(e, ExportError) else disk.filled_message(e, out)}", file=sys.stderr)
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
         return 2
@@ -418,6 +421,12 @@ def main(argv: list[str]) -> int:
         keep_stage = bool(held)
     except ExportError as e:
         print(f"error: {e}; {out} left as it was", file=sys.stderr)
+        return 2
+    except OSError as e:
+        if not disk.is_full(e):
+            raise
+        keep_stage = False
+        print(f"error: {disk.filled_message(e, out)}", file=sys.stderr)
         return 2
     finally:
         PROGRESS.stop()
