@@ -318,3 +318,30 @@ fn a_limit_between_the_4bit_column_and_the_float_set_refuses_the_floats_and_runs
     assert!(String::from_utf8_lossy(&out.stdout).contains(FOUR_BIT), "{}", String::from_utf8_lossy(&out.stdout));
     assert_eq!(cgroup.oom_kills(), 0, "the OOM killer ended a process in {}", cgroup.dir.display());
 }
+
+/// The KV cache a llama.cpp column is estimated to hold is the one its context makes:
+/// float32 for an f32 GGUF, as the model's geometry gives it, and half that for a quantized
+/// file's float16 one (the estimate once gave the f32 file a float16 cache).
+#[test]
+fn a_llamacpp_column_s_kv_cache_is_estimated_in_the_type_its_context_holds() {
+    let out = runlens(&["--model", &model_path("tiny-llama"), "--backends", "llamacpp-f32,llamacpp-q8_0", "memory", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kv = |name: &str| -> (u64, String) {
+        let column = j["columns"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("no {name}: {j}"));
+        let part = column["parts"].as_array().unwrap().iter().find(|p| p["what"].as_str().unwrap().starts_with("KV cache")).unwrap_or_else(|| panic!("{name} has no KV cache part: {column}"));
+        (part["bytes"].as_u64().unwrap(), part["what"].as_str().unwrap().to_string())
+    };
+    // layers x (keys, values) x KV heads x head_dim x L positions x 4 bytes, from the model's files.
+    let dir = std::path::PathBuf::from(model_path("tiny-llama"));
+    let read = |f: &str| -> serde_json::Value { serde_json::from_str(&std::fs::read_to_string(dir.join(f)).unwrap()).unwrap() };
+    let (config, manifest) = (read("config.json"), read("manifest.json"));
+    let n = |k: &str| config[k].as_u64().unwrap_or_else(|| panic!("{k}: {config}"));
+    let eager = n("num_hidden_layers") * 2 * n("num_key_value_heads") * n("head_dim") * manifest["max_seq_len"].as_u64().unwrap() * 4;
+    let (f32_kv, f32_what) = kv("llamacpp-f32");
+    let (q8_kv, q8_what) = kv("llamacpp-q8_0");
+    assert!(eager > 0);
+    assert_eq!(f32_kv, eager, "{f32_what}");
+    assert_eq!(2 * q8_kv, eager, "{q8_what}");
+    assert!(f32_what.contains("float32") && q8_what.contains("float16"), "{f32_what} / {q8_what}");
+}

@@ -135,7 +135,8 @@ fn of_program(spec: &BackendSpec, path: &Path) -> anyhow::Result<ColumnNeed> {
 }
 
 /// A GGUF as llama.cpp holds it: its tensors memory-mapped (resident once
-/// touched), a float16 KV cache of the directory's length, the compute buffer
+/// touched), a KV cache of the directory's length (float32 for an f32 file, else
+/// float16: `llamacpp::kv_cache_element_bytes`), the compute buffer
 /// of one physical batch (512 tokens at most). Q4_0's weights are repacked
 /// into a buffer of their own at load, beside the mapped file.
 fn of_gguf(spec: &BackendSpec, dir: &ModelDir, path: &Path) -> anyhow::Result<ColumnNeed> {
@@ -143,14 +144,16 @@ fn of_gguf(spec: &BackendSpec, dir: &ModelDir, path: &Path) -> anyhow::Result<Co
     let weights = header.tensor_bytes();
     let len = dir.max_seq_len() as u64;
     let geometry = dir.config().ok().and_then(|c| Geometry::read(&c).ok().flatten());
+    let kv_element = crate::backend::llamacpp::kv_cache_element_bytes(&header);
     let (kv, scores) = match (dir.task().takes_a_prompt(), geometry) {
-        (true, Some(g)) => (g.kv_cache(len) / 2, g.attention_scores(len.min(512))),
+        // Geometry::kv_cache counts float32 elements.
+        (true, Some(g)) => (g.kv_cache(len) / 4 * kv_element, g.attention_scores(len.min(512))),
         (false, Some(g)) => (0, g.attention_scores(len.min(512))),
         _ => (0, 0),
     };
     let parts = vec![
         Part { what: "weights (the GGUF, memory-mapped)", bytes: weights },
-        Part { what: "KV cache (float16)", bytes: kv },
+        Part { what: if kv_element == 4 { "KV cache (float32)" } else { "KV cache (float16)" }, bytes: kv },
         Part { what: "compute buffer", bytes: scores },
         Part { what: "llama.cpp's context", bytes: LLAMA_CPP_RUNTIME },
     ];

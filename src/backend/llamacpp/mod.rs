@@ -103,6 +103,14 @@ impl LlamaCppBackend {
     }
 }
 
+/// The bytes of one KV-cache element in the context runlens makes for this file: a
+/// float32 GGUF keeps a float32 cache (the column's parity reference, as ExecuTorch's
+/// float programs do), a quantized one llama.cpp's default float16. Read by the context
+/// and by the memory estimate, so the two cannot disagree.
+pub fn kv_cache_element_bytes(header: &GgufFile) -> u64 {
+    if header.main_type().is_some_and(|t| t.name() == "f32") { 4 } else { 2 }
+}
+
 /// The context a column makes: a decoder holds `max_len` positions (the model
 /// directory's longest sequence), at most the model's own limit; an encoder
 /// (`pooled`) takes its whole input in one physical batch (llama.cpp asserts it).
@@ -113,9 +121,7 @@ fn context_options(header: &GgufFile, max_len: usize, pooled: bool, threads: usi
         n_ctx = n_ctx.min(trained as usize);
     }
     let n_ubatch = if pooled { n_ctx } else { n_ctx.min(512) };
-    // A float32 GGUF keeps a float32 cache (the column's parity reference, as
-    // ExecuTorch's float programs do); a quantized one llama.cpp's default float16.
-    let kv_f32 = header.main_type().is_some_and(|t| t.name() == "f32");
+    let kv_f32 = kv_cache_element_bytes(header) == 4;
     ContextOptions { n_ctx: n_ctx as u32, n_batch: n_ctx as u32, n_ubatch: n_ubatch as u32, threads, embeddings: pooled, kv_f32 }
 }
 
