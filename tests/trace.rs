@@ -56,6 +56,8 @@ struct Event {
 struct Trace {
     events: Vec<Event>,
     processes: BTreeMap<u64, String>,
+    /// `process_labels`: "traced (ETDump)", "traced (ONNX Runtime's profiler)", "timed".
+    labels: BTreeMap<u64, String>,
     other: Value,
 }
 
@@ -75,6 +77,7 @@ fn check(v: &Value) -> Trace {
     assert!(v["otherData"].is_object());
     let events = v["traceEvents"].as_array().expect("traceEvents is an array");
     let mut processes = BTreeMap::new();
+    let mut labels = BTreeMap::new();
     let mut threads: BTreeSet<(u64, u64)> = BTreeSet::new();
     // Per (pid, tid): the open events (end, name, cat) and the last ts, in ns
     // (the file keeps µs to the ns; integers, so that end == next start is exact).
@@ -92,6 +95,9 @@ fn check(v: &Value) -> Trace {
                 if name == "process_name" {
                     let n = e["args"]["name"].as_str().expect("process_name has args.name").to_owned();
                     assert!(processes.insert(pid, n).is_none(), "pid {pid} named twice");
+                }
+                if name == "process_labels" {
+                    labels.insert(pid, e["args"]["labels"].as_str().expect("process_labels has args.labels").to_owned());
                 }
                 if name == "thread_name" {
                     assert!(e["args"]["name"].is_string(), "{e}");
@@ -126,7 +132,7 @@ fn check(v: &Value) -> Trace {
     for (pid, tid) in stacks.keys() {
         assert!(threads.contains(&(*pid, *tid)), "pid {pid} tid {tid} has no thread_name");
     }
-    Trace { events: out, processes, other: v["otherData"].clone() }
+    Trace { events: out, processes, labels, other: v["otherData"].clone() }
 }
 
 fn names(v: &Value) -> Vec<String> {
@@ -174,6 +180,9 @@ fn a_minilm_profile_trace_holds_every_instruction_with_the_profiles_totals() {
         close(ms, b["total_ms"].as_f64().unwrap(), calls, &format!("{name}: instruction time per run"));
         // An ONNX Runtime column's runs come from its own profiler: node runs inside each model_run.
         let onnx = b["profiler"] == "ONNX Runtime's profiler";
+        let pid = t.processes.iter().find(|(_, n)| *n == name).map(|(p, _)| *p).unwrap();
+        let tracer = if onnx { "ONNX Runtime's profiler" } else { "ETDump" };
+        assert_eq!(t.labels[&pid], format!("traced ({tracer})"), "{name}: the label names the tracer its times come from");
         for e in events.iter().filter(|e| onnx && e.cat == "kernel") {
             assert!(e.args["node"].is_string() && e.parents.iter().any(|(n, c)| n == "model_run" && c == "run"), "{name}: {} outside a run", e.name);
         }

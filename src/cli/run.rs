@@ -185,7 +185,7 @@ pub fn run(common: &Common, args: &RunArgs) -> anyhow::Result<bool> {
                 let source = "runlens' wall clock around the load, each run and each new token (no tracer); \
                               a step is placed to end when the greedy loop handed its token over";
                 let thread = Thread { name: "run (timed)".into(), spans: nest(std::mem::take(&mut spans), |s| usize::from(s.cat == "step")) };
-                timeline.processes.push(Process { name: spec.name.clone(), traced: false, source: source.into(), threads: vec![thread] });
+                timeline.processes.push(Process { name: spec.name.clone(), tracer: None, source: source.into(), threads: vec![thread] });
             }
             (spec.clone(), outcome)
         })

@@ -104,7 +104,7 @@ pub fn program_process(name: &str, traced: &Traced, sidecar: Option<&Sidecar>) -
         "ExecuTorch's ETDump event tracer attached: {} traced runs after one warm-up run; times as the tracer measured them (the tracer adds its own work)",
         blocks.len()
     );
-    Process { name: name.to_owned(), traced: true, source, threads: vec![Thread { name: "Method::execute (traced)".into(), spans }] }
+    Process { name: name.to_owned(), tracer: Some("ETDump"), source, threads: vec![Thread { name: "Method::execute (traced)".into(), spans }] }
 }
 
 /// An ONNX Runtime column's profiled runs (`crate::profile::onnxruntime`) as
@@ -128,7 +128,7 @@ pub fn onnx_process(name: &str, trace: &crate::profile::onnxruntime::OnnxTrace) 
         "ONNX Runtime's own profiler: {} profiled runs after one warm-up run; node times in whole µs as ONNX Runtime measured them",
         trace.runs.len()
     );
-    Process { name: name.to_owned(), traced: true, source, threads: vec![Thread { name: "model_run (profiled)".into(), spans }] }
+    Process { name: name.to_owned(), tracer: Some("ONNX Runtime's profiler"), source, threads: vec![Thread { name: "model_run (profiled)".into(), spans }] }
 }
 
 /// How ETDump events hold each other: a run its instructions, an instruction
@@ -234,7 +234,7 @@ pub fn eager_process(name: &str, runs: &[TimedForward]) -> Process {
         spans.extend(nest(flat, |s| if s.cat == CAT_RUN { 0 } else { 1 + s.name.matches('.').count() }));
     }
     let source = "runlens' own timing of eager's module scopes (wall time of each module's forward), no tracer".to_owned();
-    Process { name: name.to_owned(), traced: false, source, threads: vec![Thread { name: "forward (timed)".into(), spans }] }
+    Process { name: name.to_owned(), tracer: None, source, threads: vec![Thread { name: "forward (timed)".into(), spans }] }
 }
 
 #[cfg(test)]

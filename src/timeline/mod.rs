@@ -120,9 +120,10 @@ pub struct Thread {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Process {
     pub name: String,
-    /// Whether its times come from a run with ExecuTorch's ETDump tracer
-    /// attached (which adds its own overhead) rather than plain timing.
-    pub traced: bool,
+    /// The tracer its times come from, when a runtime's own one was attached
+    /// (ExecuTorch's ETDump, ONNX Runtime's profiler: each adds its own work),
+    /// or None for plain timing.
+    pub tracer: Option<&'static str>,
     /// What its times are, for a person reading the file.
     pub source: String,
     pub threads: Vec<Thread>,
@@ -171,7 +172,7 @@ impl Timeline {
             let pid = p + 1;
             events.push(json!({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": process.name}}));
             events.push(json!({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0, "args": {"sort_index": p}}));
-            let label = if process.traced { "traced (ETDump)" } else { "timed" };
+            let label = process.tracer.map_or_else(|| "timed".to_owned(), |t| format!("traced ({t})"));
             events.push(json!({"name": "process_labels", "ph": "M", "pid": pid, "tid": 0, "args": {"labels": label}}));
             for (t, thread) in process.threads.iter().enumerate() {
                 let tid = t + 1;
@@ -197,7 +198,7 @@ impl Timeline {
         }
         let mut other = self.about.clone();
         let names = |traced: bool| -> Vec<&str> {
-            self.processes.iter().filter(|p| p.traced == traced).map(|p| p.name.as_str()).collect()
+            self.processes.iter().filter(|p| p.tracer.is_some() == traced).map(|p| p.name.as_str()).collect()
         };
         other.insert("traced_processes".into(), json!(names(true)));
         other.insert("timed_processes".into(), json!(names(false)));
@@ -245,7 +246,7 @@ mod tests {
         t.about("threads", 2);
         let mut run = Span::new("run", "run", 1000, 5000);
         run.children.push(Span::new("op", "kernel", 1500, 1).arg("instruction", 3));
-        t.processes.push(Process { name: "xnnpack".into(), traced: true, source: "ETDump".into(), threads: vec![Thread { name: "execute".into(), spans: vec![run] }] });
+        t.processes.push(Process { name: "xnnpack".into(), tracer: Some("ETDump"), source: "ETDump".into(), threads: vec![Thread { name: "execute".into(), spans: vec![run] }] });
         let v = t.to_json();
         let events = v["traceEvents"].as_array().unwrap();
         assert_eq!(events[0], json!({"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "xnnpack"}}));
