@@ -1,5 +1,5 @@
 # llama.cpp's own converter, for the GGUF files of the model directories
-# (python/runlens_export/gguf.py, docs/gguf.md): convert_hf_to_gguf.py with its
+# (python/runlens_export/gguf_files.py, docs/gguf.md): convert_hf_to_gguf.py with its
 # conversion/ package and gguf-py/, as vendored in the llama-cpp-python source
 # package. The sdist is fetched by the venv's pip (`pip download`, a package
 # registry's ordinary client; never installed: that would compile llama.cpp),

@@ -50,7 +50,7 @@ Writes to OUT (default models/minilm, or models/<DIR's name>):
                       or the template from its tokenizer_config.json) beside tokenizer.json
   reference.json      Python transformers' outputs for the task on the sentences
                       (text-generation: greedy `generate` on assets/prompts.txt)
-  llamacpp-f32.gguf   llama.cpp's files (runlens_export/gguf.py, docs/gguf.md), from the same
+  llamacpp-f32.gguf   llama.cpp's files (runlens_export/gguf_files.py, docs/gguf.md), from the same
                       checkpoint, for gpt2, llama, qwen2, qwen3 text-generation and bert
                       feature-extraction (mean pooling): llama.cpp's own converter
                       (convert_hf_to_gguf.py from the llama-cpp-python sdist, which
@@ -113,7 +113,7 @@ import torch  # noqa: E402
 
 from runlens_export.checkpoint import COMPUTE_DTYPE, Checkpoint  # noqa: E402
 from runlens_export.files import ExportError, release_memory, say, sha256, write_atomic  # noqa: E402
-from runlens_export import disk, from_gguf, gguf, memory, onnx_files  # noqa: E402
+from runlens_export import disk, from_gguf, gguf_files, memory, onnx_files  # noqa: E402
 from runlens_export.decoder import DEFAULT_GENERATION_PROGRAMS, GENERATION_PROGRAMS  # noqa: E402
 from runlens_export.programs import PROGRAMS  # noqa: E402
 from runlens_export.progress import PROGRESS, summary_table  # noqa: E402
@@ -159,7 +159,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="write no ONNX Runtime files (model.onnx, model.int8.onnx; encoders only)")
     ap.add_argument("--runlens", type=Path, metavar="PATH",
                     help=f"the runlens binary that writes the quantized GGUF files (`runlens gguf-quantize`); "
-                    f"default ${gguf.RUNLENS_ENV}, else target/release/runlens when it is there; without one "
+                    f"default ${gguf_files.RUNLENS_ENV}, else target/release/runlens when it is there; without one "
                     "only llamacpp-f32.gguf is written")
     ap.add_argument("--check-all", action="store_true",
                     help="text-generation: check every prompt even past 200 M parameters (by default such a model's "
@@ -225,7 +225,7 @@ def program_files(entry: dict) -> set[str]:
     return {entry["file"], entry.get("modules") or "", entry.get("reference") or "", f"{stem}.graph.json"} - {""}
 
 
-def step_count(task: Task, names: list[str], check: bool, gguf_plan: gguf.GgufPlan, onnx: bool) -> int:
+def step_count(task: Task, names: list[str], check: bool, gguf_plan: gguf_files.GgufPlan, onnx: bool) -> int:
     """load, eager files, reference, a step per program (its check inside it), a step per GGUF
     and ONNX file, their check, the writing."""
     files = len(gguf_plan.specs) + (onnx_files.step_count() if onnx else 0)
@@ -233,7 +233,7 @@ def step_count(task: Task, names: list[str], check: bool, gguf_plan: gguf.GgufPl
 
 
 def plan_line(task: Task, names: list[str], out: Path, max_seq_len: int, why_len: str, group: tuple | None,
-              gguf_plan: gguf.GgufPlan, onnx: bool) -> str:
+              gguf_plan: gguf_files.GgufPlan, onnx: bool) -> str:
     specs = task.program_specs()
     onnx_names = [s.file for s in onnx_files.ONNX_FILES.values()] if onnx else []
     files = ", ".join([*(specs[n].file for n in specs if n in names), *gguf_plan.files(), *onnx_names])
@@ -285,10 +285,10 @@ def main(argv: list[str]) -> int:
         max_seq_len, why_len = choose_max_seq_len(args.max_seq_len, task, ckpt)
         lines = read_sentences(args.sentences or ASSETS / task.sentences)
         source_dtype = ckpt.source_dtype
-        gguf_plan = gguf.plan(ckpt, task.name, not args.no_gguf, args.runlens)
+        gguf_plan = gguf_files.plan(ckpt, task.name, not args.no_gguf, args.runlens)
         if shipped is not None and not gguf_plan.why_not:
             gguf_type = from_gguf.main_type(shipped.path)
-            gguf_plan.shipped = (gguf.shipped_spec(gguf_type, shipped.described), shipped.path)
+            gguf_plan.shipped = (gguf_files.shipped_spec(gguf_type, shipped.described), shipped.path)
         # ONNX Runtime's files: an encoder's, or a decoder's with its KV cache as inputs and outputs.
         onnx = not args.no_onnx
         PROGRESS.plan(step_count(task, names, check, gguf_plan, onnx))
@@ -361,8 +361,8 @@ def main(argv: list[str]) -> int:
 
         release_memory()  # what the reference's generations left, before the first program's peak
         programs = task.lower(model, names, max_seq_len, stage, check_program if check else None)
-        # llama.cpp's files after the .pte programs, from the checkpoint's own directory (gguf.py).
-        gguf_entries, gguf_field, gguf_failed = gguf.write(gguf_plan, ckpt, stage, source_dtype)
+        # llama.cpp's files after the .pte programs, from the checkpoint's own directory (gguf_files.py).
+        gguf_entries, gguf_field, gguf_failed = gguf_files.write(gguf_plan, ckpt, stage, source_dtype)
         programs = programs + gguf_entries
         # ONNX Runtime's files last (onnx_files.py).
         onnx_entries = onnx_files.write(task, model, stage) if onnx else []

@@ -37,6 +37,7 @@ import torch
 
 from .files import ExportError, release_memory, say, write_atomic, write_program
 from .lowering import XNNPACK, lower
+from .manifest import program_entry
 from .static_cache import CACHE_BUFFERS, StaticKV, attention_for_export
 
 
@@ -123,14 +124,7 @@ class DecoderProgramSpec:
         return f"{how}; {on}"
 
     def manifest_entry(self, max_seq_len: int, group_size: int | None = None) -> dict:
-        entry = {
-            "name": self.name,
-            "file": self.file,
-            "title": self.title,
-            "column": self.column,
-            "about": self.about(max_seq_len, group_size if self.quantized_in_groups else None),
-            "delegate": self.delegate,
-            "quantization": self.quantization,
+        fields = {
             "fixed_len": None if self.cache else max_seq_len,
             "cache": "static" if self.cache else None,
             # What its attention reads: the filled part of the cache (key_positions' length).
@@ -142,7 +136,7 @@ class DecoderProgramSpec:
         if self.quantization:
             from .quantize import SCHEMES, embedding_fields, float_parts
 
-            entry.update({
+            fields.update({
                 "bits": SCHEMES[self.quantization].bits,
                 "activation_bits": 8,
                 "group_size": group_size if self.quantized_in_groups else None,
@@ -152,7 +146,9 @@ class DecoderProgramSpec:
                 # prompts from the same quantized model run by PyTorch, in reference.json's format.
                 "reference": self.reference_file,
             })
-        return entry
+        return program_entry(self.name, self.file, self.title, self.column,
+                             about=self.about(max_seq_len, group_size if self.quantized_in_groups else None),
+                             delegate=self.delegate, quantization=self.quantization, **fields)
 
     @property
     def quantized_in_groups(self) -> bool:
@@ -350,6 +346,29 @@ def decoder_for(entry: dict, forward: Forward, max_seq_len: int, pad_id: int):
     if entry.get("cache") == "static":
         return CacheDecoder(forward, max_seq_len, filled=entry.get("attends") == "filled", chunk=entry.get("prefill_chunk"))
     return WindowDecoder(forward, entry.get("fixed_len") or max_seq_len, pad_id)
+
+
+def generate(model, ids: list[int], max_new_tokens: int, stop: set[int]) -> list[int]:
+    """transformers' greedy generate: the new ids, the EOS id included when it stopped there.
+    Pure argmax, as the programs' loop: the checkpoint's generation_config.json (Qwen2.5's
+    has repetition_penalty 1.1, top_k, temperature) fills every setting a call leaves
+    unset in transformers 5, so it is swapped for a bare one during the call."""
+    from transformers import GenerationConfig
+
+    eos = sorted(stop)
+    saved = model.generation_config
+    model.generation_config = GenerationConfig(eos_token_id=eos or None, pad_token_id=eos[0] if eos else None,
+                                               bos_token_id=saved.bos_token_id)
+    try:
+        with torch.inference_mode():
+            out = model.generate(
+                torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=eos or None,
+                pad_token_id=eos[0] if eos else None,
+            )
+    finally:
+        model.generation_config = saved
+    return out[0, len(ids):].tolist()
 
 
 def greedy(decoder, prompt: list[int], max_new_tokens: int, stop) -> list[int]:

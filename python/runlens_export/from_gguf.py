@@ -14,7 +14,7 @@ weights are loaded strictly into a model built from the same config without
 other (config.json, one float32 model.safetensors, tokenizer.json,
 tokenizer_config.json, chat_template.jinja, generation_config.json). Everything
 after that is the ordinary export of that directory; the GGUF file itself joins
-the llama.cpp column as it was shipped (gguf.py, `Shipped`).
+the llama.cpp column as it was shipped (gguf_files.py, `Shipped`).
 
 The weights are the 4-bit file's, dequantized: the float32 columns compute
 exactly what the shipped file holds, and the export's other quantized programs

@@ -1,6 +1,6 @@
 """Runs llama.cpp's own converter (convert_hf_to_gguf.py, vendored in the
 llama-cpp-python sdist; mk/gguf-converter.mk unpacks it) on one checkpoint
-directory, in a process of its own: gguf.py starts this script, so a converter
+directory, in a process of its own: gguf_files.py starts this script, so a converter
 that fails, calls sys.exit or holds a model's weights in memory cannot take the
 export down with it.
 
@@ -36,11 +36,6 @@ import logging
 import os
 import sys
 from pathlib import Path
-
-# This script's own folder (python/runlens_export) holds gguf.py, which would shadow
-# the vendored `gguf` package: never import from it (gguf.py also starts Python with -P, 3.11+).
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -35,7 +35,9 @@ from pathlib import Path
 
 import torch
 
+from .compare import cosine
 from .files import say
+from .manifest import program_entry
 from .progress import PROGRESS
 
 COLUMN = "onnx"
@@ -76,18 +78,15 @@ class OnnxSpec:
 
     def manifest_entry(self, task_name: str, output_name: str, inputs: list[str], cache: str | None = None) -> dict:
         """The program entry, with exactly the keys the Rust side reads (docs/model-directory.md)."""
-        entry = {"name": self.name, "file": self.file, "title": self.title, "column": COLUMN, "runtime": RUNTIME,
-                 "delegate": None, "quantization": self.quantization}
-        if self.bits is not None:
-            entry["bits"] = self.bits
-        entry["inputs"] = inputs
-        entry["output"] = output_name
+        fields = {} if self.bits is None else {"bits": self.bits}
+        fields["inputs"] = inputs
+        fields["output"] = output_name
         if task_name == "feature-extraction":
-            entry["pooling"] = POOLING
+            fields["pooling"] = POOLING
         if cache is not None:
-            entry["cache"] = cache
-        entry["about"] = self.about(output_name)
-        return entry
+            fields["cache"] = cache
+        return program_entry(self.name, self.file, self.title, COLUMN, runtime=RUNTIME, about=self.about(output_name),
+                             delegate=None, quantization=self.quantization, **fields)
 
 
 FLOAT = OnnxSpec("onnx", "model.onnx", "ONNX Runtime", None, None)
@@ -225,7 +224,6 @@ def _check_decoder(out: Path, by_name: dict, model_geometry, rows: list[dict]) -
     (reference rows); model.int8.onnx's first logits against model.onnx's."""
     from . import onnx_decoder
     from .decoder import first_divergence
-    from .tasks import cosine
 
     failures: dict[str, list[str]] = {}
     g = model_geometry
@@ -332,8 +330,6 @@ def _run(session, entry: dict, ids: list[int]) -> torch.Tensor:
 
 def _cosine(task_name: str, row: dict, a: torch.Tensor, b: torch.Tensor) -> float:
     """The task output's cosine: the embedding, the class logits, or the logits at each mask (lowest)."""
-    from .tasks import cosine
-
     if task_name == "fill-mask":
         return min((cosine(a[0, m["position"]], b[0, m["position"]]) for m in row["masks"]), default=1.0)
     return cosine(a, b)

@@ -21,6 +21,7 @@ import torch
 
 from .files import release_memory, say, write_atomic, write_program
 from .lowering import XNNPACK, lower as lower_program
+from .manifest import program_entry
 from .modules import sidecar
 
 
@@ -53,17 +54,9 @@ class ProgramSpec:
         }[self.name]
 
     def manifest_entry(self, max_seq_len: int) -> dict:
-        return {
-            "name": self.name,
-            "file": self.file,
-            "title": self.title,
-            "column": self.column,
-            "about": self.about(max_seq_len),
-            "delegate": self.delegate,
-            "quantization": self.quantization,
-            "fixed_len": max_seq_len if self.static else None,
-            "modules": self.modules_file,
-        }
+        return program_entry(self.name, self.file, self.title, self.column, about=self.about(max_seq_len),
+                             delegate=self.delegate, quantization=self.quantization,
+                             fixed_len=max_seq_len if self.static else None, modules=self.modules_file)
 
 
 PROGRAMS: dict[str, ProgramSpec] = {

@@ -15,11 +15,11 @@ made, how its programs are lowered and how they are checked (`reference`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from .compare import Comparison, cosine, max_diff
 from .files import ExportError, f32_list
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -30,21 +30,6 @@ EMBED_MIN_COSINE = 0.99999
 # int8 programs change the numbers on purpose; they must stay close, not equal.
 INT8_MIN_COSINE = 0.98
 INT8_MAX_PROB_DIFF = 0.05
-
-
-@dataclass
-class Comparison:
-    ok: bool
-    summary: str
-
-
-def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.double().reshape(-1), b.double().reshape(-1)
-    return float(torch.dot(a, b) / (a.norm() * b.norm()).clamp(min=1e-30))
-
-
-def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a.double().reshape(-1) - b.double().reshape(-1)).abs().max())
 
 
 class SentenceEmbedder(torch.nn.Module):
@@ -119,7 +104,7 @@ class Task:
     def verify(self, out: Path, programs: list[dict], rows: list[dict], pad_id: int, max_seq_len: int) -> dict[str, list[str]]:
         from .verify import verify
 
-        return verify(out, programs, self, rows, pad_id)
+        return verify(out, programs, self.compare, rows, pad_id)
 
     def extra_fields(self, model, tokenizer) -> dict:
         """Fields of manifest.json and reference.json this task adds (none for the encoders)."""
@@ -349,6 +334,7 @@ class TextGeneration(Task):
         return {int(i) for i in extra.get("eos_token_ids") or []}
 
     def reference(self, model, tokenizer, texts, max_seq_len):
+        from .decoder import generate
         from .files import say
 
         say(f"reference continuations of {len(texts)} prompts (transformers generate, greedy, "
@@ -468,29 +454,6 @@ def continuation_text(tokenizer, prompt: list[int], generated: list[int]) -> str
     decoding the new ids alone would strip."""
     prompt_text = tokenizer.decode(prompt, skip_special_tokens=True)
     return tokenizer.decode(prompt + generated, skip_special_tokens=True)[len(prompt_text):]
-
-
-def generate(model, ids: list[int], max_new_tokens: int, stop: set[int]) -> list[int]:
-    """transformers' greedy generate: the new ids, the EOS id included when it stopped there.
-    Pure argmax, as the programs' loop: the checkpoint's generation_config.json (Qwen2.5's
-    has repetition_penalty 1.1, top_k, temperature) fills every setting a call leaves
-    unset in transformers 5, so it is swapped for a bare one during the call."""
-    from transformers import GenerationConfig
-
-    eos = sorted(stop)
-    saved = model.generation_config
-    model.generation_config = GenerationConfig(eos_token_id=eos or None, pad_token_id=eos[0] if eos else None,
-                                               bos_token_id=saved.bos_token_id)
-    try:
-        with torch.inference_mode():
-            out = model.generate(
-                torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=eos or None,
-                pad_token_id=eos[0] if eos else None,
-            )
-    finally:
-        model.generation_config = saved
-    return out[0, len(ids):].tolist()
 
 
 TASKS: dict[str, Task] = {t.name: t for t in (FeatureExtraction(), FillMask(), TextClassification(), TextGeneration())}

@@ -8,21 +8,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 
+from .compare import Comparison
 from .files import say
 from .progress import PROGRESS
-from .tasks import Task
 
 # program name -> why it failed (one line a prompt or sentence)
 Failures = dict[str, list[str]]
+# A task's `compare` (tasks.py): a reference sentence, the program's output on it and
+# whether the program is quantized -> whether they agree, and a summary.
+Compare = Callable[[dict, torch.Tensor, bool], Comparison]
 
 
 def executorch_programs(programs: list[dict]) -> list[dict]:
     """The entries ExecuTorch runs: llama.cpp's GGUF files are checked by check_gguf,
     ONNX Runtime's files by onnx_files.check."""
-    from .gguf import is_gguf
+    from .gguf_files import is_gguf
     from .onnx_files import is_onnx
 
     return [entry for entry in programs if not is_gguf(entry) and not is_onnx(entry)]
@@ -68,9 +72,10 @@ def execute(method, ids: list[int], pad_id: int, fixed_len: int | None) -> torch
     return method.execute([input_ids, mask])[0]
 
 
-def verify(out: Path, programs: list[dict], task: Task, rows: list[dict], pad_id: int) -> Failures:
-    """Runs every program on every reference sentence; returns the failures by
-    program (empty when all agree) after logging one line per program."""
+def verify(out: Path, programs: list[dict], compare: Compare, rows: list[dict], pad_id: int) -> Failures:
+    """Runs every program on every reference sentence and judges its output by the
+    task's `compare`; returns the failures by program (empty when all agree) after
+    logging one line per program."""
     from executorch.runtime import Runtime
 
     runtime = Runtime.get()
@@ -83,7 +88,7 @@ def verify(out: Path, programs: list[dict], task: Task, rows: list[dict], pad_id
             summaries = []
             for row in rows:
                 output = execute(method, row["ids"], pad_id, entry["fixed_len"])
-                result = task.compare(row, output, quantized)
+                result = compare(row, output, quantized)
                 summaries.append(result.summary)
                 if not result.ok:
                     bad.append(f"{row['text']!r}: {result.summary}")
@@ -316,9 +321,8 @@ def verify_quantized(out: Path, entry: dict, decoder, models: dict, rows: list[d
     reference file and the float32 figures into the entry ("vs_float")."""
     import json
 
-    from .decoder import first_divergence, greedy, teacher_forced
+    from .decoder import first_divergence, generate, greedy, teacher_forced
     from .files import write_atomic
-    from .tasks import generate
 
     qmodel, fmodel = models[entry["name"]], models["float"]
     bad, ties, sentences, cosines, diffs, agree, total = [], [], [], [], [], 0, 0

@@ -58,7 +58,7 @@ def main() -> int:
     pad = model.generation_config.pad_token_id
     # Pure argmax, as runlens' loop: transformers 5 fills every setting a call leaves
     # unset from the checkpoint's generation_config.json (Qwen2.5's repetition_penalty,
-    # top_k), so a bare one stands in for it (as runlens_export.tasks.generate does).
+    # top_k), so a bare one stands in for it (as runlens_export.decoder.generate does).
     model.generation_config = transformers.GenerationConfig(eos_token_id=eos, pad_token_id=pad if pad is not None else eos[0])
     rows = []
     with torch.inference_mode():

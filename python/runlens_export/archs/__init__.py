@@ -49,7 +49,7 @@ class Arch:
     # Refuses a config this runlens cannot take (an ExportError naming the field):
     # a rotary scaling or an attention kind the programs or eager do not have.
     check: Callable[[dict], None] = lambda config: None
-    # llama.cpp (gguf.py): task -> the pre-tokenizer name llama.cpp knows for the family,
+    # llama.cpp (gguf_files.py): task -> the pre-tokenizer name llama.cpp knows for the family,
     # written into the GGUF when llama.cpp's converter does not recognise the tokenizer
     # (it knows published tokenizers by a hash of their ids; a retrained one is unknown to
     # it). A task not here gets no GGUF files.

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .files import ExportError, say
+from .manifest import program_entry
 
 CONVERTER_PACKAGE = "llama-cpp-python"
 CONVERTER_VERSION = "0.3.36"  # mk/gguf-converter.mk pins the same sdist (and its sha256)
@@ -89,12 +90,10 @@ class GgufSpec:
 
     def manifest_entry(self) -> dict:
         """The program entry, with exactly the keys the Rust side reads (docs/model-directory.md)."""
-        entry = {"name": self.name, "file": self.file, "title": self.title, "column": COLUMN, "runtime": RUNTIME,
-                 "delegate": None, "quantization": None if self.bits is None else self.gguf_type}
-        if self.bits is not None:
-            entry.update({"bits": self.bits, "group_size": self.group_size})
-        entry.update({"gguf_type": self.gguf_type, "about": self.about})
-        return entry
+        fields = {} if self.bits is None else {"bits": self.bits, "group_size": self.group_size}
+        fields["gguf_type"] = self.gguf_type
+        return program_entry(self.name, self.file, self.title, COLUMN, runtime=RUNTIME, about=self.about,
+                             delegate=None, quantization=None if self.bits is None else self.gguf_type, **fields)
 
 
 F32 = GgufSpec("f32", None, None)
@@ -244,9 +243,7 @@ def convert(p: GgufPlan, ckpt, out: Path) -> tuple[dict, dict]:
     target = out / F32.file
     with tempfile.TemporaryDirectory(prefix="runlens-gguf-") as tmp:
         report_path = Path(tmp) / "report.json"
-        # -P (3.11+): not this folder on sys.path, whose gguf.py would shadow the vendored gguf (the
-        # runner also drops it itself, for 3.10).
-        cmd = [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), str(RUNNER), "--converter", str(p.converter), "--checkpoint", str(ckpt.path),
+        cmd = [sys.executable, str(RUNNER), "--converter", str(p.converter), "--checkpoint", str(ckpt.path),
                "--out", str(target), "--pre-tokenizer", p.pre_tokenizer, "--report", str(report_path)]
         if p.mean_pooling:
             cmd.append("--mean-pooling")
