@@ -289,5 +289,35 @@ fn list(values: &[ValueInfo]) -> String {
     values.iter().map(ValueInfo::to_string).collect::<Vec<_>>().join(", ")
 }
 
+/// Graphs built in tests of the column's checks (backend/onnxruntime/): only the
+/// inputs and outputs, the rest empty.
+#[cfg(test)]
+impl OnnxModel {
+    pub fn with_io(inputs: Vec<ValueInfo>, outputs: Vec<ValueInfo>) -> OnnxModel {
+        OnnxModel {
+            path: None,
+            ir_version: 8,
+            opsets: vec![("ai.onnx".into(), 17)],
+            producer: String::new(),
+            inputs,
+            outputs,
+            operators: vec![],
+            nodes: 0,
+            initializers: 0,
+            gathered_rows: vec![],
+            weight_bytes: 0,
+            weight_bytes_per_token: 0,
+        }
+    }
+}
+
+#[cfg(test)]
+impl ValueInfo {
+    /// `elem`: ONNX's element type number (1 float, 7 int64).
+    pub fn new(name: &str, elem: i32, shape: Option<Vec<Dim>>) -> ValueInfo {
+        ValueInfo { name: name.into(), elem_type: Some(ElemType(elem)), shape }
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -224,7 +224,7 @@ mod tests {
     use crate::onnx::ValueInfo;
 
     fn value(name: &str, elem: i32, shape: Option<Vec<Dim>>) -> ValueInfo {
-        ValueInfo { name: name.into(), elem_type: Some(ElemType(elem)), shape }
+        ValueInfo::new(name, elem, shape)
     }
 
     fn decoder(layers: usize, position_ids: bool) -> OnnxModel {
@@ -241,20 +241,7 @@ mod tests {
                 outputs.push(value(&present_name(i, kind), 1, past()));
             }
         }
-        OnnxModel {
-            path: None,
-            ir_version: 8,
-            opsets: vec![("ai.onnx".into(), 17)],
-            producer: String::new(),
-            inputs,
-            outputs,
-            operators: vec![],
-            nodes: 0,
-            initializers: 0,
-            gathered_rows: vec![],
-            weight_bytes: 0,
-            weight_bytes_per_token: 0,
-        }
+        OnnxModel::with_io(inputs, outputs)
     }
 
     /// Optimum's decoder layout is read from the graph; each departure is refused naming what the graph has.

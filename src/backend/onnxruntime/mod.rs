@@ -468,24 +468,11 @@ mod tests {
     use super::*;
 
     fn value(name: &str, elem: i32, shape: Option<Vec<Dim>>) -> ValueInfo {
-        ValueInfo { name: name.into(), elem_type: Some(ElemType(elem)), shape }
+        ValueInfo::new(name, elem, shape)
     }
 
     fn model(inputs: Vec<ValueInfo>, outputs: Vec<ValueInfo>) -> OnnxModel {
-        OnnxModel {
-            path: None,
-            ir_version: 8,
-            opsets: vec![("ai.onnx".into(), 17)],
-            producer: String::new(),
-            inputs,
-            outputs,
-            operators: vec![],
-            nodes: 0,
-            initializers: 0,
-            gathered_rows: vec![],
-            weight_bytes: 0,
-            weight_bytes_per_token: 0,
-        }
+        OnnxModel::with_io(inputs, outputs)
     }
 
     /// The graph's layout, read from the file: what runlens can give and read, and
