@@ -17,4 +17,9 @@
   verify.py      each written program run by ExecuTorch's Python runtime
                  against the reference outputs
   files.py       atomic writes, sha256, progress lines, compact floats
+  compare.py     cosine and max|diff| between an output and its reference
+  manifest.py    a program's entry in manifest.json, one way for every runtime
+
+The modules import in layers, without a circle (tests/layering.rs,
+PYTHON_LAYERS; docs/architecture.md).
 """
