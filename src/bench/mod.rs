@@ -161,9 +161,9 @@ pub fn forward_flops(cfg: &EncoderShape, seq_len: usize) -> f64 {
     cfg.layers as f64 * (linear + attention)
 }
 
-/// The sizes of an encoder that the FLOP count needs, read from `config.json`
-/// under BERT's names (`hidden_size`, `intermediate_size`, `num_hidden_layers`)
-/// or DistilBERT's (`dim`, `hidden_dim`, `n_layers`). Independent of the eager
+/// The sizes of an encoder that the FLOP count needs, from `config.json`
+/// ([`crate::model::ModelConfig`]: BERT's `hidden_size`, `intermediate_size`,
+/// `num_hidden_layers`, or DistilBERT's `dim`, `hidden_dim`, `n_layers`). Independent of the eager
 /// path, so the build without libtorch counts FLOPs too.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EncoderShape {
@@ -173,15 +173,9 @@ pub struct EncoderShape {
 }
 
 impl EncoderShape {
-    /// `None` when the file is unreadable or names no encoder sizes.
-    pub fn load(config: &std::path::Path) -> Option<EncoderShape> {
-        let value: serde_json::Value = serde_json::from_slice(&std::fs::read(config).ok()?).ok()?;
-        let get = |names: [&str; 2]| names.iter().find_map(|n| value.get(*n).and_then(serde_json::Value::as_u64));
-        Some(EncoderShape {
-            hidden: get(["hidden_size", "dim"])?,
-            intermediate: get(["intermediate_size", "hidden_dim"])?,
-            layers: get(["num_hidden_layers", "n_layers"])?,
-        })
+    /// `None` when the config names no encoder sizes.
+    pub fn of(config: &crate::model::ModelConfig) -> Option<EncoderShape> {
+        Some(EncoderShape { hidden: config.hidden?, intermediate: config.intermediate?, layers: config.layers? })
     }
 }
 

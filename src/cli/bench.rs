@@ -57,7 +57,7 @@ pub fn run(common: &Common, args: &BenchArgs) -> anyhow::Result<()> {
     }
     let tokenizer = dir.load_tokenizer()?;
     // FLOPs are counted for BERT-shaped configs; other architectures get none.
-    let config = dir.config().ok().and_then(|c| bench::EncoderShape::load(&c));
+    let config = dir.model_config().ok().and_then(|c| bench::EncoderShape::of(&c));
     let kinds = common.backends(&dir)?;
     for spec in &kinds {
         backend::files_present(spec, &dir)?;

@@ -10,7 +10,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::backend::{BackendSpec, Source, WeightFormat};
-use crate::model::ModelDir;
+use crate::model::{ModelConfig, ModelDir};
 
 const MIB: u64 = 1 << 20;
 
@@ -143,7 +143,7 @@ fn of_gguf(spec: &BackendSpec, dir: &ModelDir, path: &Path) -> anyhow::Result<Co
     let header = crate::gguf::read_path(path).with_context(|| format!("{}: cannot read the GGUF's header", path.display()))?;
     let weights = header.tensor_bytes();
     let len = dir.max_seq_len() as u64;
-    let geometry = dir.config().ok().and_then(|c| Geometry::read(&c).ok().flatten());
+    let geometry = dir.model_config().ok().and_then(|c| Geometry::of(&c));
     let kv_element = crate::backend::llamacpp::kv_cache_element_bytes(&header);
     let (kv, scores) = match (dir.task().takes_a_prompt(), geometry) {
         // Geometry::kv_cache counts float32 elements.
@@ -174,7 +174,7 @@ fn of_onnx(spec: &BackendSpec, dir: &ModelDir, path: &Path) -> anyhow::Result<Co
         Part { what: "ONNX Runtime's session", bytes: ONNX_RUNTIME_RUNTIME },
     ];
     let kv = match dir.task().takes_a_prompt() {
-        true => Geometry::read(&dir.config()?)?.map_or(0, |g| 2 * g.kv_cache(dir.max_seq_len() as u64)),
+        true => Geometry::of(&*dir.model_config()?).map_or(0, |g| 2 * g.kv_cache(dir.max_seq_len() as u64)),
         false => 0,
     };
     if kv > 0 {
@@ -205,7 +205,7 @@ fn of_eager(spec: &BackendSpec, dir: &ModelDir, format: WeightFormat) -> anyhow:
     let weights = dir.weights()?;
     let checkpoint = crate::model::safetensors::Checkpoint::read(&weights)?;
     let t = tensors(checkpoint.tensors().map(|(name, info, _)| (name, info.dtype.as_str(), info.shape.as_slice())), format);
-    let geometry = Geometry::read(&dir.config()?)?;
+    let geometry = Geometry::of(&*dir.model_config()?);
     let decoder = dir.task().takes_a_prompt();
     let len = dir.max_seq_len() as u64;
     let (kv, scores) = match (decoder, geometry) {
@@ -307,7 +307,7 @@ fn packed(rows: u64, cols: u64, format: WeightFormat) -> u64 {
 }
 
 /// What the KV cache and attention of a decoder take, from `config.json`
-/// (transformers' names for GPT-2 and the Llama family).
+/// ([`ModelConfig`]: transformers' names for GPT-2 and the Llama family).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Geometry {
     pub layers: u64,
@@ -318,18 +318,12 @@ pub struct Geometry {
 
 impl Geometry {
     /// `None` when the config names no layers or heads (then the parts are left out).
-    pub fn read(config: &Path) -> anyhow::Result<Option<Geometry>> {
-        let text = std::fs::read_to_string(config).with_context(|| format!("cannot read {}", config.display()))?;
-        let value: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", config.display()))?;
-        Ok(Geometry::of(&value))
-    }
-
-    pub fn of(config: &serde_json::Value) -> Option<Geometry> {
-        let field = |names: &[&str]| names.iter().find_map(|n| config.get(n)?.as_u64()).filter(|&n| n > 0);
-        let layers = field(&["num_hidden_layers", "n_layer", "num_layers"])?;
-        let heads = field(&["num_attention_heads", "n_head"])?;
-        let kv_heads = field(&["num_key_value_heads"]).unwrap_or(heads);
-        let head_dim = field(&["head_dim"]).or_else(|| Some(field(&["hidden_size", "n_embd", "d_model"])? / heads))?;
+    pub fn of(config: &ModelConfig) -> Option<Geometry> {
+        let positive = |n: Option<u64>| n.filter(|&n| n > 0);
+        let layers = positive(config.layers)?;
+        let heads = positive(config.heads)?;
+        let kv_heads = positive(config.kv_heads).unwrap_or(heads);
+        let head_dim = positive(config.head_dim).or_else(|| Some(positive(config.hidden)? / heads))?;
         Some(Geometry { layers, heads, kv_heads, head_dim })
     }
 
@@ -351,20 +345,24 @@ impl Geometry {
 mod tests {
     use super::*;
 
+    fn typed(json: serde_json::Value) -> ModelConfig {
+        ModelConfig::of(Path::new("config.json"), json).unwrap()
+    }
+
     #[test]
     fn reads_the_cache_geometry_of_each_family() {
         let qwen = serde_json::json!({"num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2, "hidden_size": 896});
-        let g = Geometry::of(&qwen).unwrap();
+        let g = Geometry::of(&typed(qwen)).unwrap();
         assert_eq!((g.layers, g.heads, g.kv_heads, g.head_dim), (24, 14, 2, 64));
         // Qwen2.5-0.5B at 2048 positions: 24 x 2 x 2 x 64 x 2048 x 4 bytes = 48 MiB.
         assert_eq!(g.kv_cache(2048), 48 * MIB);
         let gpt2 = serde_json::json!({"n_layer": 12, "n_head": 12, "n_embd": 768});
-        assert_eq!(Geometry::of(&gpt2).unwrap().kv_cache(1024), 12 * 2 * 12 * 64 * 1024 * 4);
+        assert_eq!(Geometry::of(&typed(gpt2)).unwrap().kv_cache(1024), 12 * 2 * 12 * 64 * 1024 * 4);
         let qwen3 = serde_json::json!({"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": null, "head_dim": 12, "hidden_size": 32});
-        assert_eq!(Geometry::of(&qwen3).unwrap().head_dim, 12);
-        assert_eq!(Geometry::of(&qwen3).unwrap().kv_heads, 4);
-        assert_eq!(Geometry::of(&serde_json::json!({"hidden_size": 8})), None);
-        assert_eq!(Geometry::of(&serde_json::json!({"num_hidden_layers": 2, "num_attention_heads": 0, "hidden_size": 8})), None);
+        assert_eq!(Geometry::of(&typed(qwen3.clone())).unwrap().head_dim, 12);
+        assert_eq!(Geometry::of(&typed(qwen3.clone())).unwrap().kv_heads, 4);
+        assert_eq!(Geometry::of(&typed(serde_json::json!({"hidden_size": 8}))), None);
+        assert_eq!(Geometry::of(&typed(serde_json::json!({"num_hidden_layers": 2, "num_attention_heads": 0, "hidden_size": 8}))), None);
     }
 
     #[test]

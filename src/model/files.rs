@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use super::manifest::{Manifest, ManifestError, EXPORT_HINT};
 use super::TextTokenizer;
 use super::manifest::Task;
+use super::config::ModelConfig;
 
 /// MiniLM's maximum input length (`Dim("seq", max=128)` in `python/export.py`);
 /// other directories say theirs in the manifest.
@@ -20,6 +21,9 @@ pub const DEFAULT_MODEL_DIR: &str = "models/minilm";
 pub struct ModelDir {
     root: PathBuf,
     manifest: Manifest,
+    /// `config.json`, typed the first time it is asked for ([`ModelDir::model_config`]);
+    /// shared by clones made after that.
+    config: std::sync::OnceLock<std::sync::Arc<ModelConfig>>,
 }
 
 /// A required model file is not there (or is not a regular file). Exit code 2 at the CLI.
@@ -47,7 +51,7 @@ impl ModelDir {
         let nested = dir.join("minilm");
         let root = if !dir.join("manifest.json").exists() && nested.join("manifest.json").is_file() { nested } else { dir.to_path_buf() };
         let manifest = Manifest::load(&root)?;
-        Ok(ModelDir { root, manifest })
+        Ok(ModelDir { root, manifest, config: std::sync::OnceLock::new() })
     }
 
     /// `--model`, else `$RUNLENS_MODEL` (or the older `$RUNLENS_MODELS`), else `models/minilm`.
@@ -128,8 +132,20 @@ impl ModelDir {
         Ok(super::Prompter::new(self.load_tokenizer()?, self.chat_template()?, asked)?)
     }
 
+    /// The path of `config.json` (the manifest's name for it).
     pub fn config(&self) -> Result<PathBuf, ModelsMissing> {
         self.require(self.manifest.eager.as_ref().map_or("config.json", |e| e.config.as_str()))
+    }
+
+    /// `config.json`, read and typed once per directory: a [`ModelsMissing`]
+    /// when it is not there, else a [`ConfigFileError`](super::ConfigFileError) (either found with
+    /// `downcast_ref`); a file that fails is read again the next time.
+    pub fn model_config(&self) -> anyhow::Result<std::sync::Arc<ModelConfig>> {
+        if let Some(config) = self.config.get() {
+            return Ok(config.clone());
+        }
+        let config = std::sync::Arc::new(ModelConfig::read(&self.config()?)?);
+        Ok(self.config.get_or_init(|| config).clone())
     }
 
     /// The weights' name in the directory as the manifest gives it: `model.safetensors`,

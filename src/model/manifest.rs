@@ -280,10 +280,8 @@ pub enum ManifestError {
 /// text-classification, `...ForCausalLM` / `...LMHeadModel`: text-generation,
 /// else feature-extraction).
 fn checkpoint_error(dir: &Path) -> ManifestError {
-    let config: serde_json::Value =
-        std::fs::read(dir.join("config.json")).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
-    let class = config.get("architectures").and_then(|a| a.get(0)).and_then(|a| a.as_str());
-    let model_type = config.get("model_type").and_then(|m| m.as_str());
+    let config = super::ModelConfig::read(&dir.join("config.json")).unwrap_or_default();
+    let (class, model_type) = (config.class(), config.model_type.as_deref());
     let architecture = match (class, model_type) {
         (Some(class), Some(model_type)) => format!("{class}, model_type \"{model_type}\""),
         (Some(class), None) => class.to_string(),

@@ -5,6 +5,7 @@
 //! What the outputs mean is the [`crate::task`] layer's.
 
 mod chat;
+pub mod config;
 mod files;
 pub mod listing;
 pub mod manifest;
@@ -15,6 +16,7 @@ pub mod sentence_transformers;
 mod tokenizer;
 
 pub use chat::{encode_prompt, ChatError, ChatMessage, ChatTemplate, PromptFormat, CHAT_TEMPLATE_FILE};
+pub use config::{ConfigFileError, ModelConfig};
 pub use files::{ModelDir, ModelsMissing, DEFAULT_MODEL_DIR, MAX_SEQ_LEN};
 pub use listing::{list_dirs, list_with, DirEntry, MODELS_ROOT};
 pub use manifest::{Manifest, ManifestError, ProgramEntry, Task};

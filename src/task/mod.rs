@@ -176,7 +176,7 @@ impl TaskContext {
                 ctx.mask = tokenizer.mask_token();
                 ctx.vocab = std::sync::Arc::new(tokenizer.vocab());
             }
-            Task::TextClassification => ctx.labels = label_names(&dir.config()?)?,
+            Task::TextClassification => ctx.labels = label_names(&*dir.model_config()?)?,
             Task::TextGeneration => {
                 let detokenizer = generation::Detokenizer::from_file(&dir.tokenizer()?)?;
                 let options = generation::GenerateOptions { eos_token_ids: dir.manifest().eos_token_ids(), ..Default::default() };
@@ -259,18 +259,17 @@ pub fn run_quietly(backend: &mut dyn Backend, ctx: &TaskContext, input: &Encoded
 }
 
 /// `id2label` of a config.json, in label-id order (`LABEL_i` for gaps).
-fn label_names(config: &std::path::Path) -> anyhow::Result<Vec<String>> {
+fn label_names(config: &crate::model::ModelConfig) -> anyhow::Result<Vec<String>> {
     use anyhow::Context;
-    let text = std::fs::read_to_string(config).with_context(|| format!("cannot read {}", config.display()))?;
-    let value: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", config.display()))?;
-    let Some(map) = value.get("id2label").and_then(|m| m.as_object()) else { return Ok(Vec::new()) };
+    let Some(map) = &config.id2label else { return Ok(Vec::new()) };
+    let path = config.path.display();
     let mut labels: Vec<(usize, String)> = Vec::new();
     for (id, name) in map {
-        let id: usize = id.parse().with_context(|| format!("{}: id2label key {id:?} is not a number", config.display()))?;
-        labels.push((id, name.as_str().unwrap_or_default().to_string()));
+        let id: usize = id.parse().with_context(|| format!("{path}: id2label key {id:?} is not a number"))?;
+        labels.push((id, name.clone()));
     }
     let size = labels.iter().map(|(i, _)| i + 1).max().unwrap_or(0);
-    anyhow::ensure!(size <= 100_000, "{}: id2label has an id of {}", config.display(), size - 1);
+    anyhow::ensure!(size <= 100_000, "{path}: id2label has an id of {}", size - 1);
     let mut names: Vec<String> = (0..size).map(|i| format!("LABEL_{i}")).collect();
     for (i, name) in labels {
         names[i] = name;

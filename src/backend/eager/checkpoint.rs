@@ -9,13 +9,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 
-use serde::Deserialize;
-
 use super::config::ConfigError;
 use super::traits::EagerModel;
 use super::weights::Weights;
 use crate::arch::Architecture;
 use crate::backend::OutputKind;
+use crate::model::ModelConfig;
 
 /// The checkpoint classes eager implements (`config.json`'s `architectures[0]`),
 /// from the one table of architectures ([`crate::arch::ARCHITECTURES`]).
@@ -82,19 +81,6 @@ impl std::fmt::Debug for CheckpointConfig {
     }
 }
 
-/// The fields every architecture's config.json may carry that say what it is.
-#[derive(Deserialize)]
-struct Header {
-    #[serde(default)]
-    model_type: Option<String>,
-    #[serde(default)]
-    architectures: Option<Vec<String>>,
-    #[serde(default)]
-    id2label: Option<serde_json::Map<String, serde_json::Value>>,
-    #[serde(default)]
-    num_labels: Option<i64>,
-}
-
 /// Why [`CheckpointConfig::load`] failed: a file it cannot use, or a checkpoint eager does not implement.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadConfigError {
@@ -107,32 +93,24 @@ pub enum LoadConfigError {
 impl CheckpointConfig {
     /// Read `config.json`, pick the architecture, parse its fields.
     pub fn load(path: &Path) -> Result<CheckpointConfig, LoadConfigError> {
-        let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let config = ModelConfig::read(path).map_err(ConfigError::from)?;
+        CheckpointConfig::of(&config)
+    }
+
+    /// The typed `config.json` ([`ModelDir::model_config`](crate::model::ModelDir::model_config)):
+    /// its `architectures[0]` / `model_type` pick the architecture, whose own
+    /// config then parses every field its model needs from the same file.
+    pub fn of(config: &ModelConfig) -> Result<CheckpointConfig, LoadConfigError> {
+        let shown = config.path.display().to_string();
+        let model_type = config.model_type.clone().unwrap_or_default();
+        let (arch, architecture) = crate::arch::of_config(config.model_type.as_deref(), config.class()).ok_or_else(|| Unsupported::Architecture {
             path: shown.clone(),
-            source,
-        })?;
-        let parse_error = |source| ConfigError::Parse {
-            path: shown.clone(),
-            architecture: "BERT-family",
-            source,
-        };
-        let value: serde_json::Value = serde_json::from_str(&text).map_err(parse_error)?;
-        let header = Header::deserialize(&value).map_err(parse_error)?;
-        let model_type = header.model_type.clone().unwrap_or_default();
-        let class = header.architectures.as_deref().and_then(<[String]>::first).map(String::as_str);
-        let (arch, architecture) = crate::arch::of_config(header.model_type.as_deref(), class).ok_or_else(|| Unsupported::Architecture {
-            path: shown.clone(),
-            architecture: header
-                .architectures
-                .as_ref()
-                .and_then(|a| a.first().cloned())
-                .unwrap_or_else(|| "a model without `architectures`".into()),
+            architecture: config.class().map_or_else(|| "a model without `architectures`".into(), str::to_string),
             model_type: model_type.clone(),
         })?;
         // The row's eager model parses its own fields.
-        let model: Arc<dyn ArchConfig> = Arc::from(super::parser(arch.eager)(&shown, &value)?);
-        let num_labels = match (&header.id2label, header.num_labels) {
+        let model: Arc<dyn ArchConfig> = Arc::from(super::parser(arch.eager)(&shown, &config.raw)?);
+        let num_labels = match (&config.id2label, config.num_labels) {
             (Some(labels), _) if !labels.is_empty() => labels.len() as i64,
             (_, Some(n)) => n,
             _ => 2,
@@ -147,7 +125,7 @@ impl CheckpointConfig {
             .into());
         }
         Ok(CheckpointConfig {
-            path: path.to_path_buf(),
+            path: config.path.clone(),
             architecture,
             model_type,
             num_labels,

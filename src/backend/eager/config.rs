@@ -57,6 +57,9 @@ pub enum ConfigError {
         architecture: &'static str,
         source: serde_json::Error,
     },
+    /// A field the typed `config.json` ([`crate::model::ModelConfig`]) refused: it names the field.
+    #[error(transparent)]
+    Field(crate::model::ConfigFileError),
     #[error("{path}: {field} = {value} is not usable: {reason}")]
     Invalid {
         path: String,
@@ -64,6 +67,20 @@ pub enum ConfigError {
         value: String,
         reason: &'static str,
     },
+}
+
+impl From<crate::model::ConfigFileError> for ConfigError {
+    /// As eager said it before the file was typed once: unreadable, or not a config it can run.
+    fn from(error: crate::model::ConfigFileError) -> ConfigError {
+        use crate::model::ConfigFileError as E;
+        match error {
+            E::Read { path, source } => ConfigError::Read { path: path.display().to_string(), source },
+            E::NotJson { path, source } | E::NotAnObject { path, source } => {
+                ConfigError::Parse { path: path.display().to_string(), architecture: "BERT-family", source }
+            }
+            field @ E::Field { .. } => ConfigError::Field(field),
+        }
+    }
 }
 
 /// Sizes that would make a tensor shape meaningless: (field, value, why).

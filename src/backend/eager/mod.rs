@@ -50,7 +50,7 @@ pub use checkpoint::{Unsupported, SUPPORTED};
 pub use config::{ConfigError, HiddenAct};
 pub use distilbert::DistilBertConfig;
 pub use gpt2::{Gpt2Config, Gpt2LmHeadModel};
-pub use model::{load_eager, load_model, quantize_decoder, ArchConfig, DecoderModel, EagerModel, EncoderModel, Quantized};
+pub use model::{load_checkpoint, load_eager, load_model, quantize_decoder, ArchConfig, DecoderModel, EagerModel, EncoderModel, Quantized};
 pub use quant::WeightFormat;
 pub use weights::WeightError;
 
@@ -91,9 +91,14 @@ impl EagerBackend {
     /// decoder's quantized at load (`eager-int8`, `eager-int4`); an encoder
     /// takes float only.
     pub fn load_as(dir: &ModelDir, output: OutputKind, format: WeightFormat) -> anyhow::Result<EagerBackend> {
-        let config_file = dir.config()?;
+        dir.config()?;
         let weights_file = dir.weights()?;
-        let mut model = load_eager(&config_file, &weights_file, output)?;
+        let typed = dir.model_config().map_err(|e| match e.downcast::<crate::model::ConfigFileError>() {
+            Ok(file) => ConfigError::from(file).into(),
+            Err(other) => other,
+        })?;
+        let config = model::checked(checkpoint::CheckpointConfig::of(&typed))?;
+        let mut model = load_checkpoint(&config, &weights_file, output)?;
         let mut quantized = None;
         match &mut model {
             EagerModel::Decoder(decoder) => {
@@ -111,8 +116,7 @@ impl EagerBackend {
                 format.backend_name()
             ),
         }
-        // load_model has read it without error.
-        let max_positions = checkpoint::CheckpointConfig::load(&config_file)?.model.max_positions();
+        let max_positions = config.model.max_positions();
         Ok(EagerBackend {
             weights_file,
             max_positions,

@@ -62,12 +62,22 @@ pub fn quantize_decoder(model: &mut dyn DecoderModel, format: WeightFormat) -> t
 /// missing or mis-shaped tensor is a [`super::WeightError`] naming it and the
 /// file; a config it cannot use, a [`super::ConfigError`].
 pub fn load_eager(config_file: &Path, weights_file: &Path, output: OutputKind) -> anyhow::Result<EagerModel> {
-    let config = match CheckpointConfig::load(config_file) {
-        Ok(config) => config,
-        // Unwrapped, so that `downcast_ref::<Unsupported>` finds it.
-        Err(LoadConfigError::Unsupported(unsupported)) => return Err(unsupported.into()),
-        Err(LoadConfigError::Config(error)) => return Err(error.into()),
-    };
+    load_checkpoint(&checked(CheckpointConfig::load(config_file))?, weights_file, output)
+}
+
+/// A [`LoadConfigError`] as the error [`load_eager`] returns: unwrapped, so that
+/// `downcast_ref::<Unsupported>` finds it.
+pub(crate) fn checked(config: Result<CheckpointConfig, LoadConfigError>) -> anyhow::Result<CheckpointConfig> {
+    match config {
+        Ok(config) => Ok(config),
+        Err(LoadConfigError::Unsupported(unsupported)) => Err(unsupported.into()),
+        Err(LoadConfigError::Config(error)) => Err(error.into()),
+    }
+}
+
+/// [`load_eager`] from a config already read.
+pub fn load_checkpoint(config: &CheckpointConfig, weights_file: &Path, output: OutputKind) -> anyhow::Result<EagerModel> {
+    let config_file = &config.path;
     if output == OutputKind::NextToken && !config.arch.decoder {
         return Err(Unsupported::NotADecoder { path: config.path.display().to_string(), architecture: config.architecture.clone() }.into());
     }
@@ -81,7 +91,7 @@ pub fn load_eager(config_file: &Path, weights_file: &Path, output: OutputKind) -
     }
     let _no_grad = tch::no_grad_guard();
     let weights = Weights::read(weights_file)?;
-    config.model.load(&config, &weights, output)
+    config.model.load(config, &weights, output)
 }
 
 /// [`load_eager`] for an encoder: the model with its head.

@@ -146,8 +146,7 @@ pub fn load_and_run_once(path: &Path, max_len: usize, pooled: bool) -> Result<()
 
 /// The vocabulary the model directory's tokenizer ids index: config.json's `vocab_size`.
 fn expected_vocab(dir: &ModelDir) -> Option<u64> {
-    let config = std::fs::read_to_string(dir.config().ok()?).ok()?;
-    serde_json::from_str::<serde_json::Value>(&config).ok()?.get("vocab_size")?.as_u64()
+    dir.model_config().ok()?.vocab_size
 }
 
 impl Backend for LlamaCppBackend {
