@@ -405,6 +405,15 @@ fn decoders_run_one_onnx_runtime_call_a_token_with_their_cache_in_and_out() {
         let bytes = float.weight_bytes_per_token().unwrap();
         let file = std::fs::metadata(spec(&dir, "onnx").onnx_file().unwrap()).unwrap().len();
         assert!(bytes > 0 && bytes < file, "{model}: {bytes} bytes a token, file {file}");
+        // The 8-bit file's linear layers are 8-bit: MatMulInteger, and well under half the
+        // float bytes a token (a decoder's copy once quantized only its embedding table:
+        // its MatMuls read their weights through Transpose nodes the quantizer passed over).
+        let read = |name: &str| runlens::onnx::read_path(spec(&dir, name).onnx_file().unwrap()).unwrap();
+        let (f_graph, q_graph) = (read("onnx"), read("onnx-int8"));
+        let count = |g: &runlens::onnx::OnnxModel, op: &str| g.operators.iter().find(|(o, _)| o == op).map_or(0, |(_, n)| *n);
+        let layers = dir.model_config().unwrap().layers.unwrap() as usize;
+        assert!(count(&q_graph, "MatMulInteger") >= 4 * layers, "{model}: {:?}", q_graph.operators);
+        assert!(2 * q_graph.weight_bytes_per_token < f_graph.weight_bytes_per_token, "{model}: 8-bit {} bytes a token, float {}", q_graph.weight_bytes_per_token, f_graph.weight_bytes_per_token);
     }
     let tmp = tempfile::tempdir().unwrap();
     let json = tmp.path().join("bench.json");

@@ -23,6 +23,8 @@ What it costs (SmolLM2-135M-Instruct, W = 538 MB of float32 weights, this export
 alone in a process that held 0.95 GiB with the model loaded): 13 s and a peak of
 2.83 GiB, about 3.5 x W above the loaded model (the traced graph, the ModelProto with
 its initializers and its serialised bytes), which onnx_files.py checks before it starts.
+Each linear layer's weight is traced already transposed (`linear_weights_transposed`),
+so that ONNX Runtime's quantizer sees it: one more copy of W while the file is written.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import torch
 from .files import ExportError
 
 ATTENTION = "runlens_onnx_past"
+TRANSPOSED = "runlens_weight_t"  # the buffer linear_weights_transposed adds while tracing
 
 
 class PastPresent:
@@ -93,6 +96,43 @@ def attention_for_export(model: torch.nn.Module):
         model.set_attn_implementation(before)
 
 
+@contextlib.contextmanager
+def linear_weights_transposed(model: torch.nn.Module):
+    """Every `nn.Linear` of the model computes `x @ W^T (+ b)` from a copy of its weight
+    stored transposed, `[in, out]`, while the file is traced, so that each MatMul's
+    weight is an initializer of its own.
+
+    Traced as the module is, a linear layer's MatMul reads its weight through a
+    `Transpose` node: ONNX Runtime folds those when a session opens, but its quantizer
+    (quantize_dynamic) quantizes only a MatMul whose weight is an initializer, so
+    SmolLM2's 8-bit copy quantized nothing but the embedding table (434 MiB against
+    514 MiB, found 2026-12-06). Folding the file afterwards (onnx's Python package) peaked
+    at 3.1 GB for that model: its protobuf arena keeps every replaced tensor. A tied
+    head's table is stored twice, as the exporter's own folding would store it.
+    GPT-2's `Conv1D` keeps `[in, out]` already (a `Gemm`, which quantize_dynamic leaves).
+    """
+    patched = []
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            # A persistent buffer, in the state dict the exporter names initializers from (a
+            # captured tensor or a non-persistent buffer becomes a Constant node, which the
+            # quantizer passes over too).
+            module.register_buffer(TRANSPOSED, module.weight.detach().t().contiguous())
+
+            def forward(x, module=module):
+                y = torch.matmul(x, getattr(module, TRANSPOSED))
+                return y if module.bias is None else y + module.bias
+
+            module.forward = forward  # an instance attribute: shadows nn.Linear.forward
+            patched.append(module)
+    try:
+        yield
+    finally:
+        for module in patched:
+            del module.forward
+            delattr(module, TRANSPOSED)
+
+
 class DecoderWithPast(torch.nn.Module):
     def __init__(self, model: torch.nn.Module, layers: int):
         super().__init__()
@@ -129,15 +169,15 @@ def export(model: torch.nn.Module, path: Path, opset: int) -> tuple[list[str], s
             "logits": {1: "sequence"}}
     axes.update({n: {2: "past"} for n in inputs[3:]})
     axes.update({n: {2: "total"} for n in outputs[1:]})
-    with attention_for_export(model), torch.inference_mode():
+    with attention_for_export(model), linear_weights_transposed(model), torch.inference_mode():
         torch.onnx.export(wrapper, example, str(path), input_names=inputs, output_names=outputs, dynamic_axes=axes,
                           opset_version=opset, dynamo=False,
-                          # Unfolded, each linear layer's weight is stored once, its transpose a node
-                          # ONNX Runtime folds when the session opens; folded here, the exporter holds
-                          # a transposed copy of every weight (SmolLM2: 3.15 GiB peak against 2.83 GiB,
-                          # a 652 MB file against 539 MB, the tied head stored twice).
+                          # Folded, the exporter holds a transposed copy of every weight beside the
+                          # model's (SmolLM2: 3.15 GiB peak against 2.83 GiB); the weights are given
+                          # to it transposed instead (linear_weights_transposed).
                           do_constant_folding=False)
     return inputs, outputs[0]
+
 
 
 def greedy(session, prompt: list[int], n: int, layers: int, kv_heads: int, head_dim: int) -> tuple[list[int], "np.ndarray"]:
