@@ -175,3 +175,33 @@ fn a_users_gguf_joins_and_one_that_cannot_run_is_refused_with_its_reason() {
     std::fs::write(&junk, b"not a gguf file, just text").unwrap();
     refused(&junk, &root, "GGUF");
 }
+
+/// Two llama.cpp columns loading at once, each with its own thread count: each
+/// context keeps the count its load was given (a count kept for the process
+/// and read by each load would give both whichever was set last), and runs.
+#[test]
+fn columns_loading_at_once_each_keep_their_own_thread_count() {
+    use runlens::backend::llamacpp::LlamaCppBackend;
+    use runlens::backend::OutputKind;
+    let dir = model_dir("tiny-llama");
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let loads: Vec<_> = [("llamacpp-q8_0", 1), ("llamacpp-q4_0", 2)]
+        .into_iter()
+        .map(|(name, threads)| {
+            let (dir, barrier, spec) = (dir.clone(), barrier.clone(), spec(&dir, name));
+            std::thread::spawn(move || {
+                barrier.wait();
+                let mut column = LlamaCppBackend::load(&spec, spec.gguf_file().unwrap(), &dir, OutputKind::NextToken, threads).unwrap();
+                let described = runlens::backend::Backend::describe(&column);
+                let logits = runlens::backend::Backend::run(&mut column, &Encoded::from_ids(&[1, 2, 3])).unwrap();
+                (name, threads, column.threads(), described, logits.data.iter().all(|v| v.is_finite()))
+            })
+        })
+        .collect();
+    for load in loads {
+        let (name, asked, kept, described, finite) = load.join().unwrap();
+        assert_eq!(kept, asked, "{name}: {described}");
+        assert!(described.ends_with(&format!(", {asked} threads")), "{name}: {described}");
+        assert!(finite, "{name}: its logits");
+    }
+}

@@ -294,7 +294,7 @@ pub fn load(spec: &BackendSpec, dir: &ModelDir, output: OutputKind) -> anyhow::R
             let pad_id = manifest.pad_token_id.or(manifest.eos_token_id).unwrap_or(0);
             Box::new(executorch::ExecutorchBackend::load_file(spec, path, output)?.with_pad_id(pad_id))
         }
-        Source::Gguf(path) => Box::new(llamacpp::LlamaCppBackend::load(spec, path, dir, output)?),
+        Source::Gguf(path) => Box::new(llamacpp::LlamaCppBackend::load(spec, path, dir, output, llamacpp::default_threads())?),
         Source::Onnx(path) => onnxruntime::load_column(spec, path, dir, output)?,
     })
 }
@@ -309,8 +309,8 @@ pub fn files_present(spec: &BackendSpec, dir: &ModelDir) -> Result<(), crate::mo
 }
 
 /// Set the thread count of every runtime: libtorch's intra-op threads,
-/// ExecuTorch's shared pool (XNNPACK), llama.cpp's contexts and ONNX Runtime's
-/// sessions (intra-op). Call before loading.
+/// ExecuTorch's shared pool (XNNPACK), ONNX Runtime's sessions (intra-op) and
+/// llama.cpp's contexts (each column's own, given at its load). Call before loading.
 pub fn set_threads(threads: usize) -> anyhow::Result<()> {
     anyhow::ensure!(threads >= 1, "--threads must be at least 1");
     #[cfg(feature = "eager")]

@@ -12,8 +12,9 @@
 //! why it is sound.
 //!
 //! llama.cpp's log goes to `log_callback`, never to the terminal: the lines
-//! of the call under way are kept, and a failed call's error carries its
-//! warnings and errors (a load that fails says why only in its log).
+//! of the call under way are kept, per thread, and a failed call's error
+//! carries its own warnings and errors (a load that fails says why only in
+//! its log), not another column's that loads at the same time.
 //! llama.cpp's C API catches C++ exceptions itself (`llama_model_load_from_file`,
 //! `llama_decode` and `llama_encode` turn them into a status); what it cannot
 //! survive (a `GGML_ASSERT`) runlens keeps away from it by checking the file
@@ -22,9 +23,9 @@
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::cell::RefCell;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, Once};
+use std::sync::Once;
 
 use llama_cpp_sys_2 as sys;
 
@@ -36,27 +37,43 @@ pub struct LlamaError {
 }
 
 impl LlamaError {
-    fn new(what: String, since: u64) -> LlamaError {
-        let lines = log_since(since);
+    /// `what` failed; `lines` are the call's own log ([`logged`]).
+    fn new(what: String, lines: &[String]) -> LlamaError {
         let message = if lines.is_empty() { what } else { format!("{what}; llama.cpp said: {}", lines.join(" / ")) };
         LlamaError { message }
     }
 }
 
-/// The lines llama.cpp logged at warning level or above, numbered, the newest
-/// 64 (a load's reasons are a few lines).
-struct LogLines {
-    next: u64,
-    lines: std::collections::VecDeque<(u64, String)>,
+/// The most lines one call keeps (a load's reasons are a few lines).
+const MAX_LINES: usize = 64;
+
+thread_local! {
+    /// The lines llama.cpp logged at warning level or above on this thread
+    /// during the call under way ([`logged`]); `None` when no call is.
+    static CAPTURED: RefCell<Option<Vec<String>>> = const { RefCell::new(None) };
 }
 
-static LOG: Mutex<LogLines> = Mutex::new(LogLines { next: 0, lines: std::collections::VecDeque::new() });
-/// The number the next line will get, read without the lock.
-static LOG_NEXT: AtomicU64 = AtomicU64::new(0);
 static INIT: Once = Once::new();
 
-/// llama.cpp's and ggml's logger. It may be called from ggml's worker threads;
-/// it never panics (a poisoned lock drops the line).
+/// llama.cpp's and ggml's logger, set once for the process ([`init`]).
+///
+/// Why a line reaches the call that caused it, with columns loading and
+/// running at once: llama.cpp's and ggml's loggers (`llama_log_internal`,
+/// `ggml_log_internal`) call this function directly, on the thread that logs;
+/// the calls runlens makes log their failures on the thread that made the
+/// call, before they return (a load's, a context's, a decode's and a
+/// quantizer's errors are caught and logged there). So each line goes to the
+/// capture of its own thread ([`CAPTURED`]), and a column's worker thread sees
+/// only its own. A line from a thread with no capture (one of ggml's compute
+/// threads) is dropped: none of them says why a call failed.
+///
+/// Not a `user_data` per call: llama.cpp keeps the callback and its
+/// `user_data` in a plain global it reads without a lock, so setting them for
+/// each load while another column's call logs would be a data race in C++.
+/// They are set once, before any other call, and never changed.
+///
+/// It never panics: a thread being torn down, or a capture already borrowed,
+/// drops the line.
 extern "C" fn log_callback(level: sys::ggml_log_level, text: *const c_char, _user: *mut c_void) {
     if text.is_null() || level < sys::GGML_LOG_LEVEL_WARN || level == sys::GGML_LOG_LEVEL_CONT {
         return;
@@ -66,30 +83,31 @@ extern "C" fn log_callback(level: sys::ggml_log_level, text: *const c_char, _use
     if line.is_empty() {
         return;
     }
-    if let Ok(mut log) = LOG.lock() {
-        let n = log.next;
-        log.next += 1;
-        LOG_NEXT.store(log.next, Ordering::Relaxed);
-        log.lines.push_back((n, line));
-        if log.lines.len() > 64 {
-            log.lines.pop_front();
+    let _ = CAPTURED.try_with(|captured| {
+        if let Ok(mut captured) = captured.try_borrow_mut() {
+            if let Some(lines) = captured.as_mut().filter(|l| l.len() < MAX_LINES) {
+                lines.push(line);
+            }
         }
-    }
+    });
 }
 
-fn log_mark() -> u64 {
-    LOG_NEXT.load(Ordering::Relaxed)
-}
-
-fn log_since(mark: u64) -> Vec<String> {
-    LOG.lock().map(|log| log.lines.iter().filter(|(n, _)| *n >= mark).map(|(_, l)| l.clone()).collect()).unwrap_or_default()
+/// Run `call` (llama.cpp calls made by this thread) with this thread's log
+/// captured: its result and the lines it logged.
+fn logged<T>(call: impl FnOnce() -> T) -> (T, Vec<String>) {
+    CAPTURED.with(|c| *c.borrow_mut() = Some(Vec::new()));
+    let result = call();
+    let lines = CAPTURED.with(|c| c.borrow_mut().take()).unwrap_or_default();
+    (result, lines)
 }
 
 /// Start llama.cpp once per process, its log sent to [`log_callback`].
 fn init() {
     INIT.call_once(|| {
         // SAFETY: log_callback is a plain function valid for the whole process and
-        // never unwinds; llama_backend_init has no inputs and is called once.
+        // never unwinds; llama_backend_init has no inputs and is called once. Both
+        // run before any other llama.cpp call (every entry point calls init first),
+        // and the logger is never set again (see log_callback).
         unsafe {
             sys::llama_log_set(Some(log_callback), std::ptr::null_mut());
             sys::llama_backend_init();
@@ -147,7 +165,6 @@ impl QuantType {
 pub fn quantize(input: &Path, output: &Path, to: QuantType, threads: usize) -> Result<(), LlamaError> {
     init();
     let (cin, cout) = (c_path(input)?, c_path(output)?);
-    let mark = log_mark();
     // SAFETY: returns a plain struct by value.
     let mut params = unsafe { sys::llama_model_quantize_default_params() };
     params.nthread = threads.clamp(1, 64) as i32;
@@ -155,11 +172,11 @@ pub fn quantize(input: &Path, output: &Path, to: QuantType, threads: usize) -> R
     params.pure_ = true;
     // SAFETY: both paths are NUL-terminated and outlive the call; params is a
     // valid struct from llama.cpp's defaults whose pointers stay null.
-    let status = unsafe { sys::llama_model_quantize(cin.as_ptr(), cout.as_ptr(), &params) };
+    let (status, log) = logged(|| unsafe { sys::llama_model_quantize(cin.as_ptr(), cout.as_ptr(), &params) });
     if status == 0 {
         Ok(())
     } else {
-        Err(LlamaError::new(format!("{}: llama.cpp could not quantize it to {} (status {status})", input.display(), to.name()), mark))
+        Err(LlamaError::new(format!("{}: llama.cpp could not quantize it to {} (status {status})", input.display(), to.name()), &log))
     }
 }
 
@@ -212,15 +229,14 @@ impl LlamaSession {
     pub fn load(path: &Path, options: ContextOptions) -> Result<LlamaSession, LlamaError> {
         init();
         let cpath = c_path(path)?;
-        let mark = log_mark();
         // SAFETY: returns a plain struct by value.
         let mut mparams = unsafe { sys::llama_model_default_params() };
         mparams.n_gpu_layers = 0;
         // SAFETY: the path is NUL-terminated and outlives the call; the params are
         // llama.cpp's defaults (null pointers, no callbacks). Null means failure.
-        let model = unsafe { sys::llama_model_load_from_file(cpath.as_ptr(), mparams) };
+        let (model, mut log) = logged(|| unsafe { sys::llama_model_load_from_file(cpath.as_ptr(), mparams) });
         let model = NonNull::new(model)
-            .ok_or_else(|| LlamaError::new(format!("{}: llama.cpp could not load it", path.display()), mark))?;
+            .ok_or_else(|| LlamaError::new(format!("{}: llama.cpp could not load it", path.display()), &log))?;
         // SAFETY: returns a plain struct by value.
         let mut cparams = unsafe { sys::llama_context_default_params() };
         cparams.n_ctx = options.n_ctx;
@@ -241,11 +257,12 @@ impl LlamaSession {
             cparams.pooling_type = sys::LLAMA_POOLING_TYPE_MEAN;
         }
         // SAFETY: model is a live model from the call above; cparams is valid.
-        let ctx = unsafe { sys::llama_init_from_model(model.as_ptr(), cparams) };
+        let (ctx, more) = logged(|| unsafe { sys::llama_init_from_model(model.as_ptr(), cparams) });
+        log.extend(more);
         let Some(ctx) = NonNull::new(ctx) else {
             // SAFETY: the model is ours and nothing else refers to it.
             unsafe { sys::llama_model_free(model.as_ptr()) };
-            return Err(LlamaError::new(format!("{}: llama.cpp could not make a context of {} positions", path.display(), options.n_ctx), mark));
+            return Err(LlamaError::new(format!("{}: llama.cpp could not make a context of {} positions", path.display(), options.n_ctx), &log));
         };
         // SAFETY: model is live; the vocabulary pointer lives as long as the model.
         let (n_vocab, n_embd_out) = unsafe {
@@ -313,23 +330,22 @@ impl LlamaSession {
     pub fn decode(&mut self, tokens: &[i64], first: usize) -> Result<Vec<f32>, LlamaError> {
         let ids = self.check_tokens(tokens, first)?;
         let batch = Batch::new(&ids, first, false);
-        let mark = log_mark();
         // SAFETY: the context is live; the batch's arrays hold n_tokens entries
         // each and outlive the call (Batch owns them).
-        let status = unsafe { sys::llama_decode(self.ctx.as_ptr(), batch.raw()) };
+        let (status, log) = logged(|| unsafe { sys::llama_decode(self.ctx.as_ptr(), batch.raw()) });
         if status != 0 {
             let why = match status {
                 1 => "no room left in its KV cache".to_string(),
                 2 => "aborted".to_string(),
                 s => format!("status {s}"),
             };
-            return Err(LlamaError::new(format!("{}: llama_decode failed: {why}", self.path.display()), mark));
+            return Err(LlamaError::new(format!("{}: llama_decode failed: {why}", self.path.display()), &log));
         }
         // SAFETY: the context is live; -1 is the last output of the batch just
         // decoded; null (checked) means there is none.
         let row = unsafe { sys::llama_get_logits_ith(self.ctx.as_ptr(), -1) };
         if row.is_null() {
-            return Err(LlamaError::new(format!("{}: llama.cpp returned no logits", self.path.display()), mark));
+            return Err(LlamaError::new(format!("{}: llama.cpp returned no logits", self.path.display()), &log));
         }
         // SAFETY: a logits row holds n_vocab floats, valid until the next call on the context.
         Ok(unsafe { std::slice::from_raw_parts(row, self.n_vocab) }.to_vec())
@@ -343,17 +359,16 @@ impl LlamaSession {
         }
         self.clear();
         let batch = Batch::new(&ids, 0, true);
-        let mark = log_mark();
         // SAFETY: as in decode; every position is marked as an output, as pooling
         // needs, and n_tokens <= n_ubatch (check_tokens), as the encoder asserts.
-        let status = unsafe { sys::llama_encode(self.ctx.as_ptr(), batch.raw()) };
+        let (status, log) = logged(|| unsafe { sys::llama_encode(self.ctx.as_ptr(), batch.raw()) });
         if status != 0 {
-            return Err(LlamaError::new(format!("{}: llama_encode failed: status {status}", self.path.display()), mark));
+            return Err(LlamaError::new(format!("{}: llama_encode failed: status {status}", self.path.display()), &log));
         }
         // SAFETY: the context is live; null (checked) when it has no pooled output.
         let row = unsafe { sys::llama_get_embeddings_seq(self.ctx.as_ptr(), 0) };
         if row.is_null() {
-            return Err(LlamaError::new(format!("{}: llama.cpp returned no pooled embedding", self.path.display()), mark));
+            return Err(LlamaError::new(format!("{}: llama.cpp returned no pooled embedding", self.path.display()), &log));
         }
         // SAFETY: a pooled embedding holds n_embd_out floats, valid until the next call.
         Ok(unsafe { std::slice::from_raw_parts(row, self.n_embd_out) }.to_vec())
@@ -428,5 +443,44 @@ impl Batch {
             seq_id: self.seq_ids.as_ptr().cast_mut(),
             logits: self.outputs.as_ptr().cast_mut(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Barrier};
+
+    /// Two columns' loads at once, each failing with lines that name its own
+    /// file: each error has its own lines and none of the other's. With one
+    /// log for the process (lines numbered, a call taking those since it began)
+    /// a load took the other's lines logged while it ran.
+    #[test]
+    fn loads_at_once_each_get_their_own_log_lines() {
+        let tmp = tempfile::tempdir().unwrap();
+        let options = ContextOptions { n_ctx: 16, n_batch: 16, n_ubatch: 16, threads: 1, embeddings: false, kv_f32: false };
+        let names = ["first-column", "second-column"];
+        let barrier = Arc::new(Barrier::new(names.len()));
+        let loads: Vec<_> = names
+            .iter()
+            .map(|name| {
+                let path = tmp.path().join(format!("{name}.gguf"));
+                let barrier = Arc::clone(&barrier);
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    (0..40).map(|_| LlamaSession::load(&path, options).err().expect("no such file").message).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for (name, load) in names.iter().zip(loads) {
+            let other = names.iter().find(|n| *n != name).unwrap();
+            for message in load.join().unwrap() {
+                let said = message.split_once("; llama.cpp said: ").map(|(_, said)| said).unwrap_or_else(|| panic!("no log lines: {message}"));
+                assert!(said.contains(&format!("{name}.gguf")), "{name}: {message}");
+                assert!(!said.contains(other), "{name} has {other}'s lines: {message}");
+            }
+        }
+        // A thread with no call under way keeps nothing.
+        assert!(CAPTURED.with(|c| c.borrow().is_none()));
     }
 }

@@ -27,16 +27,23 @@ use crate::gguf::GgufFile;
 use crate::model::ModelDir;
 use crate::tensor::{Encoded, OutputTensor};
 
-/// The threads llama.cpp's contexts use (`--threads`; 0: not set, all cores).
-static THREADS: super::ThreadSetting = super::ThreadSetting::new();
+/// `--threads`, for the llama.cpp columns still to load (0: not set, all
+/// cores). A column reads it once, as [`crate::backend::load`] hands it to
+/// [`LlamaCppBackend::load`], and its context keeps its own count from then
+/// on: a later [`set_threads`] (`bench`'s sweep) changes no column loaded.
+static DEFAULT_THREADS: super::ThreadSetting = super::ThreadSetting::new();
 
 pub fn set_threads(threads: usize) {
-    THREADS.set(threads);
+    DEFAULT_THREADS.set(threads);
 }
 
-pub fn threads() -> usize {
-    THREADS.get()
+/// The count a column loaded now gets.
+pub fn default_threads() -> usize {
+    DEFAULT_THREADS.get()
 }
+
+/// The probe's child runs the file on one thread, as its other runtimes (`probe::run_child`).
+const PROBE_THREADS: usize = 1;
 
 /// The architectures llama.cpp runs for each task here.
 fn architectures_for(output: OutputKind) -> Result<&'static [&'static str], String> {
@@ -61,8 +68,9 @@ pub struct LlamaCppBackend {
 }
 
 impl LlamaCppBackend {
-    /// Check `path` (the CPU, the header, the task) and load it to return `output`.
-    pub fn load(spec: &BackendSpec, path: &Path, dir: &ModelDir, output: OutputKind) -> anyhow::Result<LlamaCppBackend> {
+    /// Check `path` (the CPU, the header, the task) and load it to return
+    /// `output`, its context computing on `threads` threads (the column's own).
+    pub fn load(spec: &BackendSpec, path: &Path, dir: &ModelDir, output: OutputKind, threads: usize) -> anyhow::Result<LlamaCppBackend> {
         if !path.is_file() {
             return Err(crate::model::ModelsMissing { path: path.to_path_buf() }.into());
         }
@@ -81,11 +89,16 @@ impl LlamaCppBackend {
         header.check_runnable(expected_vocab(dir))?;
         let pooled = output == OutputKind::Pooled;
         super::probe::check(path, &super::probe::Load::LlamaCpp { max_len: dir.max_seq_len() as u32, pooled })?;
-        let options = context_options(&header, dir.max_seq_len(), pooled, threads());
+        let options = context_options(&header, dir.max_seq_len(), pooled, threads);
         let start = Instant::now();
         let session = LlamaSession::load(path, options)?;
         let load_time = start.elapsed();
         Ok(LlamaCppBackend { spec: spec.clone(), session, output, header, filled: 0, load_time, before_last: RuntimeCounters::default() })
+    }
+
+    /// The threads this column's context computes on.
+    pub fn threads(&self) -> usize {
+        self.session.options().threads
     }
 
     /// The header runlens read before loading.
@@ -134,7 +147,7 @@ pub fn load_and_run_once(path: &Path, max_len: usize, pooled: bool) -> Result<()
     cpu::check().map_err(|e| Refusal::Runtime(format!("{}: {e:#}", path.display())))?;
     let header = crate::gguf::read_path(path).map_err(|e| Refusal::Load(e.to_string()))?;
     header.check_runnable(None).map_err(|e| Refusal::Load(e.to_string()))?;
-    let options = context_options(&header, max_len, pooled, threads());
+    let options = context_options(&header, max_len, pooled, PROBE_THREADS);
     let mut session = LlamaSession::load(path, options).map_err(|e| Refusal::Load(e.message))?;
     let vocab = session.n_vocab().max(1) as i64;
     let (mut ids, _) = super::probe::representative_input(None);
