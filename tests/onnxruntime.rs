@@ -432,3 +432,14 @@ fn decoders_run_one_onnx_runtime_call_a_token_with_their_cache_in_and_out() {
         assert!(row["weight_bytes_per_token"].as_u64().is_some_and(|b| b > 0), "{row}");
     }
 }
+
+/// `profile` on a decoder's ONNX file says what it cannot do yet (not a complaint
+/// about the graph's inputs), and exits as a usage error does.
+#[test]
+fn profile_on_a_decoder_s_onnx_file_says_it_profiles_encoders_only_so_far() {
+    let out = runlens(&["--model", model_dir("tiny-llama").root().to_str().unwrap(), "--threads", "1", "--backends", "onnx", "profile", "--runs", "2", "Hello"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("a decoder's ONNX file") && stderr.contains("model.onnx") && stderr.contains("bench"), "{stderr}");
+    assert!(!stderr.contains("cannot give"), "{stderr}");
+}

@@ -61,6 +61,16 @@ pub fn profile_file(name: &str, path: &Path, input: &Encoded, runs: u32) -> Resu
     if runs == 0 || runs > super::trace::MAX_RUNS {
         return Err(ProfileError::Runs { runs, max: super::trace::MAX_RUNS });
     }
+    // A decoder's file takes its KV cache as inputs: the profiled session feeds an
+    // encoder's inputs only (not yet a prompt and its decode steps).
+    if let Ok(graph) = crate::onnx::read_path(path) {
+        if crate::backend::onnxruntime::decoder::check(&graph).is_ok() {
+            return Err(ProfileError::OnnxRuntime(format!(
+                "{file}: a decoder's ONNX file (its KV cache as inputs and outputs): profile reads ONNX Runtime's \
+                 profiler on encoders' files only so far; `bench` times its prefill and decode steps"
+            )));
+        }
+    }
     let json = crate::backend::onnxruntime::profiled_runs(path, &input.ids, &input.attention_mask, runs)
         .map_err(|e| ProfileError::OnnxRuntime(format!("{e:#}")))?;
     from_json(name, &file, &json).map_err(|detail| ProfileError::OnnxRuntime(format!("{file}: ONNX Runtime's profile: {detail}")))
