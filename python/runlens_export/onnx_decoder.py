@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 
 from .files import ExportError
+from .static_cache import grouped_attention
 
 ATTENTION = "runlens_onnx_past"
 TRANSPOSED = "runlens_weight_t"  # the buffer linear_weights_transposed adds while tracing
@@ -67,20 +68,8 @@ def attend(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, valu
         raise ExportError(f"{ATTENTION} attention runs only inside the ONNX decoder's wrapper (onnx_decoder.py)")
     if kwargs.get("sliding_window") is not None:
         raise ExportError("sliding-window attention is not written to ONNX here; export full attention only")
-    keys, values = kv.append(module.layer_idx, key, value)
-    _, heads, s, d = query.shape
-    kv_heads = keys.shape[1]
-    group = heads // kv_heads
-    if scaling is None:
-        scaling = d ** -0.5
-    # Query head h = g * group + r reads KV head g: rows r * S + s of group g.
-    q = query.reshape(kv_heads, group * s, d)
-    scores = torch.bmm(q, keys[0].transpose(1, 2)) * scaling  # [kv_heads, group * S, T]
-    length = keys.shape[2]
-    scores = scores.view(kv_heads, group, s, length) + kv.mask
-    probs = torch.softmax(scores, dim=-1).view(kv_heads, group * s, length)
-    out = torch.bmm(probs, values[0])  # [kv_heads, group * S, d]
-    return out.view(1, heads, s, d).transpose(1, 2), None
+    keys, values = kv.append(module.layer_idx, key, value)  # [1, kv_heads, T, d]
+    return grouped_attention(query, keys[0].transpose(1, 2), values[0], keys.shape[1], keys.shape[2], kv.mask, scaling), None
 
 
 @contextlib.contextmanager

@@ -87,18 +87,28 @@ def attend(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, valu
     if kwargs.get("sliding_window") is not None:
         raise ExportError("sliding-window attention has no static KV cache here; export full attention only")
     keys, values = kv.write(module.layer_idx, key, value, kwargs["runlens_position"], kwargs["runlens_filled"])
-    _, heads, s, d = query.shape
     kv_heads, length = keys.shape[0], keys.shape[2]
+    return grouped_attention(query, keys, values, kv_heads, length, kwargs["runlens_mask"], scaling), None
+
+
+def grouped_attention(query: torch.Tensor, keys_t: torch.Tensor, values: torch.Tensor, kv_heads: int, length: int,
+                      mask: torch.Tensor, scaling: float | None) -> torch.Tensor:
+    """Attention with grouped-query heads folded into their KV head's rows, so the
+    cache is never repeated: query [1, heads, S, d], keys_t [kv_heads, d, T] (the keys
+    transposed), values [kv_heads, T, d], mask broadcast to [kv_heads, group, S, T];
+    returns [1, S, heads, d]. The KV-cache programs' `attend` and the ONNX decoder's
+    (onnx_decoder.py) both call it."""
+    _, heads, s, d = query.shape
     group = heads // kv_heads
     if scaling is None:
         scaling = d ** -0.5
     # Query head h = g * group + r reads KV head g: rows r * S + s of group g.
     q = query.reshape(kv_heads, group * s, d)
-    scores = torch.bmm(q, keys) * scaling  # [kv_heads, group * S, F]
-    scores = scores.view(kv_heads, group, s, length) + kwargs["runlens_mask"]
+    scores = torch.bmm(q, keys_t) * scaling  # [kv_heads, group * S, T]
+    scores = scores.view(kv_heads, group, s, length) + mask
     probs = torch.softmax(scores, dim=-1).view(kv_heads, group * s, length)
     out = torch.bmm(probs, values)  # [kv_heads, group * S, d]
-    return out.view(1, heads, s, d).transpose(1, 2), None
+    return out.view(1, heads, s, d).transpose(1, 2)
 
 
 @contextlib.contextmanager
