@@ -140,7 +140,12 @@ impl Tmux {
     }
 
     /// Poll the screen until `done` says yes; fail with the screen after `timeout`.
-    fn wait_until(&self, what: &str, timeout: Duration, mut done: impl FnMut(&str) -> bool) -> String {
+    fn wait_until(&self, what: &str, timeout: Duration, done: impl FnMut(&str) -> bool) -> String {
+        self.wait_until_or_show(what, timeout, done, String::new)
+    }
+
+    /// As [`Tmux::wait_until`], with `more` (what else to show) after the screen on a timeout.
+    fn wait_until_or_show(&self, what: &str, timeout: Duration, mut done: impl FnMut(&str) -> bool, more: impl Fn() -> String) -> String {
         let start = Instant::now();
         loop {
             let screen = self.screen();
@@ -151,7 +156,7 @@ impl Tmux {
                 panic!("runlens ended while waiting for {what}:\n{screen}");
             }
             if start.elapsed() > timeout {
-                panic!("timed out after {timeout:?} waiting for {what}; the screen was:\n{screen}");
+                panic!("timed out after {timeout:?} waiting for {what}; the screen was:\n{screen}\n{}", more());
             }
             std::thread::sleep(Duration::from_millis(250));
         }
@@ -162,6 +167,21 @@ impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = self.tmux(&["kill-server"]);
     }
+}
+
+/// Each thread of process `pid`: its name, state and where in the kernel it waits
+/// (`/proc/PID/task/*/{comm,stat,wchan}`), for a process that does not end.
+fn threads_of(pid: u32) -> String {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return format!("process {pid} is gone") };
+    let mut lines = vec![format!("threads of runlens (pid {pid}): name, state, kernel wait")];
+    for task in tasks.flatten() {
+        let read = |f: &str| std::fs::read_to_string(task.path().join(f)).unwrap_or_default().trim().to_string();
+        // The state is the field after the parenthesised name.
+        let stat = read("stat");
+        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_string)).unwrap_or_default();
+        lines.push(format!("  {} {state} {}", read("comm"), read("wchan")));
+    }
+    lines.join("\n")
 }
 
 /// The columns (one per title) of a 120-wide screen, as text (the layout's own geometry).
@@ -525,12 +545,16 @@ fn ctrl_z_suspends_with_the_terminal_restored_and_fg_redraws_everything() {
     // Still live after the resume: keys are read in raw mode again.
     tmux.key("C-u");
     tmux.wait_until("the input to clear after the resume", EXIT_TIMEOUT, |s| !s.contains("kept over a suspend"));
+    let pid = tmux.runlens_pid();
     tmux.key("Escape");
     tmux.wait_until("the explorer to close", EXIT_TIMEOUT, |s| !s.contains(TITLES[0]));
     // The quotes split the phrase so that the echoed command line does not contain it.
     tmux.type_text("echo \"runlens \"\"exited with status $?\"");
     tmux.key("Enter");
-    let screen = tmux.wait_until("runlens to exit", EXIT_TIMEOUT, |s| s.contains("runlens exited with status"));
+    // The process ends once every thread has left the kernel: CI once saw that take over
+    // 20 s on a loaded machine (columns still loading). A longer wait, and on a timeout
+    // where each thread of runlens was.
+    let screen = tmux.wait_until_or_show("runlens to exit", RESULTS_TIMEOUT, |s| s.contains("runlens exited with status"), || threads_of(pid));
     assert!(screen.contains("runlens exited with status 0"), "runlens did not exit cleanly after the resume:\n{screen}");
     assert_eq!(tmux.format("#{alternate_on}"), "0");
 }

@@ -7,14 +7,12 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::PathBuf;
 
 use anyhow::Context;
 
 /// Rows of `V` float32 logits, appended in order and read back by index.
 pub struct LogitRows {
     file: File,
-    path: PathBuf,
     vocab: Option<usize>,
     rows: usize,
     /// Rows waiting to be written (one write per few rows).
@@ -22,22 +20,12 @@ pub struct LogitRows {
 }
 
 impl LogitRows {
-    /// An empty store in the system's temporary directory; the file is
-    /// removed when the store is dropped (on Linux at once: it stays
-    /// readable through the open handle, and nothing is left after a crash).
+    /// An empty store in the system's temporary directory, in a file with no
+    /// name (unlinked as it is made): nothing is left after the store is dropped,
+    /// nor after a crash.
     pub fn new() -> anyhow::Result<LogitRows> {
-        // Unique within the process (a counter) and across processes (the pid).
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("runlens-eval-{}-{n}.f32", std::process::id()));
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .with_context(|| format!("cannot create {} for the reference's logits (set TMPDIR to a writable directory)", path.display()))?;
-        let unlinked = cfg!(unix) && std::fs::remove_file(&path).is_ok();
-        Ok(LogitRows { file, path: if unlinked { PathBuf::new() } else { path }, vocab: None, rows: 0, pending: Vec::new() })
+        let file = tempfile::tempfile().context("cannot make a temporary file for the reference's logits (set TMPDIR to a writable directory)")?;
+        Ok(LogitRows { file, vocab: None, rows: 0, pending: Vec::new() })
     }
 
     /// Rows stored so far.
@@ -89,13 +77,6 @@ impl LogitRows {
     }
 }
 
-impl Drop for LogitRows {
-    fn drop(&mut self) {
-        if !self.path.as_os_str().is_empty() {
-            let _ = std::fs::remove_file(&self.path);
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -218,9 +218,9 @@ pub fn profiled_runs(path: &Path, ids: &[i64], mask: &[i64], runs: u32) -> anyho
     let token_types = check_inputs(&model).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let env = environment()?;
     super::probe::check(path, &super::probe::Load::OnnxRuntime)?;
-    let scratch = Scratch::new()?;
+    let scratch = scratch()?;
     let log_id = "profile";
-    let mut session = open_as(&env, path, threads(), log_id, Extra::Profiled(&scratch.0.join("profile")))
+    let mut session = open_as(&env, path, threads(), log_id, Extra::Profiled(&scratch.path().join("profile")))
         .map_err(|e| anyhow::anyhow!("{}: ONNX Runtime cannot load it: {e}{}", path.display(), log::last_words(log_id)))?;
     for _ in 0..=runs {
         let fed = feeds(ids, mask, token_types)?;
@@ -228,7 +228,7 @@ pub fn profiled_runs(path: &Path, ids: &[i64], mask: &[i64], runs: u32) -> anyho
     }
     let written = session.end_profiling().map_err(|e| anyhow::anyhow!("{}: ONNX Runtime's profiler: {e}", path.display()))?;
     let written = std::path::PathBuf::from(written);
-    let written = if written.is_absolute() { written } else { scratch.0.join(written.file_name().unwrap_or_default()) };
+    let written = if written.is_absolute() { written } else { scratch.path().join(written.file_name().unwrap_or_default()) };
     std::fs::read(&written).with_context(|| format!("{}: ONNX Runtime's profile {}", path.display(), written.display()))
 }
 
@@ -247,8 +247,8 @@ pub fn optimized_graph(path: &Path) -> anyhow::Result<OnnxModel> {
     check_inputs(&model).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let env = environment()?;
     super::probe::check(path, &super::probe::Load::OnnxRuntime)?;
-    let scratch = Scratch::new()?;
-    let written = scratch.0.join("optimized.onnx");
+    let scratch = scratch()?;
+    let written = scratch.path().join("optimized.onnx");
     let log_id = "inspect";
     open_as(&env, path, threads(), log_id, Extra::Optimized(&written))
         .map_err(|e| anyhow::anyhow!("{}: ONNX Runtime cannot load it: {e}{}", path.display(), log::last_words(log_id)))?;
@@ -257,23 +257,13 @@ pub fn optimized_graph(path: &Path) -> anyhow::Result<OnnxModel> {
     Ok(optimized)
 }
 
-/// A folder of the temporary directory for one profile's file, removed when dropped.
-struct Scratch(std::path::PathBuf);
-
-impl Scratch {
-    fn new() -> std::io::Result<Scratch> {
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("runlens-ort-profile-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&path)?;
-        Ok(Scratch(path))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A folder of the temporary directory for one run's file (a profile, the optimized
+/// model), removed when dropped.
+fn scratch() -> anyhow::Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix("runlens-ort-")
+        .tempdir()
+        .context("cannot make a temporary folder for ONNX Runtime's file (set TMPDIR to a writable directory)")
 }
 
 /// The graph's inputs as runlens fills them: ids and mask `[1, S]`, zeros for the token types.

@@ -64,8 +64,8 @@ pub fn run(
     let venv = super::super::python::venv().context("no Python venv found ($VIRTUAL_ENV or ./.venv); `make build` creates it")?;
     let python = venv.join("bin/python");
     let script = script()?;
-    let out = std::env::temp_dir().join(format!("runlens-bench-generate-{}.json", std::process::id()));
-    let _ = std::fs::remove_file(&out);
+    // The script writes its JSON here; the file is removed when `out` is dropped.
+    let out = tempfile::Builder::new().prefix("runlens-bench-generate-").suffix(".json").tempfile().context("cannot make a temporary file for the script's results")?;
     let join = |v: Vec<String>| v.join(",");
     let status = Command::new(&python)
         .arg(&script)
@@ -76,12 +76,11 @@ pub fn run(
         .args(["--gen-tokens", &gen_tokens.to_string(), "--iters", &iters.to_string(), "--warmup", &warmup.to_string()])
         .args(["--threads", &threads.to_string()])
         .arg("--json")
-        .arg(&out)
+        .arg(out.path())
         .env("OMP_NUM_THREADS", threads.to_string())
         .status()
         .with_context(|| format!("starting {} {}", python.display(), script.display()))?;
-    let text = std::fs::read_to_string(&out).unwrap_or_default();
-    let _ = std::fs::remove_file(&out);
+    let text = std::fs::read_to_string(out.path()).unwrap_or_default();
     if text.trim().is_empty() {
         bail!("{} wrote no results (exit status {status}); its messages are above", script.display());
     }
