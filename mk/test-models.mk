@@ -94,6 +94,9 @@ CHAT_REFERENCES := $(DECODER_ARCHS:%=$(CHECKPOINTS)/tiny-%/chat_reference.json)
 EAGER_LLAMA := models/eager-llama
 # A program from ExecuTorch's own LLM flow, with a custom operator (tests/missing_kernels.rs).
 LLM_FLOW := models/llm-flow
+# Optimum's merged decoder file (an If on use_cache_branch, weights in external data),
+# made from tiny-llama's model.onnx by tests/python/merged_decoder.py (tests/onnxruntime.rs).
+OPTIMUM_MERGED := models/optimum-merged/decoder_model_merged.onnx
 
 .PHONY: test-models test-models-files models-figures models-gpt2-figures models-decoder-figures clean-test-models
 
@@ -101,8 +104,11 @@ test-models: $(VENV_STAMP) $(TEST_REQS_STAMP)
 	@$(MAKE) --no-print-directory -j$(TEST_MODELS_JOBS) test-models-files
 
 test-models-files: $(TINY_MODELS:%=%/manifest.json) $(COURSE)/programs.json $(GPT2_MODELS) $(DECODER_MODELS) \
-  $(CHAT_REFERENCES) $(EAGER_LLAMA)/.stamp $(LLM_FLOW)/programs.json
+  $(CHAT_REFERENCES) $(EAGER_LLAMA)/.stamp $(LLM_FLOW)/programs.json $(OPTIMUM_MERGED)
 	@:
+
+$(OPTIMUM_MERGED): models/tiny-llama/manifest.json tests/python/merged_decoder.py | $(VENV_STAMP)
+	$(VPY) tests/python/merged_decoder.py --onnx models/tiny-llama/model.onnx --out $(@D)
 
 $(LLM_FLOW)/programs.json: tests/python/llm_flow_program.py | $(VENV_STAMP)
 	$(VPY) tests/python/llm_flow_program.py --out $(LLM_FLOW)
@@ -195,7 +201,7 @@ $(EAGER_LLAMA)/.stamp: tests/python/eager_llama_reference.py | $(VENV_STAMP)
 	@touch $@
 
 clean-test-models:
-	rm -rf $(EAGER_LLAMA) $(LLM_FLOW) $(TINY_MODELS) $(COURSE) models/tiny-gpt2 models/soak-gpt2 models/course-gpt2 $(DECODER_MODELS:%/manifest.json=%) $(CHECKPOINTS)/tiny-* $(TINY_CKPT_STAMP) $(DECODER_CKPT_STAMP) $(HUB_MODELS:%/manifest.json=%) $(CHECKPOINTS)/hub-* $(HUB_CKPT_STAMP)
+	rm -rf $(EAGER_LLAMA) $(LLM_FLOW) $(dir $(OPTIMUM_MERGED)) $(TINY_MODELS) $(COURSE) models/tiny-gpt2 models/soak-gpt2 models/course-gpt2 $(DECODER_MODELS:%/manifest.json=%) $(CHECKPOINTS)/tiny-* $(TINY_CKPT_STAMP) $(DECODER_CKPT_STAMP) $(HUB_MODELS:%/manifest.json=%) $(CHECKPOINTS)/hub-* $(HUB_CKPT_STAMP)
 
 # Issue 33: checkpoints as the hub ships them (tests/python/hub_layout.py): the tiny Llama, Qwen2
 # and SentencePiece Llama in bfloat16, sharded with model.safetensors.index.json,

@@ -433,6 +433,39 @@ fn decoders_run_one_onnx_runtime_call_a_token_with_their_cache_in_and_out() {
     }
 }
 
+/// Optimum's merged decoder file, laid out as the hub ships it
+/// (tests/python/merged_decoder.py: tiny-llama's model.onnx twice under an `If` on
+/// `use_cache_branch`, the branch without a cache ignoring the pasts, the weights in
+/// external data beside the file) joins as a `--program`: the flag false for the
+/// prompt and true for each token after it (false there makes the file's run fail),
+/// transformers' greedy ids on every prompt.
+#[test]
+fn optimum_s_merged_decoder_with_external_data_runs_as_a_program() {
+    use runlens::task::generation::generate;
+    use std::ops::ControlFlow;
+    let dir = model_dir("tiny-llama");
+    let file = std::path::PathBuf::from(model_path("optimum-merged")).join("decoder_model_merged.onnx");
+    let data = file.with_file_name("decoder_model_merged.onnx_data");
+    assert!(data.exists(), "{}: run `make test-models`", data.display());
+    let graph = runlens::onnx::read_path(&file).unwrap();
+    assert!(graph.operators.len() == 1 && graph.operators[0].0 == "If", "one If at the top: {:?}", graph.operators);
+    let own = runlens::onnx::read_path(spec(&dir, "onnx").onnx_file().unwrap()).unwrap();
+    assert!(std::fs::metadata(&file).unwrap().len() < std::fs::metadata(&data).unwrap().len(), "the weights are in the external data");
+    assert_eq!(graph.weight_bytes_per_token, own.weight_bytes_per_token, "the weights a token reads, counted from the outer graph");
+
+    let merged = BackendSpec::program("merged", &file);
+    let mut b = runlens::task::load_backend(&merged, &dir).unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(b.describe().contains("past keys and values in and out"), "{}", b.describe());
+    let reference = Reference::load(&dir.reference().unwrap()).unwrap();
+    let ctx = runlens::task::TaskContext::for_model(&dir, &dir.load_tokenizer().unwrap(), 5).unwrap().with_max_new_tokens(8);
+    let ctx = ctx.generation().unwrap().clone();
+    for s in reference.sentences.iter().take(3) {
+        let g = generate(b.as_mut(), &ctx, &Encoded::from_ids(&s.ids), &mut |_| ControlFlow::Continue(())).unwrap_or_else(|e| panic!("{e:#}"));
+        assert!(g.ids.len() > 1, "a token after the prompt's: {:?}", g.ids);
+        assert_eq!(g.ids, s.generated_ids[..g.ids.len()], "merged on {:?}", s.text);
+    }
+}
+
 /// `profile` on a decoder's ONNX file says what it cannot do yet (not a complaint
 /// about the graph's inputs), and exits as a usage error does.
 #[test]

@@ -85,6 +85,7 @@ pub struct ElemType(pub i32);
 impl ElemType {
     pub const FLOAT32: ElemType = ElemType(1);
     pub const INT64: ElemType = ElemType(7);
+    pub const BOOL: ElemType = ElemType(9);
 
     /// Bits of one element (`None`: not a fixed-size number: string, an unknown type).
     pub fn bits(self) -> Option<u64> {
@@ -193,19 +194,23 @@ pub fn read_bytes(data: &[u8]) -> Result<OnnxModel, String> {
     let mut operators: Vec<(String, usize)> = by_op.into_iter().collect();
     operators.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let graph_inputs: Vec<&str> = graph.input.iter().filter_map(|v| v.name.as_deref()).collect();
+    // Every node, those of subgraphs included (Optimum's merged decoder is one `If` whose
+    // branches gather from the outer graph's tables): what reads each initializer.
+    let (mut nodes, mut initializers) = (Vec::new(), Vec::new());
+    walk(&graph, &mut nodes, &mut initializers);
     let mut gathered_rows = Vec::new();
-    for n in graph.node.iter().filter(|n| n.op_type.as_deref() == Some("Gather") && n.domain.as_deref().unwrap_or("").is_empty()) {
+    for n in nodes.iter().copied().filter(|n| n.op_type.as_deref() == Some("Gather") && n.domain.as_deref().unwrap_or("").is_empty()) {
         let (Some(table), Some(index)) = (n.input.first(), n.input.get(1)) else { continue };
         if !graph_inputs.contains(&index.as_str()) || gathered_rows.iter().any(|(i, _)| i == index) {
             continue;
         }
-        if let Some(t) = graph.initializer.iter().find(|t| t.name.as_deref() == Some(table.as_str())).filter(|t| t.dims.len() == 2) {
+        if let Some(t) = initializers.iter().find(|t| t.name.as_deref() == Some(table.as_str())).filter(|t| t.dims.len() == 2) {
             gathered_rows.push((index.clone(), t.dims[0]));
         }
     }
     // An initializer's uses: only as the table of a Gather indexed by a graph input?
     let gathered_only = |name: &str| {
-        let mut uses = graph.node.iter().flat_map(|n| n.input.iter().enumerate().map(move |(i, input)| (n, i, input))).filter(|(_, _, input)| input.as_str() == name);
+        let mut uses = nodes.iter().flat_map(|n| n.input.iter().enumerate().map(move |(i, input)| (*n, i, input))).filter(|(_, _, input)| input.as_str() == name);
         let mut any = false;
         let only = uses.all(|(n, i, _)| {
             any = true;
@@ -217,8 +222,8 @@ pub fn read_bytes(data: &[u8]) -> Result<OnnxModel, String> {
         let n: i64 = t.dims.iter().product();
         (n.max(0) as u64 * t.data_type.map(ElemType).and_then(ElemType::bits).unwrap_or(0)).div_ceil(8)
     };
-    let weight_bytes: u64 = graph.initializer.iter().map(bytes).sum();
-    let gathered: u64 = graph.initializer.iter().filter(|t| gathered_only(t.name.as_deref().unwrap_or(""))).map(bytes).sum();
+    let weight_bytes: u64 = initializers.iter().copied().map(bytes).sum();
+    let gathered: u64 = initializers.iter().copied().filter(|t| gathered_only(t.name.as_deref().unwrap_or(""))).map(bytes).sum();
     let producer = [m.producer_name.unwrap_or_default(), m.producer_version.unwrap_or_default()].join(" ").trim().to_string();
     Ok(OnnxModel {
         path: None,
@@ -234,6 +239,19 @@ pub fn read_bytes(data: &[u8]) -> Result<OnnxModel, String> {
         weight_bytes,
         weight_bytes_per_token: weight_bytes - gathered,
     })
+}
+
+/// The nodes and initializers of `graph` and of every subgraph its nodes hold.
+fn walk<'g>(graph: &'g proto::GraphProto, nodes: &mut Vec<&'g proto::NodeProto>, initializers: &mut Vec<&'g proto::TensorProto>) {
+    initializers.extend(&graph.initializer);
+    for n in &graph.node {
+        nodes.push(n);
+        for a in &n.attribute {
+            for sub in a.g.iter().chain(&a.graphs) {
+                walk(sub, nodes, initializers);
+            }
+        }
+    }
 }
 
 fn value_info(v: &proto::ValueInfoProto) -> ValueInfo {

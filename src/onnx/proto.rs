@@ -1,6 +1,6 @@
 //! The subset of `onnx.proto` (onnx/onnx, `onnx/onnx.proto`) runlens reads, as
 //! prost messages. Field numbers are the schema's; a field not declared here
-//! (a tensor's `raw_data`, a node's attributes and their subgraphs, doc
+//! (a tensor's `raw_data`, a node's attribute values but its subgraphs, doc
 //! strings, metadata) is skipped by prost's decoder without being copied, so
 //! a 90 MB file's weights are never duplicated. Strings the schema declares
 //! `string` must be UTF-8 here (protobuf's proto2 C++ parser does not check).
@@ -42,15 +42,28 @@ pub struct GraphProto {
     pub output: Vec<ValueInfoProto>,
 }
 
-/// `NodeProto`: its inputs' names, its operator and the operator's domain.
+/// `NodeProto`: its inputs' names, its operator, the operator's domain and
+/// its attributes' subgraphs (an `If`'s branches, a `Loop`'s body).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct NodeProto {
     #[prost(string, repeated, tag = "1")]
     pub input: Vec<String>,
     #[prost(string, optional, tag = "4")]
     pub op_type: Option<String>,
+    #[prost(message, repeated, tag = "5")]
+    pub attribute: Vec<AttributeProto>,
     #[prost(string, optional, tag = "7")]
     pub domain: Option<String>,
+}
+
+/// `AttributeProto`: only the graphs it holds (`g`, `graphs`); its values
+/// (a `Constant`'s tensor with its data) are skipped.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AttributeProto {
+    #[prost(message, optional, tag = "6")]
+    pub g: Option<GraphProto>,
+    #[prost(message, repeated, tag = "11")]
+    pub graphs: Vec<GraphProto>,
 }
 
 /// `TensorProto` without its data: name, dims and element type.

@@ -7,6 +7,12 @@
 //! `[1, kv_heads, P + S, head_dim]` out. One ONNX Runtime run for the prompt,
 //! then one a token, each run's presents handed back as the next run's pasts
 //! without a copy (ONNX Runtime's own values, kept between runs).
+//!
+//! Optimum's merged file (`decoder_model_merged.onnx`) also takes
+//! `use_cache_branch` `[1]`, a boolean choosing between its two decoders under an
+//! `If`: false for the prompt's run (the decoder without a cache, which ignores
+//! the pasts), true for each token after it. Its weights may be in external data
+//! beside it, which ONNX Runtime reads from the file's folder.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -27,6 +33,8 @@ pub struct PastLayout {
     pub head_dim: usize,
     /// Whether the graph takes `position_ids` (GPT-2's files may not).
     pub position_ids: bool,
+    /// Whether it takes Optimum's `use_cache_branch` (a merged decoder).
+    pub use_cache_branch: bool,
 }
 
 fn past_name(layer: usize, kind: &str) -> String {
@@ -52,8 +60,15 @@ pub fn check(model: &OnnxModel) -> Result<PastLayout, String> {
     if layers == 0 {
         return Err(format!("the graph takes no past_key_values.0.key (its inputs: {}); a decoder's are {}", model.describe_inputs(), EXPECTED));
     }
+    let branch = has(USE_CACHE_BRANCH);
+    if let Some(flag) = branch {
+        let one = matches!(flag.shape.as_deref(), None | Some([Dim::Size(1)]));
+        if flag.elem_type != Some(ElemType::BOOL) || !one {
+            return Err(format!("its input {flag} is not Optimum's use_cache_branch, a boolean [1]"));
+        }
+    }
     let known = |name: &str| {
-        ["input_ids", "attention_mask", "position_ids"].contains(&name)
+        ["input_ids", "attention_mask", "position_ids", USE_CACHE_BRANCH].contains(&name)
             || (0..layers).any(|i| name == past_name(i, "key") || name == past_name(i, "value"))
     };
     if let Some(other) = model.inputs.iter().find(|i| !known(&i.name)) {
@@ -84,10 +99,11 @@ pub fn check(model: &OnnxModel) -> Result<PastLayout, String> {
         return Err(format!("the graph has no float32 output logits (its outputs: {})", model.describe_outputs()));
     }
     let (kv_heads, head_dim) = geometry.unwrap_or((0, 0));
-    Ok(PastLayout { layers, kv_heads, head_dim, position_ids: has("position_ids").is_some() })
+    Ok(PastLayout { layers, kv_heads, head_dim, position_ids: has("position_ids").is_some(), use_cache_branch: branch.is_some() })
 }
 
-const EXPECTED: &str = "input_ids, attention_mask, position_ids and past_key_values.{i}.key/value (the presents as outputs)";
+const EXPECTED: &str = "input_ids, attention_mask, position_ids and past_key_values.{i}.key/value (the presents as outputs), and use_cache_branch in Optimum's merged file";
+const USE_CACHE_BRANCH: &str = "use_cache_branch";
 
 pub struct OnnxDecoder {
     spec: BackendSpec,
@@ -133,6 +149,10 @@ impl OnnxDecoder {
         if l.position_ids {
             let positions: Vec<i64> = (filled..filled + s).map(|p| p as i64).collect();
             feeds.push(("position_ids".into(), Tensor::from_array(([1usize, s], positions))?.into()));
+        }
+        if l.use_cache_branch {
+            // The merged file's decoder with a cache once there is one (the prompt's run has none).
+            feeds.push((USE_CACHE_BRANCH.into(), Tensor::from_array(([1usize], vec![!self.past.is_empty()]))?.into()));
         }
         if self.past.is_empty() {
             for i in 0..l.layers {
@@ -247,7 +267,7 @@ mod tests {
     /// Optimum's decoder layout is read from the graph; each departure is refused naming what the graph has.
     #[test]
     fn the_past_present_layout_is_read_from_the_graph() {
-        assert_eq!(check(&decoder(2, true)), Ok(PastLayout { layers: 2, kv_heads: 3, head_dim: 64, position_ids: true }));
+        assert_eq!(check(&decoder(2, true)), Ok(PastLayout { layers: 2, kv_heads: 3, head_dim: 64, position_ids: true, use_cache_branch: false }));
         assert_eq!(check(&decoder(1, false)).map(|l| l.position_ids), Ok(false));
         let mut m = decoder(2, true);
         m.outputs.retain(|o| o.name != "present.1.value");
@@ -255,9 +275,15 @@ mod tests {
         let mut m = decoder(2, true);
         m.inputs.retain(|i| i.name != "past_key_values.0.value");
         assert!(check(&m).unwrap_err().contains("no past_key_values.0.value"));
+        // Optimum's merged file: its flag is read; one of another type or shape is refused.
         let mut m = decoder(1, true);
         m.inputs.push(value("use_cache_branch", 9, Some(vec![Dim::Size(1)])));
-        assert!(check(&m).unwrap_err().starts_with("the graph takes an input \"use_cache_branch\" runlens cannot give"));
+        assert_eq!(check(&m).map(|l| l.use_cache_branch), Ok(true));
+        m.inputs.last_mut().unwrap().elem_type = Some(ElemType::INT64);
+        assert!(check(&m).unwrap_err().contains("is not Optimum's use_cache_branch, a boolean [1]"));
+        let mut m = decoder(1, true);
+        m.inputs.push(value("cache_position", 7, Some(vec![Dim::Named("sequence".into())])));
+        assert!(check(&m).unwrap_err().starts_with("the graph takes an input \"cache_position\" runlens cannot give"));
         let mut m = decoder(1, true);
         m.inputs[3].shape = Some(vec![Dim::Size(1), Dim::Named("heads".into()), Dim::Unknown, Dim::Size(64)]);
         assert!(check(&m).unwrap_err().contains("with the heads and their width fixed"));
