@@ -451,7 +451,7 @@ fn optimum_s_merged_decoder_with_external_data_runs_as_a_program() {
     assert!(graph.operators.len() == 1 && graph.operators[0].0 == "If", "one If at the top: {:?}", graph.operators);
     let own = runlens::onnx::read_path(spec(&dir, "onnx").onnx_file().unwrap()).unwrap();
     assert!(std::fs::metadata(&file).unwrap().len() < std::fs::metadata(&data).unwrap().len(), "the weights are in the external data");
-    assert_eq!(graph.weight_bytes_per_token, own.weight_bytes_per_token, "the weights a token reads, counted from the outer graph");
+    assert_eq!(graph.weight_bytes_per_token, own.weight_bytes_per_token, "the weights a token reads, counted in every graph the file holds, the embedding table left out");
 
     let merged = BackendSpec::program("merged", &file);
     let mut b = runlens::task::load_backend(&merged, &dir).unwrap_or_else(|e| panic!("{e:#}"));

@@ -77,7 +77,6 @@ impl LogitRows {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
