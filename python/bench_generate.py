@@ -21,6 +21,12 @@ Backends:
               one prefill call with the prompt at positions 0..n-1, then one call per token;
               window programs (`cache: null`): the sequence left-padded to the window, the
               whole window per token. It never stops at the end-of-text id either.
+  an ONNX     a decoder's ONNX file named with --onnx NAME=PATH (runlens passes each ONNX
+  file        column's): ONNX Runtime's Python package, its session opened as runlens' column
+              opens one (bench_python.py's `onnx_session`), the layout read from the graph as
+              the column reads it (src/backend/onnxruntime/decoder.rs): one run for the prompt
+              with empty pasts, then one a token with the presents fed back as the pasts
+              (`use_cache_branch` false, then true, in Optimum's merged file).
 
 Prompts are exactly N tokens for each N of --prompt-lens: the ids of assets/prompts.txt
 and assets/corpus.txt (the directory's tokenizer.json), repeated as needed. A prompt
@@ -132,6 +138,49 @@ def program_run(decoder, prompt: list[int], gen: int) -> tuple[float, float]:
     return (first - t0) * 1e3, rate(gen, last - first)
 
 
+class OnnxDecoder:
+    """A decoder's ONNX file (past_key_values.{i}.key/value in, present.{i}.* and logits
+    out) driven as runlens' ONNX Runtime column drives it."""
+
+    def __init__(self, path: str, threads: int):
+        from bench_python import onnx_session
+
+        self.session = onnx_session(path, threads)
+        self.inputs = {i.name: i for i in self.session.get_inputs()}
+        self.pasts = [n for n in self.inputs if n.startswith("past_key_values.")]
+        if "input_ids" not in self.inputs or not self.pasts:
+            raise SystemExit(f"error: {path} is not a decoder's ONNX file with its KV cache as inputs "
+                             f"(its inputs: {', '.join(self.inputs)})")
+        self.outputs = ["logits"] + [n.replace("past_key_values.", "present.", 1) for n in self.pasts]
+        self.past, self.filled = None, 0
+
+    def run(self, tokens: list[int]) -> torch.Tensor:
+        import numpy as np
+
+        s, filled = len(tokens), self.filled
+        feeds = {"input_ids": np.array([tokens], dtype=np.int64), "attention_mask": np.ones((1, filled + s), dtype=np.int64)}
+        if "position_ids" in self.inputs:
+            feeds["position_ids"] = np.arange(filled, filled + s, dtype=np.int64)[None, :]
+        if "use_cache_branch" in self.inputs:
+            feeds["use_cache_branch"] = np.array([self.past is not None])
+        if self.past is None:
+            for name in self.pasts:
+                _, heads, _, width = self.inputs[name].shape
+                feeds[name] = np.zeros((1, heads, 0, width), dtype=np.float32)
+        else:
+            feeds.update(zip(self.pasts, self.past))
+        result = self.session.run(self.outputs, feeds)
+        self.past, self.filled = result[1:], filled + s
+        return torch.from_numpy(result[0][0, -1])
+
+    def prefill(self, prompt: list[int]) -> torch.Tensor:
+        self.past, self.filled = None, 0
+        return self.run(list(prompt))
+
+    def step(self, token: int) -> torch.Tensor:
+        return self.run([token])
+
+
 def rate(gen: int, seconds: float) -> float:
     return (gen - 1) / seconds if gen > 1 and seconds > 0 else 0.0
 
@@ -142,7 +191,8 @@ def versions() -> dict:
     import transformers
 
     return {"torch": torch.__version__, "transformers": transformers.__version__,
-            "executorch": version("executorch"), "python": platform.python_version()}
+            "executorch": version("executorch"), "onnxruntime": version("onnxruntime"),
+            "python": platform.python_version()}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -155,6 +205,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--onnx", action="append", default=[], metavar="NAME=PATH",
+                    help="a decoder's ONNX file run as backend NAME (repeatable)")
     ap.add_argument("--json", type=Path, help="write the results here (default: stdout)")
     return ap.parse_args(argv)
 
@@ -171,9 +223,10 @@ def main(argv: list[str]) -> int:
               "(python/export.py --task text-generation)", file=sys.stderr)
         return 2
     programs = {p["name"]: p for p in manifest["programs"]}
+    onnx_files = dict(o.split("=", 1) for o in args.onnx if "=" in o)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     eager_formats = {"eager": None, "eager-int8": "int8", "eager-int4": "int4"}
-    unknown = [b for b in backends if b not in eager_formats and b not in programs]
+    unknown = [b for b in backends if b not in eager_formats and b not in programs and b not in onnx_files]
     if unknown or not backends:
         print(f"error: --backends {args.backends!r}: unknown {', '.join(unknown) or '(empty)'}; "
               f"choose from eager, eager-int8, eager-int4, {', '.join(programs)}", file=sys.stderr)
@@ -209,6 +262,11 @@ def main(argv: list[str]) -> int:
 
                 def run(prompt, model=model):
                     return eager_run(model, prompt, args.gen_tokens)
+            elif backend in onnx_files:
+                onnx_decoder = OnnxDecoder(onnx_files[backend], args.threads)
+
+                def run(prompt, decoder=onnx_decoder):
+                    return program_run(decoder, prompt, args.gen_tokens)
             else:
                 import executorch.kernels.quantized  # noqa: F401  the quantized embeddings' kernels (not loaded by default)
                 from executorch.extension.pybindings import portable_lib

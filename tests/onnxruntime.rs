@@ -418,19 +418,26 @@ fn decoders_run_one_onnx_runtime_call_a_token_with_their_cache_in_and_out() {
     let tmp = tempfile::tempdir().unwrap();
     let json = tmp.path().join("bench.json");
     let out = runlens(&[
-        "--model", model_dir("tiny-llama").root().to_str().unwrap(), "--threads", "1", "--backends", "onnx,onnx-int8", "bench", "--gen-tokens", "4",
-        "--prompt-lens", "4", "--iters", "2", "--warmup", "0", "--max-seconds", "1", "--json", json.to_str().unwrap(),
+        "--model", model_dir("tiny-llama").root().to_str().unwrap(), "--threads", "1", "--backends", "onnx,onnx-int8,llamacpp-f32", "bench", "--gen-tokens", "4",
+        "--prompt-lens", "4", "--iters", "2", "--warmup", "0", "--max-seconds", "1", "--python", "--json", json.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert!(!stderr(&out).contains("the Python counterparts failed"), "{}", stderr(&out));
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    for name in ["onnx", "onnx-int8"] {
-        let row = report["results"].as_array().unwrap().iter().find(|r| r["backend"] == name).unwrap_or_else(|| panic!("no {name}: {report}"));
+    let rows = report["results"].as_array().unwrap();
+    for name in ["onnx", "onnx-int8", "python-onnx", "python-onnx-int8"] {
+        let row = rows.iter().find(|r| r["backend"] == name).unwrap_or_else(|| panic!("no {name}: {report}"));
         assert_eq!(row["cache"], "past-present", "{row}");
         for key in ["ttft_ms", "prompt_tokens_per_s", "decode_tokens_per_s"] {
             assert!(row[key].as_f64().is_some_and(|v| v > 0.0), "{name}: {key} in {row}");
         }
         assert!(row["weight_bytes_per_token"].as_u64().is_some_and(|b| b > 0), "{row}");
+        // runlens' rows are set against ONNX Runtime's Python package on the same file.
+        assert_eq!(row["decode_speedup_vs_python"].is_f64(), !name.starts_with("python-"), "{row}");
     }
+    // llama.cpp has no Python row, and naming it does not fail the Python side.
+    assert!(rows.iter().any(|r| r["backend"] == "llamacpp-f32") && !rows.iter().any(|r| r["backend"] == "python-llamacpp-f32"), "{report}");
+    assert!(report["machine"]["versions"]["onnxruntime"].is_string(), "{}", report["machine"]);
 }
 
 /// Optimum's merged decoder file, laid out as the hub ships it
@@ -466,13 +473,38 @@ fn optimum_s_merged_decoder_with_external_data_runs_as_a_program() {
     }
 }
 
-/// `profile` on a decoder's ONNX file says what it cannot do yet (not a complaint
-/// about the graph's inputs), and exits as a usage error does.
+/// `profile` on a decoder's ONNX file drives it as its column does, beside the
+/// same model's XNNPACK program: each run the prompt from an empty cache, or with
+/// `--decode` one step after it (the prompt's run and a warm-up step left out);
+/// `--decode` where there is no decoder, or past the positions, is an error that says so.
 #[test]
-fn profile_on_a_decoder_s_onnx_file_says_it_profiles_encoders_only_so_far() {
-    let out = runlens(&["--model", model_dir("tiny-llama").root().to_str().unwrap(), "--threads", "1", "--backends", "onnx", "profile", "--runs", "2", "Hello"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("a decoder's ONNX file") && stderr.contains("model.onnx") && stderr.contains("bench"), "{stderr}");
-    assert!(!stderr.contains("cannot give"), "{stderr}");
+fn profile_runs_a_decoder_s_onnx_file_on_its_prompt_and_its_decode_steps() {
+    let dir = model_dir("tiny-llama");
+    let model = dir.root().to_str().unwrap();
+    for (args, run, runs) in [(&["--runs", "2"][..], "prompt", 2), (&["--decode", "--runs", "3"][..], "decode-step", 3)] {
+        let mut argv = vec!["--model", model, "--threads", "1", "--backends", "onnx,xnnpack", "profile", "--json"];
+        argv.extend_from_slice(args);
+        argv.push("Hello there");
+        let out = runlens(&argv);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(json["run"], run, "{json}");
+        for (name, profiler) in [("onnx", "ONNX Runtime's profiler"), ("xnnpack", "ExecuTorch's ETDump")] {
+            let b = json["backends"].as_array().unwrap().iter().find(|b| b["name"] == name).unwrap_or_else(|| panic!("no {name}: {json}"));
+            assert_eq!((b["profiler"].as_str(), b["runs"].as_u64()), (Some(profiler), Some(runs)), "{args:?}: {b}");
+            let share: f64 = b["operators"].as_array().unwrap().iter().map(|o| o["share"].as_f64().unwrap()).sum();
+            assert!((share - 1.0).abs() < 1e-9, "{name}: shares sum to {share}");
+        }
+        let onnx = json["backends"].as_array().unwrap().iter().find(|b| b["name"] == "onnx").unwrap();
+        assert!(onnx["operators"].as_array().unwrap().iter().any(|o| o["name"] == "MatMul"), "{onnx}");
+    }
+    let text = String::from_utf8_lossy(&runlens(&["--model", model, "--threads", "1", "--backends", "onnx", "profile", "--decode", "--runs", "2", "Hello"]).stdout).into_owned();
+    assert!(text.contains("Each run is one decode step after the prompt"), "{text}");
+    // Past the decoder's positions: the step that does not fit is named, not a crash.
+    let out = runlens(&["--model", model, "--threads", "1", "--backends", "xnnpack", "profile", "--decode", "--runs", "1000", "Hello"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("1000 decode steps and a warm-up step after a") && stderr(&out).contains("ask fewer --runs"), "{}", stderr(&out));
+    // An encoder has no decode step.
+    let out = runlens(&["--models", root_str().as_str(), "--threads", "1", "--backends", "onnx", "profile", "--decode", "a cat"]);
+    assert!(!out.status.success() && stderr(&out).contains("--decode profiles a decoder's steps"), "{}", stderr(&out));
 }

@@ -86,7 +86,7 @@ struct RawSums {
 fn profile_with_raw_sums(file: &str, runs: u32) -> (BackendProfile, RawSums) {
     use runlens::profile::aggregate::{DELEGATE_EVENT, EXECUTE_BLOCK};
     let path = pte_path(file);
-    let traced = runlens::profile::trace_file(&path, &input(), runs, OutputKind::Pooled).unwrap_or_else(|e| panic!("{file}: {e:#}"));
+    let traced = runlens::profile::trace_file(&path, &input(), runs, runlens::profile::ProfiledRun::Prompt, OutputKind::Pooled).unwrap_or_else(|e| panic!("{file}: {e:#}"));
     let p = runlens::profile::profile_of(file, &traced).unwrap();
     let blocks: Vec<_> = traced.dump.runs.iter().filter(|b| b.name == EXECUTE_BLOCK).collect();
     assert_eq!(blocks.len(), runs as usize, "{file}");
@@ -362,7 +362,7 @@ mod view {
             inside("Batch Matrix Multiply (NC, F32) GEMM", 12, 0.2, 0.05),
             inside("Softmax (NC, F32)", 6, 0.1, 0.025),
         ];
-        let screen = ready_screen(ProfileReport { text: "a cat".into(), tokens: 4, backends: vec![xnnpack] }, 8);
+        let screen = ready_screen(ProfileReport { text: "a cat".into(), tokens: 4, run: Default::default(), backends: vec![xnnpack] }, 8);
         let expected = expect(&[
             "╭ profile · a separate traced run (ETDump or ORT's profiler) · F4 closes ──────╮",
             "│ \"a cat\": 4 tokens · mean of 3 traced runs · share of each backend's time     │",
@@ -381,6 +381,7 @@ mod view {
         let report = ProfileReport {
             text: "a cat".into(),
             tokens: 4,
+            run: Default::default(),
             backends: vec![
                 backend(
                     "portable",

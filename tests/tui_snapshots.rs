@@ -681,6 +681,7 @@ mod glyphs {
         ProfileReport {
             text: SENTENCE.into(),
             tokens: 9,
+            run: Default::default(),
             backends: vec![
                 backend("portable", 120.0, vec![op("aten::addmm.out", OperatorKind::Kernel, 36, 109.2, 0.91), op("aten::bmm.out", OperatorKind::Kernel, 12, 10.8, 0.09)], vec![]),
                 backend(

@@ -128,6 +128,29 @@ pub struct ModuleTimes {
     pub scopes: Vec<(String, std::time::Duration, std::time::Duration)>,
 }
 
+/// What one profiled run is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProfiledRun {
+    /// The input, run whole (a decoder's: its prompt, from an empty cache).
+    #[default]
+    Prompt,
+    /// A decoder's decode step: after the prompt and one warm-up step (left out), one
+    /// new token a run, each the previous run's greedy token (`runlens profile --decode`).
+    DecodeStep,
+}
+
+impl ProfiledRun {
+    /// The runs before the profiled ones that are left out: the warm-up run, or
+    /// the prompt's run and the warm-up step.
+    pub fn left_out(self) -> usize {
+        match self {
+            ProfiledRun::Prompt => 1,
+            ProfiledRun::DecodeStep => 2,
+        }
+    }
+}
+
 /// What a backend is loaded to return, in tensor terms. The task layer says
 /// which its task needs ([`crate::task::Task::output`]); eager picks its head
 /// from it, and a program's inputs and output are checked against it.

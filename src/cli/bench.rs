@@ -215,7 +215,8 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
     if args.python && !interrupted {
         eprintln!("running the Python counterparts (python/bench_generate.py) on the same prompts, {threads} threads ...");
         // A failed Python side loses its rows, not runlens' own.
-        match generation::python::run(dir, &caches, &lens, gen_tokens, python_iters, args.warmup.min(1), threads) {
+        let columns: Vec<(&BackendSpec, Option<String>)> = kinds.iter().zip(&caches).map(|(k, (_, c))| (k, c.clone())).collect();
+        match generation::python::run(dir, &columns, &lens, gen_tokens, python_iters, args.warmup.min(1), threads) {
             Ok(py) => {
                 machine.versions.extend(py.versions);
                 rows.extend(py.rows);

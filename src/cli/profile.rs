@@ -21,7 +21,11 @@ pub struct ProfileArgs {
     /// Traced runs to average, after one warm-up run.
     #[arg(long, default_value_t = DEFAULT_RUNS, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=profile::trace::MAX_RUNS as i64))]
     pub runs: u32,
-    /// The text to embed (several words are joined with spaces).
+    /// A decoder's decode steps instead of its prompt: after the prompt and one warm-up
+    /// step, each traced run is one step, fed the previous step's greedy token.
+    #[arg(long)]
+    pub decode: bool,
+    /// The text to embed, or a decoder's prompt (several words are joined with spaces).
     #[arg(required = true, num_args = 1.., value_name = "TEXT")]
     pub text: Vec<String>,
 }
@@ -72,7 +76,8 @@ pub fn run(common: &Common, args: &ProfileArgs) -> anyhow::Result<()> {
             profile::TracedRuns::OnnxRuntime(runs) => timeline.processes.push(layers::timeline::onnx_process(&spec.name, runs)),
         }
     };
-    let report = profile::profile_backends(&specs, &input, args.runs, dir.task().output(), &mut on_traced).context("cannot profile")?;
+    let run = if args.decode { profile::ProfiledRun::DecodeStep } else { profile::ProfiledRun::Prompt };
+    let report = profile::profile_backends(&specs, &input, args.runs, run, dir.task().output(), &mut on_traced).context("cannot profile")?;
     if let Some(file) = trace {
         file.write(&timeline)?;
     }

@@ -26,7 +26,7 @@ impl BackgroundJob for ProfileRequest {
     type Output = JobDone;
 
     fn run(&mut self) -> JobDone {
-        let outcome = crate::profile::profile_backends(&self.kinds, &self.input, PROFILE_RUNS, self.output, &mut |_, _| {}).map_err(|e| format!("{e:#}"));
+        let outcome = crate::profile::profile_backends(&self.kinds, &self.input, PROFILE_RUNS, crate::profile::ProfiledRun::Prompt, self.output, &mut |_, _| {}).map_err(|e| format!("{e:#}"));
         JobDone::Profile(self.id, outcome)
     }
 

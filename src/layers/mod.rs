@@ -48,7 +48,7 @@ fn program_timed(
     trace: Option<&mut Timeline>,
 ) -> anyhow::Result<(BackendLayers, InstructionTimes)> {
     let path = spec.pte_file().with_context(|| format!("{spec} is not an ExecuTorch program"))?;
-    let traced = crate::profile::trace_file(path, input, runs, output)?;
+    let traced = crate::profile::trace_file(path, input, runs, crate::profile::ProfiledRun::Prompt, output)?;
     let side_path = sidecar::path_for(path);
     let sidecar = if side_path.exists() { Some(Sidecar::read(&side_path, &traced.plan)?) } else { None };
     if let Some(trace) = trace {

@@ -21,6 +21,7 @@ pub mod onnxruntime;
 pub mod report;
 pub mod trace;
 
+pub use crate::backend::ProfiledRun;
 pub use aggregate::{DelegateOperatorProfile, OperatorKind, OperatorProfile};
 pub use report::{BackendProfile, ProfileReport};
 pub use trace::{profile_file, profile_of, trace_file, Traced, DEFAULT_RUNS};
@@ -70,22 +71,30 @@ pub enum ProfileError {
     Runs { runs: u32, max: u32 },
 }
 
-/// Profiles each ExecuTorch program and ONNX file of `specs` on `input`; an
-/// error for a column without per-operator times (eager, llama.cpp).
+/// Profiles each ExecuTorch program and ONNX file of `specs` on `input`, each
+/// profiled run as `run` says; an error for a column without per-operator
+/// times (eager, llama.cpp).
 /// `on_traced` is given each column's traced runs as they are decoded (for
 /// `--trace`: the same runs as the report's).
 pub fn profile_backends(
     specs: &[BackendSpec],
     input: &Encoded,
     runs: u32,
+    run: ProfiledRun,
     output: crate::backend::OutputKind,
     on_traced: &mut dyn FnMut(&BackendSpec, TracedRuns<'_>),
 ) -> anyhow::Result<ProfileReport> {
+    if run == ProfiledRun::DecodeStep {
+        anyhow::ensure!(
+            output == crate::backend::OutputKind::NextToken,
+            "--decode profiles a decoder's steps; this directory's model is not a text-generation one"
+        );
+    }
     let mut backends = Vec::new();
     for spec in specs {
         spec.per_operator_times().check()?;
         if let Some(path) = spec.onnx_file() {
-            let (profile, trace) = onnxruntime::profile_file(&spec.name, path, input, runs)?;
+            let (profile, trace) = onnxruntime::profile_file(&spec.name, path, input, runs, run)?;
             on_traced(spec, TracedRuns::OnnxRuntime(&trace));
             backends.push(profile);
             continue;
@@ -96,9 +105,9 @@ pub fn profile_backends(
         if !path.is_file() {
             return Err(crate::model::ModelsMissing { path: path.to_path_buf() }.into());
         }
-        let traced = trace_file(path, input, runs, output)?;
+        let traced = trace_file(path, input, runs, run, output)?;
         backends.push(profile_of(&spec.name, &traced)?);
         on_traced(spec, TracedRuns::Program(&traced));
     }
-    Ok(ProfileReport { text: input.text.clone(), tokens: input.len(), backends })
+    Ok(ProfileReport { text: input.text.clone(), tokens: input.len(), run, backends })
 }

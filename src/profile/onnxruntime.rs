@@ -19,7 +19,7 @@ use serde::Deserialize;
 
 use super::aggregate::{OperatorKind, OperatorProfile};
 use super::report::BackendProfile;
-use super::ProfileError;
+use super::{ProfileError, ProfiledRun};
 use crate::tensor::Encoded;
 
 /// What the report says made the numbers.
@@ -55,38 +55,31 @@ pub struct OnnxTrace {
     pub nodes: Vec<(String, String, u64, u64)>,
 }
 
-/// Profiles the ONNX file at `path` on `input`: `runs` profiled runs after one warm-up.
-pub fn profile_file(name: &str, path: &Path, input: &Encoded, runs: u32) -> Result<(BackendProfile, OnnxTrace), ProfileError> {
+/// Profiles the ONNX file at `path` on `input`: `runs` profiled runs after one
+/// warm-up; a decoder's file driven as its column drives it (the prompt from an
+/// empty cache, or, with [`ProfiledRun::DecodeStep`], one step a run after the
+/// prompt and a warm-up step).
+pub fn profile_file(name: &str, path: &Path, input: &Encoded, runs: u32, run: ProfiledRun) -> Result<(BackendProfile, OnnxTrace), ProfileError> {
     let file = path.display().to_string();
     if runs == 0 || runs > super::trace::MAX_RUNS {
         return Err(ProfileError::Runs { runs, max: super::trace::MAX_RUNS });
     }
-    // A decoder's file takes its KV cache as inputs: the profiled session feeds an
-    // encoder's inputs only (not yet a prompt and its decode steps).
-    if let Ok(graph) = crate::onnx::read_path(path) {
-        if crate::backend::onnxruntime::decoder::check(&graph).is_ok() {
-            return Err(ProfileError::OnnxRuntime(format!(
-                "{file}: a decoder's ONNX file (its KV cache as inputs and outputs): profile reads ONNX Runtime's \
-                 profiler on encoders' files only so far; `bench` times its prefill and decode steps"
-            )));
-        }
-    }
-    let json = crate::backend::onnxruntime::profiled_runs(path, &input.ids, &input.attention_mask, runs)
-        .map_err(|e| ProfileError::OnnxRuntime(format!("{e:#}")))?;
-    from_json(name, &file, &json).map_err(|detail| ProfileError::OnnxRuntime(format!("{file}: ONNX Runtime's profile: {detail}")))
+    let onnx = crate::backend::onnxruntime::profiled_runs(path, input, runs, run).map_err(|e| ProfileError::OnnxRuntime(format!("{e:#}")))?;
+    from_json(name, &file, &onnx, run.left_out()).map_err(|detail| ProfileError::OnnxRuntime(format!("{file}: ONNX Runtime's profile: {detail}")))
 }
 
 /// The per-operator profile of a profiler's JSON: the node runs inside each
-/// `model_run` but the first (the warm-up), summed per operator, per run; and those runs.
-pub fn from_json(name: &str, file: &str, json: &[u8]) -> Result<(BackendProfile, OnnxTrace), String> {
+/// `model_run` but the first `left_out` (the warm-up; a decoder's prompt and
+/// warm-up step), summed per operator, per run; and those runs.
+pub fn from_json(name: &str, file: &str, json: &[u8], left_out: usize) -> Result<(BackendProfile, OnnxTrace), String> {
     let events: Vec<Event> = serde_json::from_slice(json).map_err(|e| format!("not the profiler's JSON array: {e}"))?;
     let mut windows: Vec<(u64, u64)> = events.iter().filter(|e| e.cat == "Session" && e.name == "model_run").map(|e| (e.ts, e.ts + e.dur)).collect();
     windows.sort_unstable();
-    if windows.len() < 2 {
-        return Err(format!("{} model_run events, expected a warm-up and at least one profiled run", windows.len()));
+    if windows.len() <= left_out {
+        return Err(format!("{} model_run events, expected {left_out} left out and at least one profiled run", windows.len()));
     }
-    let runs = windows.len() - 1;
-    let profiled = &windows[1..];
+    let runs = windows.len() - left_out;
+    let profiled = &windows[left_out..];
     let inside = |ts: u64| profiled.iter().any(|&(start, end)| start <= ts && ts <= end);
     // operator -> (node runs, µs) over the profiled runs
     let mut per_op: BTreeMap<String, (u64, u64)> = BTreeMap::new();
@@ -160,7 +153,7 @@ mod tests {
             node("/a/Gelu", "BiasGelu", 450, 6),
         ];
         let json = format!("[{}]", events.join(","));
-        let (p, trace) = from_json("onnx", "m.onnx", json.as_bytes()).unwrap();
+        let (p, trace) = from_json("onnx", "m.onnx", json.as_bytes(), 1).unwrap();
         assert_eq!(trace.runs, [(300, 340), (400, 460)]);
         assert_eq!(trace.nodes[0], ("MatMul".to_string(), "/a/MatMul".to_string(), 305, 20));
         assert_eq!(trace.nodes.len(), 4);
@@ -173,7 +166,12 @@ mod tests {
         assert_eq!(p.profiler, PROFILER);
         // A profile without a profiled run, or not the profiler's JSON, is an error that says so.
         let one = format!("[{},{}]", session("model_run", 0, 10), node("x", "Add", 1, 1));
-        assert!(from_json("onnx", "m.onnx", one.as_bytes()).unwrap_err().contains("1 model_run events"));
-        assert!(from_json("onnx", "m.onnx", b"{\"not\": 1}").unwrap_err().starts_with("not the profiler's JSON array"));
+        assert!(from_json("onnx", "m.onnx", one.as_bytes(), 1).unwrap_err().contains("1 model_run events"));
+        assert!(from_json("onnx", "m.onnx", b"{\"not\": 1}", 1).unwrap_err().starts_with("not the profiler's JSON array"));
+        // A decoder's steps: the prompt's run and the warm-up step are both left out.
+        let (steps, trace) = from_json("onnx", "m.onnx", json.as_bytes(), 2).unwrap();
+        assert_eq!((steps.runs, trace.runs.as_slice()), (1, &[(400, 460)][..]));
+        assert_eq!(steps.operators.iter().map(|o| o.total_ms).collect::<Vec<_>>(), [0.040, 0.006]);
+        assert!(from_json("onnx", "m.onnx", json.as_bytes(), 3).unwrap_err().contains("3 model_run events, expected 3 left out"));
     }
 }

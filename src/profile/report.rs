@@ -14,6 +14,8 @@ pub struct ProfileReport {
     pub text: String,
     /// Tokens of the input, `[CLS]` and `[SEP]` included.
     pub tokens: usize,
+    /// What one profiled run is: `prompt` (the input whole) or `decode-step`.
+    pub run: super::ProfiledRun,
     pub backends: Vec<BackendProfile>,
 }
 
@@ -83,6 +85,9 @@ impl fmt::Display for ProfileReport {
     /// The human table of `runlens profile`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{:?}: {} tokens", self.text, self.tokens)?;
+        if self.run == super::ProfiledRun::DecodeStep {
+            writeln!(f, "Each run is one decode step after the prompt (the prompt's run and a warm-up step left out), fed the previous step's greedy token.")?;
+        }
         writeln!(
             f,
             "A separate traced run (ExecuTorch's ETDump event tracer attached, or ONNX Runtime's own profiler); latencies from `run`, `bench` and the explorer are never taken with it."

@@ -11,8 +11,9 @@ use super::report::BackendProfile;
 use super::ProfileError;
 use crate::backend::executorch::{OpenError, Program};
 use crate::backend::OutputKind;
+use super::ProfiledRun;
 use crate::ffi;
-use crate::tensor::Encoded;
+use crate::tensor::{argmax, Encoded};
 
 /// What the report says made the numbers.
 pub const PROFILER: &str = "ExecuTorch's ETDump";
@@ -33,8 +34,10 @@ pub struct Traced {
 
 /// Runs the program at `path` on `input` as its column does (the one
 /// driver, [`Program`], loaded with the tracer, to return `output`): one
-/// warm-up run, then `runs` traced runs, and decodes their ETDump.
-pub fn trace_file(path: &Path, input: &Encoded, runs: u32, output: OutputKind) -> Result<Traced, ProfileError> {
+/// warm-up run, then `runs` traced runs, and decodes their ETDump. With
+/// [`ProfiledRun::DecodeStep`] (a decoder's program), the prompt's run and a
+/// warm-up step first, then `runs` steps, each fed the last one's greedy token.
+pub fn trace_file(path: &Path, input: &Encoded, runs: u32, run: ProfiledRun, output: OutputKind) -> Result<Traced, ProfileError> {
     let file = path.display().to_string();
     if runs == 0 || runs > MAX_RUNS {
         return Err(ProfileError::Runs { runs, max: MAX_RUNS });
@@ -45,13 +48,35 @@ pub fn trace_file(path: &Path, input: &Encoded, runs: u32, output: OutputKind) -
     // The load itself fills a block ("Default": Method::init, Program::load_method);
     // it and the warm-up run are taken out and dropped.
     let _ = program.module_mut().take_etdump();
-    let forward = |program: &mut Program| {
-        program.forward(input).map(drop).map_err(|e| ProfileError::Input { file: file.clone(), detail: format!("{e:#}") })
-    };
-    forward(&mut program)?;
-    let _ = program.module_mut().take_etdump();
-    for _ in 0..runs {
-        forward(&mut program)?;
+    let failed = |e: anyhow::Error| ProfileError::Input { file: file.clone(), detail: format!("{e:#}") };
+    match run {
+        ProfiledRun::Prompt => {
+            let forward = |program: &mut Program| program.forward(input).map(drop).map_err(failed);
+            forward(&mut program)?;
+            let _ = program.module_mut().take_etdump();
+            for _ in 0..runs {
+                forward(&mut program)?;
+            }
+        }
+        ProfiledRun::DecodeStep => {
+            let (need, holds) = (input.len() + runs as usize + 1, program.convention.max_len);
+            if need > holds {
+                return Err(ProfileError::Input {
+                    file,
+                    detail: format!(
+                        "{runs} decode steps and a warm-up step after a {}-token prompt need {need} positions and the program holds {holds}: \
+                         ask fewer --runs or give a shorter prompt",
+                        input.len()
+                    ),
+                });
+            }
+            let mut token = argmax(&program.prefill(&input.ids).map_err(failed)?).map_err(failed)?;
+            token = argmax(&program.step(token).map_err(failed)?).map_err(failed)?;
+            let _ = program.module_mut().take_etdump();
+            for _ in 0..runs {
+                token = argmax(&program.step(token).map_err(failed)?).map_err(failed)?;
+            }
+        }
     }
     let bytes = program.module_mut().take_etdump()?;
     let dump = etdump::decode(&bytes).map_err(|source| ProfileError::Dump { file: file.clone(), source })?;
@@ -74,7 +99,7 @@ pub(crate) fn open(path: &Path, output: OutputKind, traced: bool) -> Result<Prog
 /// Profiles the program at `path` on `input` ([`trace_file`]), per operator.
 /// `name` names the backend in the report.
 pub fn profile_file(name: &str, path: &Path, input: &Encoded, runs: u32, output: OutputKind) -> Result<BackendProfile, ProfileError> {
-    profile_of(name, &trace_file(path, input, runs, output)?)
+    profile_of(name, &trace_file(path, input, runs, ProfiledRun::Prompt, output)?)
 }
 
 /// The per-operator profile of a traced run ([`trace_file`]).

@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 use ort::session::{Session, SessionInputValue};
 use ort::value::{DynValue, Tensor};
 
-use super::{log, open, threads};
-use crate::backend::{Backend, BackendSpec, Decoder};
+use super::{log, open_as, threads, Extra};
+use crate::backend::{Backend, BackendSpec, Decoder, ProfiledRun};
 use crate::onnx::{Dim, ElemType, OnnxModel};
-use crate::tensor::{Encoded, OutputTensor};
+use crate::tensor::{argmax, Encoded, OutputTensor};
 
 /// The graph's layout as runlens drives it, read from the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -118,12 +118,46 @@ pub struct OnnxDecoder {
     load_time: Duration,
 }
 
+/// ONNX Runtime's profile of a decoder's file ([`super::profiled_runs`]), driven
+/// as its column drives it in a session with the profiler on (its file named from
+/// `prefix`): the prompt's run, then `runs` more of the prompt from an empty
+/// cache ([`ProfiledRun::Prompt`]), or one warm-up step and `runs` steps, each
+/// fed the last one's greedy token ([`ProfiledRun::DecodeStep`]). The path of
+/// the profiler's file.
+pub(super) fn profiled(path: &Path, model: &OnnxModel, layout: PastLayout, prompt: &[i64], runs: u32, run: ProfiledRun, prefix: &Path) -> anyhow::Result<String> {
+    let spec = BackendSpec::program("profile", path);
+    let steps = match run {
+        ProfiledRun::Prompt => 0,
+        ProfiledRun::DecodeStep => runs as usize + 1,
+    };
+    let mut d = OnnxDecoder::open_as(&spec, path, model, layout, prompt.len() + steps, Extra::Profiled(prefix))?;
+    let mut logits = d.prefill(prompt)?;
+    match run {
+        ProfiledRun::Prompt => {
+            for _ in 0..runs {
+                d.prefill(prompt)?;
+            }
+        }
+        ProfiledRun::DecodeStep => {
+            for _ in 0..steps {
+                logits = d.step(argmax(&logits)?)?;
+            }
+        }
+    }
+    d.session.end_profiling().map_err(|e| anyhow::anyhow!("{}: ONNX Runtime's profiler: {e}", path.display()))
+}
+
 impl OnnxDecoder {
     pub(super) fn open(spec: &BackendSpec, path: &Path, model: &OnnxModel, layout: PastLayout, max_len: usize) -> anyhow::Result<OnnxDecoder> {
+        Self::open_as(spec, path, model, layout, max_len, Extra::None)
+    }
+
+    /// [`OnnxDecoder::open`], the session doing what `extra` says besides running.
+    fn open_as(spec: &BackendSpec, path: &Path, model: &OnnxModel, layout: PastLayout, max_len: usize, extra: Extra) -> anyhow::Result<OnnxDecoder> {
         let env = super::environment()?;
         let start = Instant::now();
-        let session =
-            open(&env, path, threads(), &spec.name).map_err(|e| anyhow::anyhow!("{}: ONNX Runtime cannot load it: {e}{}", path.display(), log::last_words(&spec.name)))?;
+        let session = open_as(&env, path, threads(), &spec.name, extra)
+            .map_err(|e| anyhow::anyhow!("{}: ONNX Runtime cannot load it: {e}{}", path.display(), log::last_words(&spec.name)))?;
         Ok(OnnxDecoder {
             spec: spec.clone(),
             session,

@@ -37,7 +37,7 @@ use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::{Session, SessionInputValue};
 use ort::value::Tensor;
 
-use super::{Backend, BackendSpec, OutputKind};
+use super::{Backend, BackendSpec, OutputKind, ProfiledRun};
 use crate::onnx::{Dim, ElemType, OnnxModel, ValueInfo};
 use crate::model::ModelDir;
 use crate::tensor::{Encoded, OutputTensor};
@@ -204,29 +204,42 @@ pub fn load_and_run_once(path: &Path) -> Result<(), super::probe::Refusal> {
     session.run(fed).map(drop).map_err(|e| Refusal::Run(format!("{}: ONNX Runtime's run failed: {e}{}", path.display(), log::last_words(log_id))))
 }
 
-/// ONNX Runtime's own profile of `runs` runs of the file at `path` on `ids`,
-/// after one warm-up run: a session opened as the column's is (the file read
-/// and checked by runlens and its probe's child first), with ONNX Runtime's
-/// profiler on, its JSON (Chrome trace events: one `model_run` per run, one
-/// `*_kernel_time` event per node run) returned as written, the file removed.
-/// The warm-up's events are in it too: [`crate::profile`] drops the first run.
-pub fn profiled_runs(path: &Path, ids: &[i64], mask: &[i64], runs: u32) -> anyhow::Result<Vec<u8>> {
+/// ONNX Runtime's own profile of `runs` runs of the file at `path` on `input`,
+/// after the runs `run` leaves out: a session opened as the column's is (the
+/// file read and checked by runlens and its probe's child first), with ONNX
+/// Runtime's profiler on, its JSON (Chrome trace events: one `model_run` per
+/// run, one `*_kernel_time` event per node run) returned as written, the file
+/// removed. An encoder's file runs `input` whole after one warm-up run; a
+/// decoder's is driven as its column drives it ([`decoder::profiled`]). The
+/// left-out runs' events are in it too: [`crate::profile`] drops them.
+pub fn profiled_runs(path: &Path, input: &Encoded, runs: u32, run: ProfiledRun) -> anyhow::Result<Vec<u8>> {
     if !path.is_file() {
         return Err(crate::model::ModelsMissing { path: path.to_path_buf() }.into());
     }
     let model = crate::onnx::read_path(path)?;
-    let token_types = check_inputs(&model).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let layout = decoder::check(&model);
+    let token_types = match (&layout, run) {
+        (Ok(_), _) => false,
+        (Err(e), ProfiledRun::DecodeStep) => anyhow::bail!("{}: --decode profiles a decoder's file, and {e}", path.display()),
+        (Err(_), ProfiledRun::Prompt) => check_inputs(&model).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+    };
     let env = environment()?;
     super::probe::check(path, &super::probe::Load::OnnxRuntime)?;
     let scratch = scratch()?;
+    let prefix = scratch.path().join("profile");
     let log_id = "profile";
-    let mut session = open_as(&env, path, threads(), log_id, Extra::Profiled(&scratch.path().join("profile")))
-        .map_err(|e| anyhow::anyhow!("{}: ONNX Runtime cannot load it: {e}{}", path.display(), log::last_words(log_id)))?;
-    for _ in 0..=runs {
-        let fed = feeds(ids, mask, token_types)?;
-        session.run(fed).map_err(|e| anyhow::anyhow!("{}: ONNX Runtime's run failed: {e}{}", path.display(), log::last_words(log_id)))?;
-    }
-    let written = session.end_profiling().map_err(|e| anyhow::anyhow!("{}: ONNX Runtime's profiler: {e}", path.display()))?;
+    let written = match layout {
+        Ok(layout) => decoder::profiled(path, &model, layout, &input.ids, runs, run, &prefix)?,
+        Err(_) => {
+            let mut session = open_as(&env, path, threads(), log_id, Extra::Profiled(&prefix))
+                .map_err(|e| anyhow::anyhow!("{}: ONNX Runtime cannot load it: {e}{}", path.display(), log::last_words(log_id)))?;
+            for _ in 0..=runs {
+                let fed = feeds(&input.ids, &input.attention_mask, token_types)?;
+                session.run(fed).map_err(|e| anyhow::anyhow!("{}: ONNX Runtime's run failed: {e}{}", path.display(), log::last_words(log_id)))?;
+            }
+            session.end_profiling().map_err(|e| anyhow::anyhow!("{}: ONNX Runtime's profiler: {e}", path.display()))?
+        }
+    };
     let written = std::path::PathBuf::from(written);
     let written = if written.is_absolute() { written } else { scratch.path().join(written.file_name().unwrap_or_default()) };
     std::fs::read(&written).with_context(|| format!("{}: ONNX Runtime's profile {}", path.display(), written.display()))

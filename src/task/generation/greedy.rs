@@ -132,18 +132,7 @@ pub fn check_prompt(prompt_len: usize, max_len: usize) -> Result<(), PromptError
     Ok(())
 }
 
-/// The index of the largest logit (the first one on ties, as torch's argmax).
-pub fn argmax(logits: &[f32]) -> anyhow::Result<i64> {
-    anyhow::ensure!(!logits.is_empty(), "the decoder returned no logits");
-    let mut best = 0;
-    for (i, &v) in logits.iter().enumerate() {
-        anyhow::ensure!(!v.is_nan(), "the decoder returned NaN at logit {i}");
-        if v > logits[best] {
-            best = i;
-        }
-    }
-    Ok(best as i64)
-}
+pub use crate::tensor::argmax;
 
 /// Greedy decoding: prefill `prompt`, then append the likeliest token until
 /// `max_new_tokens`, the end-of-text token, or the decoder's maximum length.
