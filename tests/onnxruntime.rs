@@ -445,7 +445,8 @@ fn decoders_run_one_onnx_runtime_call_a_token_with_their_cache_in_and_out() {
 /// `use_cache_branch`, the branch without a cache ignoring the pasts, the weights in
 /// external data beside the file) joins as a `--program`: the flag false for the
 /// prompt and true for each token after it (false there makes the file's run fail),
-/// transformers' greedy ids on every prompt.
+/// transformers' greedy ids on every prompt; and from a model directory's onnx/
+/// folder, as a variant of the ONNX column.
 #[test]
 fn optimum_s_merged_decoder_with_external_data_runs_as_a_program() {
     use runlens::task::generation::generate;
@@ -471,6 +472,29 @@ fn optimum_s_merged_decoder_with_external_data_runs_as_a_program() {
         assert!(g.ids.len() > 1, "a token after the prompt's: {:?}", g.ids);
         assert_eq!(g.ids, s.generated_ids[..g.ids.len()], "merged on {:?}", s.text);
     }
+
+    // In the hub's layout, the file in the model directory's onnx/ folder: a variant of the
+    // ONNX column (F5), named by its path, giving the export's own file's ids.
+    let tmp = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(dir.root()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            std::fs::copy(&path, tmp.path().join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    std::fs::create_dir(tmp.path().join("onnx")).unwrap();
+    for f in [&file, &data] {
+        std::fs::copy(f, tmp.path().join("onnx").join(f.file_name().unwrap())).unwrap();
+    }
+    let hub = runlens::model::ModelDir::open(tmp.path()).unwrap();
+    let variant = spec(&hub, "onnx/decoder_model_merged");
+    assert_eq!(variant.column, spec(&hub, "onnx").column, "a variant of the ONNX column");
+    let out = runlens(&["--model", tmp.path().to_str().unwrap(), "--threads", "1", "--backends", "onnx,onnx/decoder_model_merged", "run", "--json", "--max-new-tokens", "8", "Hello"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids = |name: &str| json["backends"].as_array().unwrap().iter().find(|b| b["name"] == name).map(|b| b["generated_ids"].clone()).unwrap_or_else(|| panic!("no {name}: {json}"));
+    assert!(ids("onnx").as_array().is_some_and(|a| a.len() > 1), "{json}");
+    assert_eq!(ids("onnx/decoder_model_merged"), ids("onnx"), "{json}");
 }
 
 /// `profile` on a decoder's ONNX file drives it as its column does, beside the
