@@ -366,6 +366,12 @@ fn profile_and_inspect_show_the_operators_onnx_runtime_runs() {
     assert!(after["nodes"].as_u64().unwrap() < json["nodes"].as_u64().unwrap(), "fewer nodes after fusing: {after}");
     let text = String::from_utf8_lossy(&runlens(&["inspect", file.to_str().unwrap()]).stdout).into_owned();
     assert!(text.contains("com.microsoft:DynamicQuantizeMatMul  (fused in)") && text.contains("MatMulInteger  (fused away)"), "{text}");
+    // A decoder's file too: its RMS norms fused by ONNX Runtime's optimizer.
+    let file = spec(&model_dir("tiny-llama"), "onnx-int8").onnx_file().unwrap().to_path_buf();
+    let out = runlens(&["inspect", "--json", file.to_str().unwrap()]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(count(&json["optimized"]["operators"], "SimplifiedLayerNormalization") > 0, "{json}");
+    assert_eq!(json["subgraph_nodes"], 0, "{json}");
 }
 
 const DECODERS: [&str; 4] = ["tiny-gpt2", "tiny-llama", "tiny-qwen2", "tiny-qwen3"];
@@ -456,8 +462,12 @@ fn optimum_s_merged_decoder_with_external_data_runs_as_a_program() {
     let data = file.with_file_name("decoder_model_merged.onnx_data");
     assert!(data.exists(), "{}: run `make test-models`", data.display());
     let graph = runlens::onnx::read_path(&file).unwrap();
-    assert!(graph.operators.len() == 1 && graph.operators[0].0 == "If", "one If at the top: {:?}", graph.operators);
     let own = runlens::onnx::read_path(spec(&dir, "onnx").onnx_file().unwrap()).unwrap();
+    // One If at the top; its two branches, each the whole decoder, counted with it.
+    let count = |g: &runlens::onnx::OnnxModel, op: &str| g.operators.iter().find(|(o, _)| o == op).map_or(0, |(_, n)| *n);
+    assert_eq!((count(&graph, "If"), graph.nodes - graph.subgraph_nodes), (1, 1), "one If at the top: {:?}", graph.operators);
+    assert!(count(&own, "MatMul") > 0 && count(&graph, "MatMul") == 2 * count(&own, "MatMul"), "{:?} against {:?}", graph.operators, own.operators);
+    assert_eq!(own.subgraph_nodes, 0);
     assert!(std::fs::metadata(&file).unwrap().len() < std::fs::metadata(&data).unwrap().len(), "the weights are in the external data");
     assert_eq!(graph.weight_bytes_per_token, own.weight_bytes_per_token, "the weights a token reads, counted in every graph the file holds, the embedding table left out");
 

@@ -149,6 +149,12 @@ fn inspect_onnx(file: &Path, json: bool) -> anyhow::Result<()> {
     println!("{}: ONNX IR {}, opsets {opsets}, from {producer}", file.display(), m.ir_version);
     println!("  inputs:  {}", m.describe_inputs());
     println!("  outputs: {}", m.describe_outputs());
+    if m.subgraph_nodes > 0 {
+        println!(
+            "  {} of its {} nodes are inside subgraphs (an If's branches, each counted, though a run takes one), counted below with the rest",
+            m.subgraph_nodes, m.nodes
+        );
+    }
     let Ok(after) = &optimized else {
         println!("  {} nodes, {} initializers; operators by count:", m.nodes, m.initializers);
         for (op, n) in &m.operators {

@@ -42,9 +42,13 @@ pub struct OnnxModel {
     /// The graph's inputs a caller feeds (those that are not also initializers), in file order.
     pub inputs: Vec<ValueInfo>,
     pub outputs: Vec<ValueInfo>,
-    /// Nodes by operator (`Gather`, or `com.microsoft:Attention` outside the standard domain), most first.
+    /// Nodes by operator (`Gather`, or `com.microsoft:Attention` outside the standard domain),
+    /// most first; the nodes of subgraphs (an `If`'s branches) counted with the graph's.
     pub operators: Vec<(String, usize)>,
+    /// Every node, those of subgraphs included.
     pub nodes: usize,
+    /// Of those, the nodes inside subgraphs (each branch of an `If` counted, though a run takes one).
+    pub subgraph_nodes: usize,
     pub initializers: usize,
     /// The rows of each 2-D initializer a `Gather` node reads with a graph input's
     /// values as indices: (input, rows), e.g. the vocabulary `input_ids` index.
@@ -182,8 +186,13 @@ pub fn read_bytes(data: &[u8]) -> Result<OnnxModel, String> {
     }
     let initializer_names: std::collections::HashSet<&str> = graph.initializer.iter().filter_map(|t| t.name.as_deref()).collect();
     let inputs = graph.input.iter().filter(|v| !initializer_names.contains(v.name.as_deref().unwrap_or(""))).map(value_info).collect();
+    let graph_inputs: Vec<&str> = graph.input.iter().filter_map(|v| v.name.as_deref()).collect();
+    // Every node, those of subgraphs included (Optimum's merged decoder is one `If` whose
+    // branches gather from the outer graph's tables): the operators, and what reads each initializer.
+    let (mut nodes, mut initializers) = (Vec::new(), Vec::new());
+    walk(&graph, &mut nodes, &mut initializers);
     let mut by_op: BTreeMap<String, usize> = BTreeMap::new();
-    for n in &graph.node {
+    for n in &nodes {
         let op = n.op_type.as_deref().unwrap_or("?");
         let key = match n.domain.as_deref() {
             None | Some("") | Some("ai.onnx") => op.to_string(),
@@ -193,11 +202,6 @@ pub fn read_bytes(data: &[u8]) -> Result<OnnxModel, String> {
     }
     let mut operators: Vec<(String, usize)> = by_op.into_iter().collect();
     operators.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    let graph_inputs: Vec<&str> = graph.input.iter().filter_map(|v| v.name.as_deref()).collect();
-    // Every node, those of subgraphs included (Optimum's merged decoder is one `If` whose
-    // branches gather from the outer graph's tables): what reads each initializer.
-    let (mut nodes, mut initializers) = (Vec::new(), Vec::new());
-    walk(&graph, &mut nodes, &mut initializers);
     let mut gathered_rows = Vec::new();
     for n in nodes.iter().copied().filter(|n| n.op_type.as_deref() == Some("Gather") && n.domain.as_deref().unwrap_or("").is_empty()) {
         let (Some(table), Some(index)) = (n.input.first(), n.input.get(1)) else { continue };
@@ -233,7 +237,8 @@ pub fn read_bytes(data: &[u8]) -> Result<OnnxModel, String> {
         inputs,
         outputs: graph.output.iter().map(value_info).collect(),
         operators,
-        nodes: graph.node.len(),
+        nodes: nodes.len(),
+        subgraph_nodes: nodes.len() - graph.node.len(),
         initializers: graph.initializer.len(),
         gathered_rows,
         weight_bytes,
@@ -321,6 +326,7 @@ impl OnnxModel {
             outputs,
             operators: vec![],
             nodes: 0,
+            subgraph_nodes: 0,
             initializers: 0,
             gathered_rows: vec![],
             weight_bytes: 0,

@@ -250,14 +250,16 @@ pub fn profiled_runs(path: &Path, input: &Encoded, runs: u32, run: ProfiledRun) 
 /// ONNX Runtime writes when asked (`SessionOptions::SetOptimizedModelFilePath`):
 /// its fused operators (`FusedMatMul`, `com.microsoft:BiasGelu`,
 /// `com.microsoft:SkipLayerNormalization`, `DynamicQuantizeMatMul`, ...) where
-/// the file has the standard ones. The file is read and checked by runlens and
-/// its probe's child first, as for the column.
+/// the file has the standard ones. The file is read and checked by runlens (an
+/// encoder's or a decoder's) and its probe's child first, as for the column.
 pub fn optimized_graph(path: &Path) -> anyhow::Result<OnnxModel> {
     if !path.is_file() {
         return Err(crate::model::ModelsMissing { path: path.to_path_buf() }.into());
     }
     let model = crate::onnx::read_path(path)?;
-    check_inputs(&model).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    if decoder::check(&model).is_err() {
+        check_inputs(&model).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    }
     let env = environment()?;
     super::probe::check(path, &super::probe::Load::OnnxRuntime)?;
     let scratch = scratch()?;
