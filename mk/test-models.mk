@@ -97,6 +97,9 @@ LLM_FLOW := models/llm-flow
 # Optimum's merged decoder file (an If on use_cache_branch, weights in external data),
 # made from tiny-llama's model.onnx by tests/python/merged_decoder.py (tests/onnxruntime.rs).
 OPTIMUM_MERGED := models/optimum-merged/decoder_model_merged.onnx
+# transformers.js' float16 decoder file (float16 weights, caches and logits), made from
+# tiny-llama's model.onnx by tests/python/fp16_decoder.py (tests/onnxruntime.rs).
+ONNX_FP16 := models/onnx-fp16/model_fp16.onnx
 
 .PHONY: test-models test-models-files models-figures models-gpt2-figures models-decoder-figures clean-test-models
 
@@ -104,11 +107,14 @@ test-models: $(VENV_STAMP) $(TEST_REQS_STAMP)
 	@$(MAKE) --no-print-directory -j$(TEST_MODELS_JOBS) test-models-files
 
 test-models-files: $(TINY_MODELS:%=%/manifest.json) $(COURSE)/programs.json $(GPT2_MODELS) $(DECODER_MODELS) \
-  $(CHAT_REFERENCES) $(EAGER_LLAMA)/.stamp $(LLM_FLOW)/programs.json $(OPTIMUM_MERGED)
+  $(CHAT_REFERENCES) $(EAGER_LLAMA)/.stamp $(LLM_FLOW)/programs.json $(OPTIMUM_MERGED) $(ONNX_FP16)
 	@:
 
 $(OPTIMUM_MERGED): models/tiny-llama/manifest.json tests/python/merged_decoder.py | $(VENV_STAMP)
 	$(VPY) tests/python/merged_decoder.py --onnx models/tiny-llama/model.onnx --out $(@D)
+
+$(ONNX_FP16): models/tiny-llama/manifest.json tests/python/fp16_decoder.py | $(VENV_STAMP)
+	$(VPY) tests/python/fp16_decoder.py --onnx models/tiny-llama/model.onnx --out $(@D)
 
 $(LLM_FLOW)/programs.json: tests/python/llm_flow_program.py | $(VENV_STAMP)
 	$(VPY) tests/python/llm_flow_program.py --out $(LLM_FLOW)
@@ -201,7 +207,7 @@ $(EAGER_LLAMA)/.stamp: tests/python/eager_llama_reference.py | $(VENV_STAMP)
 	@touch $@
 
 clean-test-models:
-	rm -rf $(EAGER_LLAMA) $(LLM_FLOW) $(dir $(OPTIMUM_MERGED)) $(TINY_MODELS) $(COURSE) models/tiny-gpt2 models/soak-gpt2 models/course-gpt2 $(DECODER_MODELS:%/manifest.json=%) $(CHECKPOINTS)/tiny-* $(TINY_CKPT_STAMP) $(DECODER_CKPT_STAMP) $(HUB_MODELS:%/manifest.json=%) $(CHECKPOINTS)/hub-* $(HUB_CKPT_STAMP)
+	rm -rf $(EAGER_LLAMA) $(LLM_FLOW) $(dir $(OPTIMUM_MERGED)) $(dir $(ONNX_FP16)) $(TINY_MODELS) $(COURSE) models/tiny-gpt2 models/soak-gpt2 models/course-gpt2 $(DECODER_MODELS:%/manifest.json=%) $(CHECKPOINTS)/tiny-* $(TINY_CKPT_STAMP) $(DECODER_CKPT_STAMP) $(HUB_MODELS:%/manifest.json=%) $(CHECKPOINTS)/hub-* $(HUB_CKPT_STAMP)
 
 # Issue 33: checkpoints as the hub ships them (tests/python/hub_layout.py): the tiny Llama, Qwen2
 # and SentencePiece Llama in bfloat16, sharded with model.safetensors.index.json,

@@ -166,12 +166,13 @@ class OnnxDecoder:
         if self.past is None:
             for name in self.pasts:
                 _, heads, _, width = self.inputs[name].shape
-                feeds[name] = np.zeros((1, heads, 0, width), dtype=np.float32)
+                dtype = np.float16 if self.inputs[name].type == "tensor(float16)" else np.float32
+                feeds[name] = np.zeros((1, heads, 0, width), dtype=dtype)
         else:
             feeds.update(zip(self.pasts, self.past))
         result = self.session.run(self.outputs, feeds)
         self.past, self.filled = result[1:], filled + s
-        return torch.from_numpy(result[0][0, -1])
+        return torch.from_numpy(result[0][0, -1].astype(np.float32))
 
     def prefill(self, prompt: list[int]) -> torch.Tensor:
         self.past, self.filled = None, 0

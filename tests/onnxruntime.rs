@@ -507,6 +507,30 @@ fn optimum_s_merged_decoder_with_external_data_runs_as_a_program() {
     assert_eq!(ids("onnx/decoder_model_merged"), ids("onnx"), "{json}");
 }
 
+/// transformers.js' float16 decoder file (tests/python/fp16_decoder.py: tiny-llama's
+/// model.onnx through ONNX Runtime's float16 converter, its caches and logits float16
+/// too): the column feeds float16 pasts and widens the logits, and stays with the
+/// float32 file, teacher-forced, on two prompts.
+#[test]
+fn a_float16_decoder_file_runs_with_its_float16_cache() {
+    let dir = model_dir("tiny-llama");
+    let file = std::path::PathBuf::from(model_path("onnx-fp16")).join("model_fp16.onnx");
+    assert!(file.exists(), "{}: run `make test-models`", file.display());
+    let b = runlens::task::load_backend(&BackendSpec::program("f16", &file), &dir).unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(b.describe().contains("float16"), "{}", b.describe());
+    let program = format!("f16={}", file.display());
+    for text in ["Hello", "The capital of France is"] {
+        let out = runlens(&["--model", dir.root().to_str().unwrap(), "--program", &program, "--threads", "1", "--backends", "onnx,f16", "run", "--json", "--max-new-tokens", "16", text]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let row = json["backends"].as_array().unwrap().iter().find(|b| b["name"] == "f16").unwrap_or_else(|| panic!("{json}"));
+        assert_eq!(row["ok"], true, "{row}");
+        let parity = &row["parity"];
+        assert!(parity["first_logits_cosine"].as_f64().unwrap() > 0.9999, "{text:?}: {parity}");
+        assert_eq!((parity["top1_agreement"].as_f64(), parity["top1_positions"].as_u64()), (Some(1.0), Some(16)), "{text:?}: {parity}");
+    }
+}
+
 /// `profile` on a decoder's ONNX file drives it as its column does, beside the
 /// same model's XNNPACK program: each run the prompt from an empty cache, or with
 /// `--decode` one step after it (the prompt's run and a warm-up step left out);

@@ -90,6 +90,7 @@ impl ElemType {
     pub const FLOAT32: ElemType = ElemType(1);
     pub const INT64: ElemType = ElemType(7);
     pub const BOOL: ElemType = ElemType(9);
+    pub const FLOAT16: ElemType = ElemType(10);
 
     /// Bits of one element (`None`: not a fixed-size number: string, an unknown type).
     pub fn bits(self) -> Option<u64> {

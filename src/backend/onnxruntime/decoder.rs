@@ -8,6 +8,10 @@
 //! then one a token, each run's presents handed back as the next run's pasts
 //! without a copy (ONNX Runtime's own values, kept between runs).
 //!
+//! The cache and the logits may be float16 (transformers.js' `model_fp16.onnx`):
+//! the empty pasts of the prompt's run are made in the graph's type, the presents
+//! handed back as they come, the logits widened to float32.
+//!
 //! Optimum's merged file (`decoder_model_merged.onnx`) also takes
 //! `use_cache_branch` `[1]`, a boolean choosing between its two decoders under an
 //! `If`: false for the prompt's run (the decoder without a cache, which ignores
@@ -35,6 +39,15 @@ pub struct PastLayout {
     pub position_ids: bool,
     /// Whether it takes Optimum's `use_cache_branch` (a merged decoder).
     pub use_cache_branch: bool,
+    /// The pasts' element type: float32, or float16 (transformers.js' fp16 files).
+    pub cache: ElemType,
+    /// The logits' element type: float32 or float16.
+    pub logits: ElemType,
+}
+
+/// The element types a cache or the logits may have.
+fn float(elem: Option<ElemType>) -> Option<ElemType> {
+    elem.filter(|e| [ElemType::FLOAT32, ElemType::FLOAT16].contains(e))
 }
 
 fn past_name(layer: usize, kind: &str) -> String {
@@ -75,13 +88,17 @@ pub fn check(model: &OnnxModel) -> Result<PastLayout, String> {
         return Err(format!("the graph takes an input {:?} runlens cannot give (its inputs: {}); a decoder's are {}", other.name, model.describe_inputs(), EXPECTED));
     }
     let mut geometry = None;
+    let mut cache = None;
     for i in 0..layers {
         for kind in ["key", "value"] {
             let Some(past) = has(&past_name(i, kind)) else {
                 return Err(format!("the graph has past_key_values.{i}.key but no {} (its inputs: {})", past_name(i, kind), model.describe_inputs()));
             };
-            if past.elem_type != Some(ElemType::FLOAT32) {
-                return Err(format!("its input {past} is not float32; runlens keeps a float32 cache"));
+            let Some(elem) = float(past.elem_type) else {
+                return Err(format!("its input {past} is neither float32 nor float16, the caches runlens feeds"));
+            };
+            if *cache.get_or_insert(elem) != elem {
+                return Err(format!("its input {past} is not of layer 0's type"));
             }
             let dims = match past.shape.as_deref() {
                 Some([_, Dim::Size(h), _, Dim::Size(d)]) if *h > 0 && *d > 0 => (*h as usize, *d as usize),
@@ -95,11 +112,19 @@ pub fn check(model: &OnnxModel) -> Result<PastLayout, String> {
             }
         }
     }
-    if !model.outputs.iter().any(|o| o.name == "logits" && o.elem_type == Some(ElemType::FLOAT32)) {
-        return Err(format!("the graph has no float32 output logits (its outputs: {})", model.describe_outputs()));
-    }
+    let Some(logits) = model.outputs.iter().find(|o| o.name == "logits").and_then(|o| float(o.elem_type)) else {
+        return Err(format!("the graph has no float32 or float16 output logits (its outputs: {})", model.describe_outputs()));
+    };
     let (kv_heads, head_dim) = geometry.unwrap_or((0, 0));
-    Ok(PastLayout { layers, kv_heads, head_dim, position_ids: has("position_ids").is_some(), use_cache_branch: branch.is_some() })
+    Ok(PastLayout {
+        layers,
+        kv_heads,
+        head_dim,
+        position_ids: has("position_ids").is_some(),
+        use_cache_branch: branch.is_some(),
+        cache: cache.unwrap_or(ElemType::FLOAT32),
+        logits,
+    })
 }
 
 const EXPECTED: &str = "input_ids, attention_mask, position_ids and past_key_values.{i}.key/value (the presents as outputs), and use_cache_branch in Optimum's merged file";
@@ -189,9 +214,14 @@ impl OnnxDecoder {
             feeds.push((USE_CACHE_BRANCH.into(), Tensor::from_array(([1usize], vec![!self.past.is_empty()]))?.into()));
         }
         if self.past.is_empty() {
+            let shape = [1usize, l.kv_heads, 0, l.head_dim];
             for i in 0..l.layers {
                 for kind in ["key", "value"] {
-                    feeds.push((past_name(i, kind), Tensor::from_array(([1usize, l.kv_heads, 0, l.head_dim], Vec::<f32>::new()))?.into()));
+                    let empty: SessionInputValue<'_> = match l.cache {
+                        ElemType::FLOAT16 => Tensor::from_array((shape, Vec::<half::f16>::new()))?.into(),
+                        _ => Tensor::from_array((shape, Vec::<f32>::new()))?.into(),
+                    };
+                    feeds.push((past_name(i, kind), empty));
                 }
             }
         } else {
@@ -202,10 +232,23 @@ impl OnnxDecoder {
         let mut outputs = self.session.run(feeds).map_err(|e| anyhow::anyhow!("{path}: ONNX Runtime's run failed: {e}{}", log::last_words(&self.spec.name)))?;
         let logits = {
             let value = outputs.get("logits").ok_or_else(|| anyhow::anyhow!("{path}: no output logits"))?;
-            let (shape, data) = value.try_extract_tensor::<f32>().map_err(|e| anyhow::anyhow!("{path}: output logits: {e}"))?;
-            let v = *shape.last().unwrap_or(&0) as usize;
-            anyhow::ensure!(v > 0 && data.len() >= v && data.len() % v == 0, "{path}: logits {shape:?} for {s} tokens");
-            data[data.len() - v..].to_vec()
+            let bad = |e: ort::Error| anyhow::anyhow!("{path}: output logits: {e}");
+            // The last position's row, widened to float32 where the graph gives float16.
+            let last = |shape: &ort::value::Shape, len: usize| -> anyhow::Result<std::ops::Range<usize>> {
+                let v = *shape.last().unwrap_or(&0) as usize;
+                anyhow::ensure!(v > 0 && len >= v && len % v == 0, "{path}: logits {shape:?} for {s} tokens");
+                Ok(len - v..len)
+            };
+            match l.logits {
+                ElemType::FLOAT16 => {
+                    let (shape, data) = value.try_extract_tensor::<half::f16>().map_err(bad)?;
+                    data[last(shape, data.len())?].iter().map(|x| x.to_f32()).collect()
+                }
+                _ => {
+                    let (shape, data) = value.try_extract_tensor::<f32>().map_err(bad)?;
+                    data[last(shape, data.len())?].to_vec()
+                }
+            }
         };
         let mut presents = Vec::with_capacity(2 * l.layers);
         for i in 0..l.layers {
@@ -243,13 +286,14 @@ impl Backend for OnnxDecoder {
     fn describe(&self) -> String {
         let l = &self.layout;
         format!(
-            "{}: {}, {} ({} layers' past keys and values in and out, {} KV heads of {}), CPU execution provider, {} intra-op threads, sequential",
+            "{}: {}, {} ({} layers' past keys and values in and out, {} KV heads of {}, {}), CPU execution provider, {} intra-op threads, sequential",
             self.spec.title,
             self.spec.about,
             self.path.display(),
             l.layers,
             l.kv_heads,
             l.head_dim,
+            l.cache.name(),
             threads()
         )
     }
@@ -301,7 +345,9 @@ mod tests {
     /// Optimum's decoder layout is read from the graph; each departure is refused naming what the graph has.
     #[test]
     fn the_past_present_layout_is_read_from_the_graph() {
-        assert_eq!(check(&decoder(2, true)), Ok(PastLayout { layers: 2, kv_heads: 3, head_dim: 64, position_ids: true, use_cache_branch: false }));
+        let f32 = ElemType::FLOAT32;
+        let layout = PastLayout { layers: 2, kv_heads: 3, head_dim: 64, position_ids: true, use_cache_branch: false, cache: f32, logits: f32 };
+        assert_eq!(check(&decoder(2, true)), Ok(layout));
         assert_eq!(check(&decoder(1, false)).map(|l| l.position_ids), Ok(false));
         let mut m = decoder(2, true);
         m.outputs.retain(|o| o.name != "present.1.value");
@@ -321,9 +367,15 @@ mod tests {
         let mut m = decoder(1, true);
         m.inputs[3].shape = Some(vec![Dim::Size(1), Dim::Named("heads".into()), Dim::Unknown, Dim::Size(64)]);
         assert!(check(&m).unwrap_err().contains("with the heads and their width fixed"));
+        // transformers.js' fp16 files: every past and the logits float16; a mixture, or another type, refused.
         let mut m = decoder(1, true);
-        m.inputs[3].elem_type = Some(ElemType(10));
-        assert!(check(&m).unwrap_err().contains("is not float32"));
+        m.inputs.iter_mut().chain(m.outputs.iter_mut()).filter(|v| v.elem_type == Some(f32)).for_each(|v| v.elem_type = Some(ElemType::FLOAT16));
+        assert_eq!(check(&m).map(|l| (l.cache, l.logits)), Ok((ElemType::FLOAT16, ElemType::FLOAT16)));
+        m.inputs[3].elem_type = Some(f32);
+        assert!(check(&m).unwrap_err().contains("is not of layer 0's type"));
+        let mut m = decoder(1, true);
+        m.inputs[3].elem_type = Some(ElemType(11));
+        assert!(check(&m).unwrap_err().contains("is neither float32 nor float16"));
         let encoder = OnnxModel { inputs: decoder(0, false).inputs, ..decoder(0, false) };
         assert!(check(&encoder).unwrap_err().starts_with("the graph takes no past_key_values.0.key"));
     }
