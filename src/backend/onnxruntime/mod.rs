@@ -180,18 +180,21 @@ fn pooling_for(spec: &BackendSpec, dir: &ModelDir) -> Result<Pooling, String> {
 pub fn load_and_run_once(path: &Path) -> Result<(), super::probe::Refusal> {
     use super::probe::Refusal;
     let model = crate::onnx::read_path(path).map_err(|e| Refusal::Load(e.to_string()))?;
-    if let Ok(layout) = decoder::check(&model) {
-        // A decoder's file: one prefill of the probe's input, with empty pasts.
-        environment().map_err(|e| Refusal::Runtime(format!("{}: {e:#}", path.display())))?;
-        let (mut ids, _) = super::probe::representative_input(None);
-        if let Some(rows) = model.rows_gathered_by(INPUTS[0]).filter(|&r| r > 0) {
-            ids.iter_mut().for_each(|id| *id %= rows);
+    let graph = Graph::of(&model).map_err(|e| Refusal::Load(format!("{}: {e}", path.display())))?;
+    let token_types = match graph {
+        Graph::Decoder(layout) => {
+            // A decoder's file: one prefill of the probe's input, with empty pasts.
+            environment().map_err(|e| Refusal::Runtime(format!("{}: {e:#}", path.display())))?;
+            let (mut ids, _) = super::probe::representative_input(None);
+            if let Some(rows) = model.rows_gathered_by(INPUTS[0]).filter(|&r| r > 0) {
+                ids.iter_mut().for_each(|id| *id %= rows);
+            }
+            let spec = BackendSpec::program("probe", path);
+            let mut d = decoder::OnnxDecoder::open(&spec, path, &model, layout, ids.len()).map_err(|e| Refusal::Load(format!("{e:#}")))?;
+            return crate::backend::Decoder::prefill(&mut d, &ids).map(drop).map_err(|e| Refusal::Run(format!("{e:#}")));
         }
-        let spec = BackendSpec::program("probe", path);
-        let mut d = decoder::OnnxDecoder::open(&spec, path, &model, layout, ids.len()).map_err(|e| Refusal::Load(format!("{e:#}")))?;
-        return crate::backend::Decoder::prefill(&mut d, &ids).map(drop).map_err(|e| Refusal::Run(format!("{e:#}")));
-    }
-    let token_types = check_inputs(&model).map_err(|e| Refusal::Load(format!("{}: {e}", path.display())))?;
+        Graph::Encoder { token_types } => token_types,
+    };
     let env = environment().map_err(|e| Refusal::Runtime(format!("{}: {e:#}", path.display())))?;
     let log_id = "probe";
     let mut session =
@@ -217,20 +220,18 @@ pub fn profiled_runs(path: &Path, input: &Encoded, runs: u32, run: ProfiledRun) 
         return Err(crate::model::ModelsMissing { path: path.to_path_buf() }.into());
     }
     let model = crate::onnx::read_path(path)?;
-    let layout = decoder::check(&model);
-    let token_types = match (&layout, run) {
-        (Ok(_), _) => false,
-        (Err(e), ProfiledRun::DecodeStep) => anyhow::bail!("{}: --decode profiles a decoder's file, and {e}", path.display()),
-        (Err(_), ProfiledRun::Prompt) => check_inputs(&model).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
-    };
+    let graph = Graph::of(&model).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    if run == ProfiledRun::DecodeStep && !matches!(graph, Graph::Decoder(_)) {
+        anyhow::bail!("{}: --decode profiles a decoder's file, and this graph is an encoder's", path.display());
+    }
     let env = environment()?;
     super::probe::check(path, &super::probe::Load::OnnxRuntime)?;
     let scratch = scratch()?;
     let prefix = scratch.path().join("profile");
     let log_id = "profile";
-    let written = match layout {
-        Ok(layout) => decoder::profiled(path, &model, layout, &input.ids, runs, run, &prefix)?,
-        Err(_) => {
+    let written = match graph {
+        Graph::Decoder(layout) => decoder::profiled(path, &model, layout, &input.ids, runs, run, &prefix)?,
+        Graph::Encoder { token_types } => {
             let mut session = open_as(&env, path, threads(), log_id, Extra::Profiled(&prefix))
                 .map_err(|e| anyhow::anyhow!("{}: ONNX Runtime cannot load it: {e}{}", path.display(), log::last_words(log_id)))?;
             for _ in 0..=runs {
@@ -257,9 +258,7 @@ pub fn optimized_graph(path: &Path) -> anyhow::Result<OnnxModel> {
         return Err(crate::model::ModelsMissing { path: path.to_path_buf() }.into());
     }
     let model = crate::onnx::read_path(path)?;
-    if decoder::check(&model).is_err() {
-        check_inputs(&model).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    }
+    Graph::of(&model).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let env = environment()?;
     super::probe::check(path, &super::probe::Load::OnnxRuntime)?;
     let scratch = scratch()?;
@@ -339,6 +338,23 @@ fn names(values: &[ValueInfo]) -> String {
         return "none".into();
     }
     values.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+/// What a file's graph is as runlens drives it: a decoder's ([`decoder::check`]:
+/// its KV cache in and out) or an encoder's ([`check_inputs`]); the encoder's
+/// reason when it is neither.
+enum Graph {
+    Decoder(decoder::PastLayout),
+    Encoder { token_types: bool },
+}
+
+impl Graph {
+    fn of(model: &OnnxModel) -> Result<Graph, String> {
+        match decoder::check(model) {
+            Ok(layout) => Ok(Graph::Decoder(layout)),
+            Err(_) => check_inputs(model).map(|token_types| Graph::Encoder { token_types }),
+        }
+    }
 }
 
 /// The graph's inputs, as read from the file, must be among [`INPUTS`]
