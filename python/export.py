@@ -87,33 +87,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import shutil
 import sys
-import warnings
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-# torch.export's pytree emits one FutureWarning per node; they drown the progress lines,
-# as do torchao's enum registrations (a logger of torch's pytree), ExecuTorch's note on
-# mutable buffers (the KV cache: InitializedMutableBufferPass runs) and dynamo's on
-# transformers' output collector.
-warnings.filterwarnings("ignore", category=FutureWarning)
-warnings.filterwarnings("ignore", message="Mutation on a buffer in the model is detected")
-warnings.filterwarnings("ignore", message="While compiling, we found certain side effects")
-logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
-# transformers' progress bars redraw one line with carriage returns: not in a log file.
-if not sys.stderr.isatty():
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TQDM_DISABLE", "1")  # transformers' GGUF loader's bar (--from-gguf)
+from runlens_export.progress import quiet_frameworks  # noqa: E402
+
+quiet_frameworks()  # before torch and transformers are imported
 
 import torch  # noqa: E402
 
 from runlens_export.checkpoint import COMPUTE_DTYPE, Checkpoint  # noqa: E402
 from runlens_export.files import ExportError, release_memory, say, sha256, write_atomic  # noqa: E402
-from runlens_export import disk, from_gguf, gguf_files, memory, onnx_files  # noqa: E402
+from runlens_export import apart, disk, from_gguf, gguf_files, memory, onnx_files  # noqa: E402
 from runlens_export.decoder import DEFAULT_GENERATION_PROGRAMS, GENERATION_PROGRAMS  # noqa: E402
 from runlens_export.programs import PROGRAMS  # noqa: E402
 from runlens_export.progress import PROGRESS, summary_table  # noqa: E402
@@ -161,6 +148,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help=f"the runlens binary that writes the quantized GGUF files (`runlens gguf-quantize`); "
                     f"default ${gguf_files.RUNLENS_ENV}, else target/release/runlens when it is there; without one "
                     "only llamacpp-f32.gguf is written")
+    ap.add_argument("--apart", choices=("auto", "yes", "no"), default="auto",
+                    help="lower and check each .pte program in a process of its own (forked), which hands back all "
+                    "its step made when it ends, so one program's peak does not land on what the last one left "
+                    "(auto: when there are two or more; docs/models.md, peak memory)")
     ap.add_argument("--check-all", action="store_true",
                     help="text-generation: check every prompt even past 200 M parameters (by default such a model's "
                     "programs are checked on the shortest raw and chat prompt; reference.json has them all)")
@@ -249,6 +240,7 @@ def main(argv: list[str]) -> int:
     task = TASKS[args.task]
     check = not args.no_check
     shipped = made = None  # --from-gguf: the GGUF, and the folder of the checkpoint dequantized from it
+    workers = None  # --apart: the process the programs' workers are forked from (apart.py)
     try:
         if args.max_new_tokens < 1:
             raise ExportError(f"--max-new-tokens {args.max_new_tokens}: must be at least 1")
@@ -258,6 +250,8 @@ def main(argv: list[str]) -> int:
             task.check_all = args.check_all
             # The eager window wrapper is checked only when a window program is (it re-runs L per token).
             task.check_window = check and any(not task.program_specs()[n].cache for n in names)
+        # Forked before torch runs anything (apart.py says why): the programs' workers come from it.
+        workers = apart.Workers() if apart.wanted(args.apart, names) else None
         if args.from_gguf is not None:
             if args.model is not None:
                 raise ExportError("--from-gguf and --model: name one checkpoint")
@@ -327,6 +321,8 @@ def main(argv: list[str]) -> int:
         print(f"error: {e if isinstance(e, ExportError) else disk.filled_message(e, out)}", file=sys.stderr)
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
+        if workers is not None:
+            workers.close()
         return 2
 
     import executorch.version
@@ -360,7 +356,16 @@ def main(argv: list[str]) -> int:
             failed.update(task.verify(stage, [entry], rows, pad_id, max_seq_len))
 
         release_memory()  # what the reference's generations left, before the first program's peak
-        programs = task.lower(model, names, max_seq_len, stage, check_program if check else None)
+        if workers is not None:
+            job = {"task": task.name, "checkpoint": str(ckpt.path), "packaged": ckpt.packaged,
+                   "class_name": class_name, "pad_id": pad_id, "max_seq_len": max_seq_len, "check": check,
+                   "threads": args.threads,
+                   # what export.py sets on the task after the workers' process was forked
+                   "task_options": {"group_size": task.group_size} if isinstance(task, TextGeneration) else {}}
+            programs = workers.lower(job, names, stage, failed)
+            workers.close()
+        else:
+            programs = task.lower(model, names, max_seq_len, stage, check_program if check else None)
         # llama.cpp's files after the .pte programs, from the checkpoint's own directory (gguf_files.py).
         gguf_entries, gguf_field, gguf_failed = gguf_files.write(gguf_plan, ckpt, stage, source_dtype)
         programs = programs + gguf_entries
@@ -430,6 +435,8 @@ def main(argv: list[str]) -> int:
         return 2
     finally:
         PROGRESS.stop()
+        if workers is not None:
+            workers.close()
         if not keep_stage:
             shutil.rmtree(stage, ignore_errors=True)
         if made is not None:

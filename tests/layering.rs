@@ -383,6 +383,7 @@ const PYTHON_LAYERS: &[(&str, &[&str])] = &[
     ("the check against transformers", &["verify"]),
     ("the tasks", &["tasks"]),
     ("the course's programs", &["course"]),
+    ("each program's step in a process of its own", &["apart"]),
 ];
 
 fn python_layer_of(module: &str) -> Option<usize> {

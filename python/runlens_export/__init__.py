@@ -16,6 +16,8 @@
   modules.py     the sidecar of `runlens layers`: each instruction's module
   verify.py      each written program run by ExecuTorch's Python runtime
                  against the reference outputs
+  apart.py       each program lowered and checked in a child forked for it,
+                 so one program's leftovers are gone before the next (--apart)
   files.py       atomic writes, sha256, progress lines, compact floats
   compare.py     cosine and max|diff| between an output and its reference
   manifest.py    a program's entry in manifest.json, one way for every runtime

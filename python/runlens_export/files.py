@@ -27,6 +27,21 @@ def say(msg: str) -> None:
         _last_line = now
 
 
+def process_ended(code: int) -> str:
+    """How a child process ended, from its exit code (multiprocessing's and
+    os.waitstatus_to_exitcode's: minus the signal when a signal ended it)."""
+    import signal
+
+    if code >= 0:
+        return f"ended with status {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    oom = " (the kernel's OOM killer sends it when memory runs out: `dmesg` says)" if -code == signal.SIGKILL else ""
+    return f"was killed by {name}{oom}"
+
+
 def release_memory() -> None:
     """Collect Python's garbage, then hand the C heap's free pages back to the system
     (glibc's malloc_trim): torch's large buffers freed between steps otherwise stay in

@@ -29,7 +29,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .files import ExportError, say, sha256
+from .files import ExportError, process_ended, say, sha256
 
 # Registry packages that ship a GGUF file: name -> (import name, file inside it).
 PACKAGES = {
@@ -93,8 +93,7 @@ def dequantize_apart(source: GgufSource, out: Path) -> None:
     if not errors.empty():
         raise ExportError(errors.get())
     if child.exitcode != 0:
-        raise ExportError(f"dequantizing {source.path} failed: its process ended with status {child.exitcode}"
-                          + (" (killed: out of memory?)" if child.exitcode == -9 else ""))
+        raise ExportError(f"dequantizing {source.path} failed: its process {process_ended(child.exitcode)}")
 
 
 def _dequantize_child(source: GgufSource, out: Path, errors) -> None:

@@ -87,10 +87,11 @@ def cgroup_headroom(root: Path = Path("/")) -> list[tuple[int, str]]:
         _, controllers, rel = parts
         if controllers == "":  # v2
             bases = [root / "sys/fs/cgroup/unified", root / "sys/fs/cgroup"]
-            files = ("memory.max", "memory.current", "inactive_file")
+            files = ("memory.max", "memory.current", ("file", "file_mapped", "shmem"))
         elif "memory" in controllers.split(","):
             bases = [root / "sys/fs/cgroup/memory"]
-            files = ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+            files = ("memory.limit_in_bytes", "memory.usage_in_bytes",
+                     ("total_cache", "total_mapped_file", "total_shmem"))
         else:
             continue
         for base in bases:
@@ -100,9 +101,15 @@ def cgroup_headroom(root: Path = Path("/")) -> list[tuple[int, str]]:
             while True:
                 limit, used = _int(_read(level / files[0])), _int(_read(level / files[1]))
                 if limit is not None and used is not None and limit < UNLIMITED:
-                    # Page cache not recently used is reclaimed before anything is killed: it counts
-                    # as free, as in runlens' own check (src/memory/limit.rs) and `docker stats`.
-                    used -= min(used, _stat(_read(level / "memory.stat"), files[2]))
+                    # Page cache no process maps is reclaimed before anything is killed: it counts as
+                    # free. Active or not: the export's own files (the checkpoint it dequantized and
+                    # wrote a moment ago, 0.5-1.1 GB at SmolLM2's size) are recently used, and under a
+                    # 3 GB cgroup the kernel reclaimed them as the export went on (docs/models.md).
+                    # runlens' own check (src/memory/limit.rs) counts only the inactive part, as
+                    # `docker stats` does: a column's model file is mapped or about to be read.
+                    stat = _read(level / "memory.stat")
+                    cache, mapped, shmem = (_stat(stat, key) for key in files[2])
+                    used -= min(used, max(cache - mapped - shmem, 0))
                     found.append((max(limit - used, 0), f"cgroup limit {limit / MIB:.0f} MiB "
                                   f"({used / MIB:.0f} MiB in use) at {level}"))
                 if level == base:

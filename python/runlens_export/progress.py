@@ -10,7 +10,11 @@ an export (course.py, the benches) gets `[k] ...` without a total.
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
 import threading
+import warnings
 import time
 from collections import defaultdict
 from contextlib import contextmanager
@@ -18,6 +22,24 @@ from contextlib import contextmanager
 from . import files
 
 HEARTBEAT_SECONDS = 12.0
+
+
+def quiet_frameworks() -> None:
+    """Offline, and without the frameworks' lines that drown the progress lines; called
+    before torch and transformers are imported (export.py, apart.py's child)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    # torch.export's pytree emits one FutureWarning per node, as do torchao's enum
+    # registrations (a logger of torch's pytree), ExecuTorch's note on mutable buffers (the
+    # KV cache: InitializedMutableBufferPass runs) and dynamo's on transformers' output collector.
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", message="Mutation on a buffer in the model is detected")
+    warnings.filterwarnings("ignore", message="While compiling, we found certain side effects")
+    logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
+    # transformers' progress bars redraw one line with carriage returns: not in a log file.
+    if not sys.stderr.isatty():
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TQDM_DISABLE", "1")  # transformers' GGUF loader's bar (--from-gguf)
 
 
 def clock(seconds: float) -> str:
