@@ -69,10 +69,15 @@ class Workers:
         entries: list[dict] = []
         for name in names:
             result_file = stage / f".apart-{name}.json"
-            self.jobs.write(json.dumps({**job, "name": name, "stage": str(stage), "result": str(result_file),
-                                        "progress": [PROGRESS.done, PROGRESS.total]}) + "\n")
-            self.jobs.flush()
-            answer = self.codes.readline()
+            try:
+                self.jobs.write(json.dumps({**job, "name": name, "stage": str(stage), "result": str(result_file),
+                                            "progress": [PROGRESS.done, PROGRESS.total]}) + "\n")
+                self.jobs.flush()
+                answer = self.codes.readline()
+            except BrokenPipeError:
+                answer = ""
+            # No answer: the forking process itself is gone, and only a signal ends it (the OOM
+            # killer's, most likely); its worker's status went with it.
             code = int(answer) if answer.strip() else -9
             try:
                 if code != 0 or not result_file.is_file():
