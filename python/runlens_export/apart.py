@@ -11,8 +11,8 @@ The workers are forked from a process forked off the export at its start (`Worke
 before torch has run anything in parallel, for two reasons:
 - a process forked after torch's OpenMP pool has run (the reference's generations)
   hangs in its first parallel region (GNU OpenMP keeps no pool across fork), and
-  on one thread instead the check's PyTorch reference of a quantized program rounds
-  otherwise than the single process's did;
+  run on one thread instead, it would lower and check on fewer threads than --threads
+  asks (the check's PyTorch side slower, and summing in another order);
 - a fresh interpreter instead (spawn) would hold its own copy of what importing torch,
   transformers and ExecuTorch allocates (about 0.45 GB), beside the export's; forked,
   the imports' pages are shared with the export until written.

@@ -14,8 +14,8 @@ import logging
 import os
 import sys
 import threading
-import warnings
 import time
+import warnings
 from collections import defaultdict
 from contextlib import contextmanager
 
@@ -26,7 +26,7 @@ HEARTBEAT_SECONDS = 12.0
 
 def quiet_frameworks() -> None:
     """Offline, and without the frameworks' lines that drown the progress lines; called
-    before torch and transformers are imported (export.py, apart.py's child)."""
+    before torch and transformers are imported (export.py; its workers inherit it, apart.py)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     # torch.export's pytree emits one FutureWarning per node, as do torchao's enum
