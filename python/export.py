@@ -349,12 +349,6 @@ def main(argv: list[str]) -> int:
         else:
             pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
-        def check_program(entry: dict) -> None:
-            """Each program is checked against transformers (ExecuTorch's Python runtime) as soon as
-            it is written, inside its own step, so that its graphs and quantized model are freed
-            before the next program is lowered (peak memory: docs/models.md)."""
-            failed.update(task.verify(stage, [entry], rows, pad_id, max_seq_len))
-
         release_memory()  # what the reference's generations left, before the first program's peak
         if workers is not None:
             job = {"task": task.name, "checkpoint": str(ckpt.path), "packaged": ckpt.packaged,
@@ -365,7 +359,7 @@ def main(argv: list[str]) -> int:
             programs = workers.lower(job, names, stage, failed)
             workers.close()
         else:
-            programs = task.lower(model, names, max_seq_len, stage, check_program if check else None)
+            programs = apart.lower_checked(task, model, names, max_seq_len, stage, check, rows, pad_id, failed)
         # llama.cpp's files after the .pte programs, from the checkpoint's own directory (gguf_files.py).
         gguf_entries, gguf_field, gguf_failed = gguf_files.write(gguf_plan, ckpt, stage, source_dtype)
         programs = programs + gguf_entries

@@ -18,7 +18,7 @@ before torch has run anything in parallel, for two reasons:
   the imports' pages are shared with the export until written.
 A worker loads the checkpoint again (its float32 weights are the file's pages, mapped,
 the same pages as the export's), reads the reference from the staging folder, lowers
-and checks its one program as the single process would (`task.lower(..., after=check)`),
+and checks its one program as the single process does (`lower_checked`),
 and writes its manifest entry, failed checks and times to a file.
 
 A worker that fails says why on the export's stderr (its lines are the export's); one
@@ -35,6 +35,20 @@ from pathlib import Path
 
 from .files import ExportError, process_ended, say, write_atomic
 from .progress import PROGRESS
+
+
+def lower_checked(task, model, names: list[str], max_seq_len: int, stage: Path, check: bool, rows: list[dict],
+                  pad_id: int, failed: dict[str, list[str]]) -> list[dict]:
+    """`task.lower` of `names` into `stage`, each program checked against the reference rows
+    (ExecuTorch's Python runtime) as soon as it is written, inside its own step, so that its
+    graphs and quantized model are freed before the next is lowered (peak memory:
+    docs/models.md); what fails is added to `failed`. The export calls it with every
+    program in one process, or a worker with its one (`work`)."""
+
+    def after(entry: dict) -> None:
+        failed.update(task.verify(stage, [entry], rows, pad_id, max_seq_len))
+
+    return task.lower(model, names, max_seq_len, stage, after if check else None)
 
 
 def wanted(asked: str, names: list[str]) -> bool:
@@ -149,11 +163,8 @@ def work(job: dict) -> None:
             ckpt = Checkpoint.minilm() if job["packaged"] else Checkpoint.from_dir(Path(job["checkpoint"]))
             model = ckpt.load(job["class_name"], task.name)
             rows = json.loads((stage / "reference.json").read_text(encoding="utf-8"))["sentences"]
-
-            def check(entry: dict) -> None:
-                failed.update(task.verify(stage, [entry], rows, job["pad_id"], job["max_seq_len"]))
-
-            entries = task.lower(model, [name], job["max_seq_len"], stage, check if job["check"] else None)
+            entries = lower_checked(task, model, [name], job["max_seq_len"], stage, job["check"], rows,
+                                    job["pad_id"], failed)
             result = {"entries": entries, "failed": failed}
         except ExportError as e:
             result = {"error": str(e)}
