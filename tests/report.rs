@@ -40,9 +40,11 @@ fn every_marked_table_is_what_its_json_gives() {
     }
     let report: Vec<String> = stale.iter().map(ToString::to_string).collect();
     assert!(stale.is_empty(), "tables that differ from their JSON (rewrite them with `runlens report --write README.md docs/*.md`):\n{}", report.join("\n"));
-    // The tables issue 42 turned into blocks stay blocks.
+    // The tables issue 42 turned into blocks stay blocks (the README's ONNX Runtime decoder
+    // table moved to onnxruntime.md, beside that runtime's other one).
     let count = |name: &str| blocks.iter().find(|(n, _)| n == name).map_or(0, |(_, c)| *c);
-    assert!(count("README.md") >= 3, "{blocks:?}");
+    assert!(count("README.md") >= 2, "{blocks:?}");
+    assert!(count("onnxruntime.md") >= 2, "{blocks:?}");
     assert!(count("llama-cpp.md") >= 2, "{blocks:?}");
 }
 

@@ -52,6 +52,12 @@ pub trait Backend: Send {
     fn weight_bytes_per_token(&self) -> Option<u64> {
         None
     }
+    /// The bytes of one element of the KV cache a decode step reads (float32 4,
+    /// float16 2); `None` when it keeps no cache (an encoder, a window program).
+    /// `bench` multiplies it by the cache's geometry from `config.json`.
+    fn kv_cache_element_bytes(&self) -> Option<u64> {
+        None
+    }
     /// How long opening its model took inside the runtime, when the runtime
     /// measures it (a program's open); `None`: the caller times the load.
     fn load_time(&self) -> Option<std::time::Duration> {

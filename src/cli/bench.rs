@@ -186,6 +186,10 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
     // The weights a decode step reads, as each loaded backend counts them (eager's model, float or
     // quantized; a program's constants as read at open: no file is read again).
     let mut weight_bytes = std::collections::BTreeMap::new();
+    // And the KV cache one more filled position adds to a step: the geometry from config.json,
+    // the element size as each backend keeps its cache (llama.cpp's quantized files: float16).
+    let cache_per_element = dir.model_config().ok().and_then(|c| crate::memory::Geometry::of(&c)).map(|g| g.kv_cache(1) / 4);
+    let mut cache_bytes = std::collections::BTreeMap::new();
     let caches: Vec<(String, Option<String>)> = kinds.iter().map(|k| (k.name.clone(), generation::cache_of(dir, k))).collect();
     for (kind, (_, cache)) in kinds.iter().zip(&caches) {
         if stop.load(Ordering::Relaxed) {
@@ -198,6 +202,9 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
         loads.push(LoadRow { backend: kind.name().to_string(), load_ms: start.elapsed().as_secs_f64() * 1e3, rss_mb: bench::rss_mb() });
         if let Some(bytes) = b.weight_bytes_per_token() {
             weight_bytes.insert(kind.name().to_string(), bytes);
+        }
+        if let Some(bytes) = cache_per_element.zip(b.kv_cache_element_bytes()).map(|(n, e)| n * e) {
+            cache_bytes.insert(kind.name().to_string(), bytes);
         }
         let (r, s) = generation::bench_backend(kind, cache.clone(), b.as_mut(), &prompts, gen_tokens, budget, &stop, |m| {
             bar.set_message(m.to_string());
@@ -234,6 +241,7 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
     }
     let llc = machine.memory_read.as_ref().and_then(|m| m.llc_bytes);
     generation::fill_bandwidth(&mut rows, &weight_bytes, machine.memory_read_gbps, llc);
+    generation::fill_cache(&mut rows, &cache_bytes);
     let report = GenerationReport {
         machine,
         model: dir.model_name().to_string(),

@@ -113,6 +113,9 @@ pub static METRICS: &[Metric] = &[
     Metric { name: "weight_bytes_per_token", title: "bytes a token", get: Getter::Generation(|r| r.weight_bytes_per_token.map(|b| b as f64)), better: Better::Neither, format: Format::Whole, percent: false, marks_llc: false, null: None },
     metric!("achieved_gbps", "GB/s", GenerationOpt, achieved_gbps, Neither, Format::Sig3),
     Metric { name: "fraction_of_read_bandwidth", title: "of read bandwidth", get: Getter::Generation(|r| r.fraction_of_read_bandwidth), better: Better::Neither, format: Format::Whole, percent: true, marks_llc: true, null: None },
+    Metric { name: "decode_ms_per_token", title: "ms a step", get: Getter::Generation(|r| (r.decode_tokens_per_s > 0.0).then(|| 1e3 / r.decode_tokens_per_s)), better: Better::Lower, format: Format::Sig3, percent: false, marks_llc: false, null: None },
+    Metric { name: "cache_mb_per_token", title: "cache MB a step", get: Getter::Generation(|r| r.cache_bytes_per_token.map(|b| b as f64 / 1e6)), better: Better::Neither, format: Format::Sig3, percent: false, marks_llc: false, null: None },
+    Metric { name: "cache_read_gbps", title: "cache GB/s", get: Getter::Generation(|r| r.cache_read_gbps), better: Better::Higher, format: Format::Sig3, percent: false, marks_llc: false, null: Some("–") },
     metric!("runtime_decode_ms_per_token", "runtime ms a step", GenerationOpt, runtime_decode_ms_per_token, Lower, Format::Sig3),
     metric!("wrapper_overhead", "wrapper overhead", GenerationOpt, wrapper_overhead, Neither, Format::Decimals(3)),
     metric!("ttft_speedup_vs_python", "TTFT vs Python", GenerationOpt, ttft_speedup_vs_python, Neither, Format::Decimals(2)),
@@ -276,7 +279,11 @@ impl Bench {
                 let Bench::Generation(b) = self else { unreachable!("checked by has()") };
                 let rows: Vec<&GenRow> = b.results.iter().filter(|r| r.backend == backend && r.prompt_len == n).collect();
                 self.one(file, &at(n), &rows, None)?;
-                get(rows[0]).ok_or_else(|| format!("{file}: {} has no `{}` (null)", at(n), metric.name))?
+                match (get(rows[0]), metric.null) {
+                    (Some(v), _) => v,
+                    (None, Some(text)) => return Ok(Err(text)),
+                    (None, None) => return Err(format!("{file}: {} has no `{}` (null)", at(n), metric.name)),
+                }
             }
         };
         if value.is_finite() {

@@ -176,6 +176,11 @@ impl Backend for EagerBackend {
         }
     }
 
+    /// Eager's decoders, float or quantized, keep their cache in float32.
+    fn kv_cache_element_bytes(&self) -> Option<u64> {
+        matches!(self.model, EagerModel::Decoder(_)).then_some(4)
+    }
+
     /// Every module's own forward, timed in runlens' own scopes ([`timing`]).
     fn run_timed_per_module(&mut self, input: &Encoded) -> Option<anyhow::Result<crate::backend::ModuleTimes>> {
         let (out, times) = timing::record(|| self.run(input));

@@ -223,6 +223,13 @@ impl Backend for ExecutorchBackend {
         (self.program.output == OutputKind::NextToken).then(|| self.program.coverage.weight_bytes_per_token(&self.program.instructions))
     }
 
+    /// A KV-cache program as runlens exports it keeps its cache in float32, the
+    /// dtype it computes in (a program of one's own with another cache dtype is
+    /// counted as float32 too).
+    fn kv_cache_element_bytes(&self) -> Option<u64> {
+        (self.program.output == OutputKind::NextToken && self.program.convention.cache_position).then_some(4)
+    }
+
     fn load_time(&self) -> Option<Duration> {
         Some(self.load_time)
     }

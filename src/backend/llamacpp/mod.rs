@@ -219,6 +219,12 @@ impl Backend for LlamaCppBackend {
         })
     }
 
+    /// float32 for an F32 file, llama.cpp's default float16 for a quantized one
+    /// ([`kv_cache_element_bytes`], as the context was made).
+    fn kv_cache_element_bytes(&self) -> Option<u64> {
+        (self.output == OutputKind::NextToken).then(|| kv_cache_element_bytes(&self.header))
+    }
+
     fn load_time(&self) -> Option<Duration> {
         Some(self.load_time)
     }

@@ -311,6 +311,10 @@ impl Backend for OnnxDecoder {
         Some(self.weight_bytes_per_token)
     }
 
+    fn kv_cache_element_bytes(&self) -> Option<u64> {
+        Some(if self.layout.cache == ElemType::FLOAT16 { 2 } else { 4 })
+    }
+
     fn load_time(&self) -> Option<Duration> {
         Some(self.load_time)
     }

@@ -87,6 +87,18 @@ pub struct GenRow {
     /// machine's last-level cache (`machine.memory_read.llc_bytes`); null when either is unknown.
     #[serde(default)]
     pub weights_in_llc: Option<bool>,
+    /// The bytes of KV cache a timed decode step reads, on average: the keys and values of
+    /// every layer at the filled length, prompt_len + gen_tokens / 2 positions (the steps
+    /// fill prompt_len + 1 to prompt_len + gen_tokens - 1), from `config.json`'s geometry and
+    /// the element size the backend keeps; null without a cache.
+    #[serde(default)]
+    pub cache_bytes_per_token: Option<u64>,
+    /// The cache's extra bytes over the step's extra time, GB/s, from this backend's row at
+    /// the shortest prompt length of the run to this one: how fast a step pays for a longer
+    /// filled cache (issue 42's measure: at least half the read bandwidth); null at the
+    /// shortest length, or when the step did not get slower.
+    #[serde(default)]
+    pub cache_read_gbps: Option<f64>,
     /// The runtime's own time per decode step over the timed generations, ms
     /// (llama.cpp's counters; null for a runtime that keeps none).
     #[serde(default)]
@@ -163,6 +175,8 @@ pub fn row(backend: &str, cache: Option<String>, prompt_len: usize, gen_tokens: 
         achieved_gbps: None,
         fraction_of_read_bandwidth: None,
         weights_in_llc: None,
+        cache_bytes_per_token: None,
+        cache_read_gbps: None,
         runtime_decode_ms_per_token: None,
         wrapper_overhead: None,
     })
@@ -179,6 +193,27 @@ pub fn fill_bandwidth(rows: &mut [GenRow], weight_bytes: &std::collections::BTre
         r.achieved_gbps = r.weight_bytes_per_token.map(|b| b as f64 * r.decode_tokens_per_s / 1e9);
         r.fraction_of_read_bandwidth = r.achieved_gbps.zip(read_gbps.filter(|g| *g > 0.0)).map(|(a, g)| a / g);
         r.weights_in_llc = r.weight_bytes_per_token.zip(llc_bytes.filter(|c| *c > 0)).map(|(w, c)| w <= c);
+    }
+}
+
+/// Fill each decode row's KV cache bytes (by backend name, a `python-` row its runlens
+/// counterpart's: `bytes_per_position` is the bytes one more filled position adds to a
+/// step, every layer's keys and values) and, against the same backend's row at its
+/// shortest prompt length, the GB/s at which the step's time grew with them.
+pub fn fill_cache(rows: &mut [GenRow], bytes_per_position: &std::collections::BTreeMap<String, u64>) {
+    for r in rows.iter_mut() {
+        let name = r.backend.strip_prefix("python-").unwrap_or(&r.backend);
+        let cached = r.cache.as_deref().is_some_and(|c| c != "none");
+        r.cache_bytes_per_token = bytes_per_position.get(name).filter(|_| cached).map(|b| b * (2 * r.prompt_len + r.gen_tokens) as u64 / 2);
+    }
+    let snapshot = rows.to_vec();
+    for r in rows.iter_mut() {
+        let base = snapshot.iter().filter(|b| b.backend == r.backend && b.gen_tokens == r.gen_tokens).min_by_key(|b| b.prompt_len);
+        r.cache_read_gbps = base.filter(|b| b.prompt_len < r.prompt_len).and_then(|b| {
+            let (bytes, base_bytes) = (r.cache_bytes_per_token?, b.cache_bytes_per_token?);
+            let extra_s = 1.0 / r.decode_tokens_per_s - 1.0 / b.decode_tokens_per_s;
+            (extra_s > 0.0 && r.decode_tokens_per_s > 0.0).then(|| (bytes - base_bytes) as f64 / extra_s / 1e9)
+        });
     }
 }
 
@@ -375,6 +410,10 @@ pub fn table(report: &GenerationReport) -> String {
             r.achieved_gbps.map_or("-".to_string(), |g| format!("{g:.1}")),
             wall_cell(r),
         );
+        if let Some(bytes) = r.cache_bytes_per_token {
+            let growth = r.cache_read_gbps.map_or(String::new(), |g| format!("; the step's growth since the shortest prompt paid {g:.1} GB/s of cache"));
+            let _ = writeln!(out, "{:<24} {:>6} KV cache read a step {:.1} MB{growth}", r.backend, "", bytes as f64 / 1e6);
+        }
         if let (Some(own), Some(over)) = (r.runtime_decode_ms_per_token, r.wrapper_overhead) {
             let _ = writeln!(out, "{:<24} {:>6} the runtime's own decode step {own:.2} ms; runlens' step over it {over:.3}x", r.backend, "");
         }
@@ -382,6 +421,9 @@ pub fn table(report: &GenerationReport) -> String {
     out.push_str("t/s: prompt tokens/s (pp) = prompt / TTFT; decode tokens/s (tg) = (new - 1) / time from the first new token to the last.\n");
     out.push_str("vs python: speed over the same backend in Python in this run (> 1: runlens is faster).\n");
     out.push_str("MB/token: weights a decode step reads; GB/s: MB/token x decode t/s; of wall: GB/s over the measured read bandwidth.\n");
+    if report.results.iter().any(|r| r.cache_bytes_per_token.is_some()) {
+        out.push_str("KV cache read a step: every layer's keys and values at the timed steps' mean filled length; paid N GB/s: the extra cache over the step's extra time since the run's shortest prompt.\n");
+    }
     if report.results.iter().any(|r| r.weights_in_llc == Some(true)) {
         let llc = report.machine.memory_read.as_ref().and_then(|m| m.llc_bytes).map_or(String::new(), |b| format!(" ({} MiB)", b >> 20));
         let _ = writeln!(out, "LLC: the weights a step reads fit in the last-level cache{llc}: that figure is the cache's speed, not the memory wall.");
@@ -470,5 +512,52 @@ mod tests {
         assert!((rows[0].fraction_of_read_bandwidth.unwrap() - 5.0).abs() < 1e-9);
         assert!((rows[1].achieved_gbps.unwrap() - 25.0).abs() < 1e-9, "python-xnnpack reads what xnnpack reads");
         assert_eq!(rows[2].weight_bytes_per_token, None, "no figure for xnnpack-nocache");
+    }
+
+    fn table_of(results: Vec<GenRow>) -> String {
+        table(&GenerationReport {
+            machine: crate::bench::machine::Machine::probe(None),
+            model: "m".into(),
+            weights: weights_note("random"),
+            threads: 1,
+            command: "runlens bench".into(),
+            gen_tokens: 16,
+            warmup: 0,
+            iters: 1,
+            max_seconds: 1.0,
+            python_iters: None,
+            interrupted: false,
+            results,
+            loads: vec![],
+            skipped: vec![],
+        })
+    }
+
+    #[test]
+    fn cache_bytes_follow_the_filled_length_and_its_growth_is_paid_in_gb_per_s() {
+        // 10 ms a step at 64 tokens, 14 ms at 1000: 4 ms more for 936 more positions of 46,080 bytes.
+        let mut rows = vec![
+            row("xnnpack", Some("static".into()), 1000, 16, &[1.0], &[1e3 / 14.0]).unwrap(),
+            row("xnnpack", Some("static".into()), 64, 16, &[1.0], &[1e3 / 10.0]).unwrap(),
+            row("python-xnnpack", Some("static".into()), 64, 16, &[1.0], &[50.0]).unwrap(),
+            row("xnnpack-nocache", Some("none".into()), 64, 16, &[1.0], &[5.0]).unwrap(),
+            row("llamacpp-q8_0", Some("static".into()), 64, 16, &[1.0], &[100.0]).unwrap(),
+            row("llamacpp-q8_0", Some("static".into()), 1000, 16, &[1.0], &[110.0]).unwrap(),
+        ];
+        let per_position = std::collections::BTreeMap::from([
+            ("xnnpack".to_string(), 46_080u64),
+            ("xnnpack-nocache".to_string(), 46_080),
+            ("llamacpp-q8_0".to_string(), 23_040),
+        ]);
+        fill_cache(&mut rows, &per_position);
+        assert_eq!(rows[1].cache_bytes_per_token, Some(46_080 * 72), "64 + 16 / 2 positions");
+        assert_eq!(rows[0].cache_bytes_per_token, Some(46_080 * 1008));
+        let gbps = rows[0].cache_read_gbps.unwrap();
+        assert!((gbps - 46_080.0 * 936.0 / 4e-3 / 1e9).abs() < 1e-9, "{gbps}");
+        assert_eq!(rows[1].cache_read_gbps, None, "the shortest prompt is the base");
+        assert_eq!(rows[2].cache_bytes_per_token, Some(46_080 * 72), "a Python row reads what its counterpart reads");
+        assert_eq!(rows[3].cache_bytes_per_token, None, "a window program keeps no cache");
+        assert_eq!(rows[5].cache_read_gbps, None, "a step that got faster pays nothing measurable");
+        assert!(table_of(rows).contains("KV cache read a step 46.4 MB; the step's growth since the shortest prompt paid 10.8 GB/s of cache"));
     }
 }
