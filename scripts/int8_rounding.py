@@ -71,31 +71,15 @@ def on_xnnpack(layer: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
         return Runtime.get().load_program(f.name).load_method("forward").execute([x])[0]
 
 
-def noise(qmodel, ids: torch.Tensor, layers: list, levels: list[int], draws: int) -> None:
-    from runlens_export.verify import cosine
+def noise(qmodel, ids: torch.Tensor, levels: list[int], draws: int) -> None:
+    from runlens_export.verify import perturbed_drifts
 
-    state = {"e": 0.0, "g": None}
-
-    def perturb(_module, args):
-        if not state["e"]:
-            return None
-        x = args[0]
-        return (x * (1.0 + state["e"] * torch.randn(x.shape, generator=state["g"], dtype=x.dtype)),) + args[1:]
-
-    hooks = [layer.register_forward_pre_hook(perturb) for _, layer in layers]
     with torch.no_grad():
         base = qmodel(input_ids=ids).logits[0, -1]
-        for k in levels:
-            state["e"] = 2.0 ** -k
-            moved = []
-            for seed in range(draws):
-                state["g"] = torch.Generator().manual_seed(seed)
-                moved.append(1.0 - cosine(qmodel(input_ids=ids).logits[0, -1], base))
-            moved.sort()
-            print(f"  every linear input x (1 + N(0, 2^-{k})), {draws} draws: 1 - cosine median "
-                  f"{moved[len(moved) // 2]:.2e}, largest {moved[-1]:.2e}", flush=True)
-    for hook in hooks:
-        hook.remove()
+    for k in levels:
+        moved = sorted(d for d, _ in perturbed_drifts(qmodel, ids[0].tolist(), base, 2.0 ** -k, draws))
+        print(f"  every linear input x (1 + N(0, 2^-{k})), {draws} draws: 1 - cosine median "
+              f"{moved[len(moved) // 2]:.2e}, largest {moved[-1]:.2e}", flush=True)
 
 
 def main() -> None:
@@ -130,7 +114,7 @@ def main() -> None:
         print(f"  {name:32} input |x| up to {float(x.abs().max()):7.1f}: XNNPACK alone vs torchao "
               f"{relative(on_xnnpack(dict(layers)[name], x), torchao):.1e}; int8 vs the float layer "
               f"{relative(torchao, float_out):.1e}", flush=True)
-    noise(qmodel, ids, layers, [int(k) for k in args.levels.split(",")], args.draws)
+    noise(qmodel, ids, [int(k) for k in args.levels.split(",")], args.draws)
 
 
 if __name__ == "__main__":

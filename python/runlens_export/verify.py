@@ -252,30 +252,38 @@ class Sensitivity:
     max_diff: float = 0.0  # largest max|diff|
 
 
-def rounding_sensitivity(model, ids: list[int], reference: torch.Tensor) -> Sensitivity:
-    """The most the model's last-position logits move from `reference` when every linear
-    layer's input is scaled by 1 + N(0, JITTER), over JITTER_DRAWS seeded draws."""
+def perturbed_drifts(model, ids: list[int], reference: torch.Tensor, jitter: float = JITTER,
+                     draws: int = JITTER_DRAWS) -> list[tuple[float, float]]:
+    """(1 - cosine, max|diff|) of the model's last-position logits from `reference` when
+    every linear layer's input is scaled by 1 + N(0, jitter), one pair per seeded draw
+    (also scripts/int8_rounding.py's measurement)."""
     from .quantize import linear_layers
 
     draw = {}
 
     def perturb(_module, args):
         x = args[0]
-        return (x * (1.0 + JITTER * torch.randn(x.shape, generator=draw["generator"], dtype=x.dtype)),) + args[1:]
+        return (x * (1.0 + jitter * torch.randn(x.shape, generator=draw["generator"], dtype=x.dtype)),) + args[1:]
 
     handles = [layer.register_forward_pre_hook(perturb) for _, layer in linear_layers(model)]
-    drift, diff = 0.0, 0.0
+    moved = []
     try:
-        for seed in range(JITTER_DRAWS):
+        for seed in range(draws):
             draw["generator"] = torch.Generator().manual_seed(seed)
             with torch.no_grad():
-                moved = model(input_ids=torch.tensor([ids], dtype=torch.long)).logits[0, -1]
-            drift = max(drift, 1.0 - cosine(moved, reference))
-            diff = max(diff, float((moved - reference).abs().max()))
+                logits = model(input_ids=torch.tensor([ids], dtype=torch.long)).logits[0, -1]
+            moved.append((1.0 - cosine(logits, reference), float((logits - reference).abs().max())))
     finally:
         for handle in handles:
             handle.remove()
-    return Sensitivity(drift, diff)
+    return moved
+
+
+def rounding_sensitivity(model, ids: list[int], reference: torch.Tensor) -> Sensitivity:
+    """The most the model's last-position logits move from `reference` when every linear
+    layer's input is scaled by 1 + N(0, JITTER), over JITTER_DRAWS seeded draws."""
+    moved = perturbed_drifts(model, ids, reference)
+    return Sensitivity(max(d for d, _ in moved), max(m for _, m in moved))
 
 
 @dataclass(frozen=True)

@@ -188,7 +188,7 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
     let mut weight_bytes = std::collections::BTreeMap::new();
     // And the KV cache one more filled position adds to a step: the geometry from config.json,
     // the element size as each backend keeps its cache (llama.cpp's quantized files: float16).
-    let cache_per_element = dir.model_config().ok().and_then(|c| crate::memory::Geometry::of(&c)).map(|g| g.kv_cache(1) / 4);
+    let values_per_position = dir.model_config().ok().and_then(|c| crate::memory::Geometry::of(&c)).map(|g| g.kv_values_per_position());
     let mut cache_bytes = std::collections::BTreeMap::new();
     let caches: Vec<(String, Option<String>)> = kinds.iter().map(|k| (k.name.clone(), generation::cache_of(dir, k))).collect();
     for (kind, (_, cache)) in kinds.iter().zip(&caches) {
@@ -203,7 +203,7 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
         if let Some(bytes) = b.weight_bytes_per_token() {
             weight_bytes.insert(kind.name().to_string(), bytes);
         }
-        if let Some(bytes) = cache_per_element.zip(b.kv_cache_element_bytes()).map(|(n, e)| n * e) {
+        if let Some(bytes) = values_per_position.zip(b.kv_cache_element_bytes()).map(|(n, e)| n * e) {
             cache_bytes.insert(kind.name().to_string(), bytes);
         }
         let (r, s) = generation::bench_backend(kind, cache.clone(), b.as_mut(), &prompts, gen_tokens, budget, &stop, |m| {

@@ -330,7 +330,13 @@ impl Geometry {
 
     /// layers x 2 (keys, values) x KV heads x head_dim x `len` positions, float32.
     pub fn kv_cache(&self, len: u64) -> u64 {
-        self.layers * 2 * self.kv_heads * self.head_dim * len * 4
+        self.kv_values_per_position() * len * 4
+    }
+
+    /// The values one position of the KV cache holds: layers x 2 (keys, values) x KV
+    /// heads x head_dim (`bench` sizes it in each runtime's element type).
+    pub fn kv_values_per_position(&self) -> u64 {
+        self.layers * 2 * self.kv_heads * self.head_dim
     }
 
     /// One layer's attention over a full-length prompt: heads x len² float32 scores,
