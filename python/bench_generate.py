@@ -274,7 +274,8 @@ def main(argv: list[str]) -> int:
 
                 portable_lib._unsafe_reset_threadpool(args.threads)
                 module = portable_lib._load_for_executorch(str(args.model / programs[backend]["file"]))
-                decoder = decoder_for(programs[backend], module.forward, max_len, pad_id)
+                decoder = decoder_for(programs[backend], lambda name, module=module: (
+                    lambda inputs: module.run_method(name, inputs)), max_len, pad_id)
 
                 def run(prompt, decoder=decoder):
                     return program_run(decoder, prompt, args.gen_tokens)

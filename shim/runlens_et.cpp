@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +24,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 // The wheel ships libexecutorch_threadpool.so but not threadpool.h; these two
@@ -240,6 +242,17 @@ struct rl_module {
   // Inputs are copied here: from_blob needs mutable memory, and the caller's stays untouched.
   std::vector<std::vector<int64_t>> input_data;
   std::vector<std::vector<executorch::aten::SizesType>> input_sizes;
+  // run_method's int64 inputs, copied (they are small); its float inputs are the caller's.
+  std::vector<std::vector<int64_t>> method_long_data;
+  // Methods run_method gave caller memory: their Method points at it after the call,
+  // so a run that does not set every input again would read freed memory.
+  std::unordered_set<std::string> borrowing_methods;
+  // run_method's outputs: rl_tensor_out points into them until the next run.
+  std::vector<executorch::runtime::EValue> last_outputs;
+  // Where each of last_outputs' values are: its own memory, or for an output that
+  // pointed into a float input a copy in output_copies, so none aliases the caller's.
+  std::vector<const float *> last_output_data;
+  std::vector<std::vector<float>> output_copies;
   std::vector<int64_t> out_shape;  // sizes of the last successful run's first output
   void *etdump = nullptr;  // from ETDumpGen::get_etdump_data(), malloc'd by flatcc
   // Intermediate outputs the tracer copies (rl_module_log_outputs); the tracer
@@ -282,6 +295,10 @@ struct rl_module {
       return fail(RL_ERR_ARGUMENT, "forward: " + std::to_string(n) + " inputs; 1 to " +
                                        std::to_string(RL_MAX_INPUTS) + " are taken");
     using executorch::aten::ScalarType;
+    if (borrowing_methods.count(method)) {
+      int32_t status = check_input_count(method, n);
+      if (status != RL_OK) return status;
+    }
     input_data.resize(n);
     input_sizes.resize(n);
     std::vector<executorch::extension::TensorPtr> held;
@@ -315,6 +332,126 @@ struct rl_module {
       return fail(RL_ERR_OUTPUT, path + ": forward returned a non-float tensor");
     *output = tensor;
     out_shape.assign(tensor.sizes().begin(), tensor.sizes().end());
+    return RL_OK;
+  }
+
+  // Whether `name` takes exactly n inputs: ExecuTorch keeps an input that a run does
+  // not set, and for an input that is not memory-planned that is a pointer.
+  int32_t check_input_count(const std::string &name, size_t n) {
+    auto meta = module->method_meta(name);
+    if (!meta.ok()) return fail_et(meta.error(), path + ": no method '" + name + "'");
+    if (meta->num_inputs() != n)
+      return fail(RL_ERR_ARGUMENT, path + ": " + name + " takes " + std::to_string(meta->num_inputs()) +
+                                       " inputs, got " + std::to_string(n));
+    return RL_OK;
+  }
+
+  // rl_module_run_method: run `name` once on every input; on success last_outputs
+  // holds its outputs, each a float tensor of rank <= RL_MAX_RANK.
+  int32_t run_method(const std::string &name, const rl_tensor_in *tensors, size_t n) {
+    using executorch::aten::ScalarType;
+    if (!tensors || n == 0 || n > RL_MAX_METHOD_INPUTS)
+      return fail(RL_ERR_ARGUMENT, path + ": " + name + ": " + std::to_string(n) + " inputs; 1 to " +
+                                       std::to_string(RL_MAX_METHOD_INPUTS) + " are taken");
+    // Checked before ExecuTorch sees any: sizes bound the memory it reads.
+    std::vector<std::vector<executorch::aten::SizesType>> sizes(n);
+    std::vector<size_t> numels(n);
+    for (size_t i = 0; i < n; ++i) {
+      const rl_tensor_in &t = tensors[i];
+      const std::string at = path + ": " + name + ": input " + std::to_string(i);
+      if (t.dtype != RL_DTYPE_LONG && t.dtype != RL_DTYPE_FLOAT)
+        return fail(RL_ERR_ARGUMENT, at + " has unknown dtype " + std::to_string(t.dtype));
+      if (!t.data || !t.sizes) return fail(RL_ERR_ARGUMENT, at + " is null");
+      if (t.rank == 0 || t.rank > RL_MAX_RANK)
+        return fail(RL_ERR_ARGUMENT, at + " has rank " + std::to_string(t.rank) + " (1 to " +
+                                         std::to_string(RL_MAX_RANK) + ")");
+      int64_t numel = 1;
+      for (size_t d = 0; d < t.rank; ++d) {
+        if (t.sizes[d] < 1 || t.sizes[d] > (1 << 24) || numel > (int64_t{1} << 28) / t.sizes[d])
+          return fail(RL_ERR_ARGUMENT, at + " has a bad size " + std::to_string(t.sizes[d]) + " (dimension " +
+                                           std::to_string(d) + ")");
+        numel *= t.sizes[d];
+        sizes[i].push_back(static_cast<executorch::aten::SizesType>(t.sizes[d]));
+      }
+      numels[i] = static_cast<size_t>(numel);
+    }
+    // The name is the method an abort report gives, for this call only.
+    struct MethodName {
+      rl_module *self;
+      std::string saved;
+      ~MethodName() { self->method.swap(saved); }
+    } method_name{this, name};
+    method.swap(method_name.saved);
+    if (!module->is_method_loaded(name)) {
+      ContextScope context(this, "loading");
+      Error err = module->load_method(name);
+      if (err != Error::Ok) return fail_et(err, path + ": cannot load method '" + name + "'");
+    }
+    int32_t status = check_input_count(name, n);
+    if (status != RL_OK) return status;
+
+    auto start = std::chrono::steady_clock::now();
+    method_long_data.resize(n);
+    std::vector<executorch::extension::TensorPtr> held;  // what the inputs point at, alive through execute
+    std::vector<executorch::runtime::EValue> inputs;
+    held.reserve(n);
+    inputs.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      const rl_tensor_in &t = tensors[i];
+      void *data = t.data;
+      ScalarType type = ScalarType::Float;
+      if (t.dtype == RL_DTYPE_LONG) {
+        const auto *values = static_cast<const int64_t *>(t.data);
+        method_long_data[i].assign(values, values + numels[i]);
+        data = method_long_data[i].data();
+        type = ScalarType::Long;
+      }
+      held.push_back(executorch::extension::from_blob(data, std::move(sizes[i]), type));
+      inputs.emplace_back(held.back());
+    }
+    borrowing_methods.insert(name);
+    SerialBlasScope serial_blas;
+    ContextScope context(this, "running");
+    auto result = module->execute(name, inputs);
+    auto end = std::chrono::steady_clock::now();
+    if (!result.ok()) return fail_et(result.error(), path + ": " + name + " failed");
+    last_outputs = std::move(*result);
+    last_output_data.clear();
+    output_copies.clear();
+    for (size_t k = 0; k < last_outputs.size(); ++k) {
+      const std::string at = path + ": " + name + ": output " + std::to_string(k);
+      auto &value = last_outputs[k];
+      if (!value.isTensor()) {
+        char tag[executorch::runtime::kTagNameBufferSize];
+        executorch::runtime::tag_to_string(value.tag, tag, sizeof tag);
+        return fail(RL_ERR_OUTPUT, at + " is a " + tag + ", not a tensor");
+      }
+      const auto &tensor = value.toTensor();
+      if (tensor.scalar_type() != ScalarType::Float)
+        return fail(RL_ERR_OUTPUT, at + " is a " + executorch::runtime::toString(tensor.scalar_type()) +
+                                       " tensor, not Float");
+      if (static_cast<size_t>(tensor.dim()) > RL_MAX_RANK)
+        return fail(RL_ERR_OUTPUT, at + " has rank " + std::to_string(tensor.dim()) + " (at most " +
+                                       std::to_string(RL_MAX_RANK) + ")");
+      // A program that returns an input (or a view of one) returns the caller's memory.
+      const float *data = tensor.const_data_ptr<float>();
+      auto begin = reinterpret_cast<uintptr_t>(data);
+      auto stop = begin + tensor.nbytes();
+      for (size_t i = 0; i < n && data && tensor.nbytes() > 0; ++i) {
+        auto lo = reinterpret_cast<uintptr_t>(tensors[i].data);
+        if (tensors[i].dtype == RL_DTYPE_FLOAT && begin < lo + numels[i] * sizeof(float) && lo < stop) {
+          output_copies.emplace_back(data, data + tensor.numel());
+          data = output_copies.back().data();  // a moved vector keeps its buffer
+          break;
+        }
+      }
+      last_output_data.push_back(data);
+    }
+    last_run_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
+    if (!last_outputs.empty()) {
+      const auto &first = last_outputs[0].toTensor();
+      out_shape.assign(first.sizes().begin(), first.sizes().end());
+    }
     return RL_OK;
   }
 };
@@ -481,6 +618,29 @@ int32_t rl_module_execute(rl_module *module, const rl_long_tensor *inputs, size_
       return fail(RL_ERR_ARGUMENT, module->path + ": output has " + std::to_string(n) +
                                        " values, buffer holds " + std::to_string(out_cap));
     std::memcpy(out, output.const_data_ptr<float>(), n * sizeof(float));
+    return RL_OK;
+  });
+}
+
+int32_t rl_module_run_method(rl_module *module, const char *method, const rl_tensor_in *inputs, size_t n_inputs,
+                             rl_tensor_out *outputs, size_t out_cap, size_t *n_outputs) {
+  return guard("run method", [&] {
+    if (!module || !method || !n_outputs) return fail(RL_ERR_ARGUMENT, "run method: null argument");
+    int32_t status = module->run_method(method, inputs, n_inputs);
+    if (status != RL_OK) return status;
+    const auto &values = module->last_outputs;
+    *n_outputs = values.size();
+    if (values.size() > out_cap || (!outputs && !values.empty()))
+      return fail(RL_ERR_ARGUMENT, module->path + ": " + method + " has " + std::to_string(values.size()) +
+                                       " outputs, room was given for " + std::to_string(out_cap));
+    for (size_t k = 0; k < values.size(); ++k) {
+      const auto &tensor = values[k].toTensor();  // run_method checked: float, rank <= RL_MAX_RANK
+      rl_tensor_out &out = outputs[k];
+      out.data = module->last_output_data[k];
+      out.rank = static_cast<size_t>(tensor.dim());
+      for (size_t d = 0; d < RL_MAX_RANK; ++d) out.sizes[d] = d < out.rank ? tensor.size(d) : 0;
+      out.numel = static_cast<size_t>(tensor.numel());
+    }
     return RL_OK;
   });
 }

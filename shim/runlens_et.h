@@ -127,6 +127,51 @@ typedef struct rl_long_tensor {
 int32_t rl_module_execute(rl_module *module, const rl_long_tensor *inputs, size_t n_inputs, float *out,
                           size_t out_cap, size_t *out_len);
 
+/** Element types of rl_tensor_in. */
+#define RL_DTYPE_LONG 0
+#define RL_DTYPE_FLOAT 1
+
+/** One input of rl_module_run_method: data holds the product of sizes values of dtype, row-major. */
+typedef struct rl_tensor_in {
+  int32_t dtype;
+  void *data;
+  const int64_t *sizes;
+  size_t rank;
+} rl_tensor_in;
+
+/** One float output: valid until the module's next run, load or destroy. */
+typedef struct rl_tensor_out {
+  const float *data;
+  int64_t sizes[RL_MAX_RANK];
+  size_t rank;
+  size_t numel;
+} rl_tensor_out;
+
+/** The most inputs rl_module_run_method takes (a decoder's KV cache is a few hundred). */
+#define RL_MAX_METHOD_INPUTS 4096
+
+/**
+ * Run the method named `method` ("forward", "prefill"; loaded on first use) once
+ * on n_inputs tensors, which must be every input it takes, in order (each of rank
+ * 1..RL_MAX_RANK, every size at least 1). RL_DTYPE_LONG inputs are copied into the
+ * module. RL_DTYPE_FLOAT inputs are not: the program is given the caller's memory
+ * (for a program lowered with alloc_graph_input=False ExecuTorch reads it in place;
+ * else it copies it into its own), so it must stay valid and untouched during the
+ * call, and the program may write within each input's values if it mutates that
+ * input. It need not outlive the call: the next run sets every input anew.
+ * XNNPACK may read, never use, up to 16 bytes past a float input's end (its
+ * XNN_EXTRA_BYTES): the input's allocation should extend that far (a prefix does).
+ *
+ * On success every output must be a float tensor (else RL_ERR_OUTPUT); *n_outputs
+ * receives their count and outputs[0..count) describe them. If the count exceeds
+ * out_cap, nothing is written to outputs and RL_ERR_ARGUMENT is returned: the
+ * method has run, and calling again runs it again. An output that would point into
+ * a float input is copied into the module, so outputs never alias the caller's
+ * memory. rl_module_output_shape and rl_module_last_run_ns then describe this run.
+ */
+int32_t rl_module_run_method(rl_module *module, const char *method, const rl_tensor_in *inputs, size_t n_inputs,
+                             rl_tensor_out *outputs, size_t out_cap, size_t *n_outputs);
+
 /**
  * OpenMP's thread count for the calling thread (omp_get_max_threads), or 0 when
  * no OpenMP runtime is in the process. Each forward runs with 1 and restores it

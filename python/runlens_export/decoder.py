@@ -97,7 +97,9 @@ class DecoderProgramSpec:
     title: str
     column: str
     delegate: str | None
-    cache: bool  # True: KV cache, dynamic S; False: a fixed window of max_seq_len
+    # Where the KV cache lives: "static" (mutable buffers inside the program, static_cache.py),
+    # "inputs" (the caller's, handed in and out: cache_inputs.py), None (no cache: a window).
+    cache: str | None
     quantization: str | None = None  # a scheme of quantize.py (None: float32 weights)
 
     @property
@@ -111,9 +113,13 @@ class DecoderProgramSpec:
     def about(self, max_seq_len: int, group_size: int | None = None) -> str:
         on = ("XnnpackPartitioner: supported subgraphs on XNNPACK, the rest on the default kernels"
               if self.delegate else "no delegate: every operator on ExecuTorch's default CPU kernels")
-        if self.cache:
+        if self.cache == "static":
             how = (f"KV cache of {max_seq_len} positions inside the program (static, mutable buffers on the default "
                    f"kernels), attention over the filled part only; prompt in one call, then one token per call")
+        elif self.cache == "inputs":
+            how = (f"KV cache of {max_seq_len} positions held by the caller and read in place as the program's "
+                   f"inputs (not memory-planned), new entries returned; methods prefill (a chunk) and forward "
+                   f"(one token)")
         else:
             how = (f"no cache: a left-padded window of {max_seq_len} tokens, the whole window recomputed for "
                    f"every new token (the course's way)")
@@ -126,7 +132,7 @@ class DecoderProgramSpec:
     def manifest_entry(self, max_seq_len: int, group_size: int | None = None) -> dict:
         fields = {
             "fixed_len": None if self.cache else max_seq_len,
-            "cache": "static" if self.cache else None,
+            "cache": self.cache,
             # What its attention reads: the filled part of the cache (key_positions' length).
             "attends": "filled" if self.cache else None,
             # The most new tokens a call takes (a longer prompt goes in chunks).
@@ -164,19 +170,26 @@ class DecoderProgramSpec:
 GENERATION_PROGRAMS: dict[str, DecoderProgramSpec] = {
     p.name: p
     for p in (
-        DecoderProgramSpec("portable", "ExecuTorch portable", "portable", None, True),
-        DecoderProgramSpec("portable-nocache", "ExecuTorch portable, no cache", "portable", None, False),
-        DecoderProgramSpec("xnnpack", "ExecuTorch XNNPACK", "xnnpack", XNNPACK, True),
-        DecoderProgramSpec("xnnpack-nocache", "ExecuTorch XNNPACK, no cache", "xnnpack-nocache", XNNPACK, False),
-        DecoderProgramSpec("xnnpack-int8", "ExecuTorch XNNPACK, 8-bit weights", "xnnpack", XNNPACK, True, "int8-dynamic"),
-        DecoderProgramSpec("xnnpack-8da4w", "ExecuTorch XNNPACK, 4-bit weights", "xnnpack", XNNPACK, True, "8da4w"),
+        DecoderProgramSpec("portable", "ExecuTorch portable", "portable", None, "static"),
+        DecoderProgramSpec("portable-nocache", "ExecuTorch portable, no cache", "portable", None, None),
+        DecoderProgramSpec("xnnpack", "ExecuTorch XNNPACK", "xnnpack", XNNPACK, "static"),
+        DecoderProgramSpec("xnnpack-nocache", "ExecuTorch XNNPACK, no cache", "xnnpack-nocache", XNNPACK, None),
+        DecoderProgramSpec("xnnpack-int8", "ExecuTorch XNNPACK, 8-bit weights", "xnnpack", XNNPACK, "static", "int8-dynamic"),
+        DecoderProgramSpec("xnnpack-8da4w", "ExecuTorch XNNPACK, 4-bit weights", "xnnpack", XNNPACK, "static", "8da4w"),
+        # The same three with the cache as inputs (cache_inputs.py): opt-in until they are measured
+        # against the static ones in one run (docs/kv-cache.md).
+        DecoderProgramSpec("xnnpack-kvin", "ExecuTorch XNNPACK, cache as inputs", "xnnpack", XNNPACK, "inputs"),
+        DecoderProgramSpec("xnnpack-int8-kvin", "ExecuTorch XNNPACK, 8-bit weights, cache as inputs", "xnnpack",
+                           XNNPACK, "inputs", "int8-dynamic"),
+        DecoderProgramSpec("xnnpack-8da4w-kvin", "ExecuTorch XNNPACK, 4-bit weights, cache as inputs", "xnnpack",
+                           XNNPACK, "inputs", "8da4w"),
     )
 }
 # What an export writes when --programs is not given: what a Pi user runs, the
 # KV-cache programs in float32 (portable, xnnpack) and quantized (xnnpack-int8,
 # xnnpack-8da4w). The window programs recompute the whole window per token (the
 # portable one would take hours a reply at SmolLM2's sizes): opt-in with --programs.
-DEFAULT_GENERATION_PROGRAMS = tuple(n for n, p in GENERATION_PROGRAMS.items() if p.cache)
+DEFAULT_GENERATION_PROGRAMS = tuple(n for n, p in GENERATION_PROGRAMS.items() if p.cache == "static")
 
 
 # The most new tokens a KV-cache program takes in one call: longer prompts go in chunks.
@@ -212,12 +225,30 @@ def export_window(model: torch.nn.Module, length: int, per_position: bool = Fals
     return torch.export.export(wrapper, example, strict=False)
 
 
-def to_program(ep, delegate: bool, pte=None):
-    """An ExportedProgram lowered (XnnpackPartitioner or none) to an ExecuTorch
-    program, and the edge graph's nodes with their modules (modules.py); mutable
-    buffers (the KV cache) start as zeros. An ExportError when an operator
-    outside the standard namespaces is left."""
-    return lower(ep, delegate, mutable_buffers=CACHE_BUFFERS, standard_ops_only=True, pte=pte)
+def export_for(cache: str | None, model: torch.nn.Module, max_len: int, what: str):
+    """torch.export of `model` as a program keeps its cache (`DecoderProgramSpec.cache`):
+    an ExportedProgram, or {method: ExportedProgram} for the cache as inputs."""
+    if cache == "static":
+        say(f"torch.export of {what} with a static KV cache of {max_len}, input length dynamic 1..{prefill_chunk(max_len)}")
+        return export_with_cache(model, max_len)
+    if cache == "inputs":
+        from .cache_inputs import export_methods
+
+        say(f"torch.export of {what} with its KV cache of {max_len} as inputs: methods forward (a token) and "
+            f"prefill (1..{prefill_chunk(max_len)} tokens)")
+        return export_methods(model, max_len, prefill_chunk(max_len))
+    say(f"torch.export of {what} as a left-padded window of {max_len} (no cache)")
+    return export_window(model, max_len)
+
+
+def to_program(ep, delegate: bool, pte=None, caller_cache: bool = False):
+    """An ExportedProgram (or {method: ExportedProgram}) lowered (XnnpackPartitioner or
+    none) to an ExecuTorch program, and the edge graph's nodes with their modules
+    (modules.py); mutable buffers (the KV cache) start as zeros; with `caller_cache`
+    the inputs are read where the caller has them (lowering.lower). An ExportError
+    when an operator outside the standard namespaces is left."""
+    return lower(ep, delegate, mutable_buffers=() if caller_cache else CACHE_BUFFERS, standard_ops_only=True, pte=pte,
+                 caller_cache=caller_cache)
 
 
 def lower_decoder(model: torch.nn.Module, names: list[str], max_seq_len: int, out: Path,
@@ -241,6 +272,9 @@ def lower_decoder(model: torch.nn.Module, names: list[str], max_seq_len: int, ou
     for spec in wanted:
         # One dict per program: the check writes its figures ("vs_float") into the entry returned.
         entry = spec.manifest_entry(max_seq_len, group_size)
+        if spec.cache == "inputs":  # the buffers the caller holds (also read from the program's inputs)
+            _, g = arch_and_geometry(model)
+            entry["cache_geometry"] = {"layers": g.layers, "kv_heads": g.kv_heads, "head_dim": g.head_dim}
         entries.append(entry)
         with PROGRESS.step(f"{spec.file}: {spec.title}", program=spec.name):
             if spec.quantization:
@@ -248,21 +282,16 @@ def lower_decoder(model: torch.nn.Module, names: list[str], max_seq_len: int, ou
                 qmodel = quantized_copy(model, SCHEMES[spec.quantization], group_size)
                 if quantized is not None and after is not None:
                     quantized[spec.name] = qmodel
-                say(f"torch.export of the quantized model with a static KV cache of {max_seq_len}")
-                ep = export_with_cache(qmodel, max_seq_len)
+                ep = export_for(spec.cache, qmodel, max_seq_len, "the quantized model")
                 release_memory()  # torch.export's scratch: about its weights' size again at SmolLM2's
             else:
                 if spec.cache not in exported:
-                    if spec.cache:
-                        say(f"torch.export with a static KV cache of {max_seq_len}, input length dynamic 1..{max_seq_len}")
-                        exported[True] = export_with_cache(model, max_seq_len)
-                        release_memory()
-                    else:
-                        say(f"torch.export of a left-padded window of {max_seq_len} (no cache)")
-                        exported[False] = export_window(model, max_seq_len)
+                    exported[spec.cache] = export_for(spec.cache, model, max_seq_len, "the model")
+                    release_memory()
                 ep = exported[spec.cache]
             say(f"lowering {spec.file} ({'XnnpackPartitioner' if spec.delegate else 'no delegate'})")
-            program, nodes = to_program(ep, spec.delegate is not None, out / spec.file)
+            program, nodes = to_program(ep, spec.delegate is not None, out / spec.file,
+                                        caller_cache=spec.cache == "inputs")
             write_program(out / spec.file, program)
             # The sidecar of `runlens layers`: each instruction's module (modules.py).
             write_atomic(out / spec.modules_file, sidecar(spec.file, nodes, program))
@@ -341,11 +370,17 @@ class WindowDecoder:
         return self.run()
 
 
-def decoder_for(entry: dict, forward: Forward, max_seq_len: int, pad_id: int):
-    """The driver of a program from its manifest entry."""
+def decoder_for(entry: dict, method: Callable[[str], Forward], max_seq_len: int, pad_id: int):
+    """The driver of a program from its manifest entry; `method(name)` runs one of its methods."""
+    if entry.get("cache") == "inputs":
+        from .cache_inputs import CallerCache
+
+        g = entry["cache_geometry"]
+        return CallerCache(method, g["layers"], g["kv_heads"], g["head_dim"], max_seq_len, entry["prefill_chunk"])
     if entry.get("cache") == "static":
-        return CacheDecoder(forward, max_seq_len, filled=entry.get("attends") == "filled", chunk=entry.get("prefill_chunk"))
-    return WindowDecoder(forward, entry.get("fixed_len") or max_seq_len, pad_id)
+        return CacheDecoder(method("forward"), max_seq_len, filled=entry.get("attends") == "filled",
+                            chunk=entry.get("prefill_chunk"))
+    return WindowDecoder(method("forward"), entry.get("fixed_len") or max_seq_len, pad_id)
 
 
 def generate(model, ids: list[int], max_new_tokens: int, stop: set[int]) -> list[int]:

@@ -36,14 +36,21 @@ def unlinked_operators(ops) -> list[str]:
     return [op for op in ops if op.split("::")[0] not in STANDARD_OP_NAMESPACES and op not in LINKED_QUANTIZED_OPS]
 
 
-def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_ops_only: bool = False, pte=None):
-    """(program manager, edge nodes). `mutable_buffers`: names (prefixes) of
+def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_ops_only: bool = False, pte=None,
+          caller_cache: bool = False):
+    """(program manager, edge nodes). `ep`: an ExportedProgram, or {method name:
+    ExportedProgram} for a program of several methods ("forward" first: its nodes are
+    the ones returned and drawn). `mutable_buffers`: names (prefixes) of
     mutable buffers that start as zeros in the program (InitializedMutableBufferPass;
     a KV cache) and are written in place (`write_buffers_in_place`).
     `standard_ops_only`: an ExportError when the program calls an operator
     outside the standard namespaces and LINKED_QUANTIZED_OPS, which runlens'
     runtime has no kernel for.
-    `pte`: the program's path; its `<name>.graph.json` is written next to it."""
+    `pte`: the program's path; its `<name>.graph.json` is written next to it.
+    `caller_cache`: the KV cache comes in as inputs (cache_inputs.py): the graph's inputs
+    are not memory-planned, so ExecuTorch reads the caller's memory in place instead of
+    copying every input into its own per call, and XNNPACK takes a float linear whose
+    weight is an input (the scores, linear(q, K)) as a Fully Connected with a runtime weight."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_and_lower
 
@@ -51,7 +58,8 @@ def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_op
 
     if delegate:
         with named_data_on_disk(pte.parent if pte is not None else None) as scratch:
-            edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
+            edge = to_edge_transform_and_lower(ep, partitioner=[runtime_weight_partitioner() if caller_cache
+                                                                else XnnpackPartitioner()])
     else:
         edge = to_edge(ep)
         fold_constants(edge)
@@ -70,6 +78,10 @@ def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_op
         from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 
         program = edge.to_executorch(config=ExecutorchBackendConfig(passes=[InitializedMutableBufferPass(list(mutable_buffers))]))
+    elif caller_cache:
+        from executorch.exir.passes import MemoryPlanningPass
+
+        program = edge.to_executorch(ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False)))
     else:
         program = edge.to_executorch()
     if delegate:
@@ -89,6 +101,28 @@ def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_op
         write_graph(pte, graph)
     forget_lowering_caches()
     return program, nodes
+
+
+def runtime_weight_partitioner():
+    """XnnpackPartitioner that also delegates a float32 linear whose weight is not a
+    parameter (the keys of a cache-inputs program), its filter a runtime value XNNPACK
+    packs per call; linears on parameters are delegated as always (packed once). The
+    stock option `force_non_static_weights_for_f32_linear` would make every weight a
+    runtime one."""
+    from executorch.backends.xnnpack.partition.config import ALL_PARTITIONER_CONFIGS
+    from executorch.backends.xnnpack.partition.config.gemm_configs import LinearConfig
+    from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPrecisionType
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.backends.xnnpack.utils.utils import get_input_node, is_param_node
+
+    class RuntimeWeightLinear(LinearConfig):
+        def _get_weight_deps(self, node, ep, precision):
+            weight = get_input_node(node, self.weight_idx)
+            if precision == ConfigPrecisionType.FP32 and not is_param_node(ep, weight):
+                return True, []
+            return super()._get_weight_deps(node, ep, precision)
+
+    return XnnpackPartitioner(configs=[RuntimeWeightLinear if c is LinearConfig else c for c in ALL_PARTITIONER_CONFIGS])
 
 
 def forget_lowering_caches() -> None:

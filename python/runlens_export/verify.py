@@ -154,8 +154,9 @@ def verify_generation(out: Path, programs: list[dict], rows: list[dict], pad_id:
     failures: Failures = {}
     for entry in programs:
         with PROGRESS.timed(entry["name"], "check"):
-            method = runtime.load_program(out / entry["file"]).load_method("forward")
-            decoder = decoder_for(entry, method.execute, max_seq_len, pad_id)
+            program = runtime.load_program(out / entry["file"])
+            decoder = decoder_for(entry, lambda name, program=program: program.load_method(name).execute,
+                                  max_seq_len, pad_id)
             if entry.get("quantization"):
                 bad = verify_quantized(out, entry, decoder, models, rows, order, max_seq_len, max_new_tokens, stop)
             else:

@@ -188,11 +188,42 @@ impl<'a> LongTensor<'a> {
     }
 }
 
+/// One input of [`EtModule::run_method`]: `data` holds the product of `sizes`
+/// values, row-major.
+#[derive(Debug)]
+pub enum MethodInput<'a> {
+    /// Copied into the module (token ids, positions: small).
+    Long { data: &'a [i64], sizes: &'a [i64] },
+    /// Given to the program as its input memory for the call, not copied (a KV
+    /// cache prefix). XNNPACK may read up to 16 bytes past its end (its
+    /// `XNN_EXTRA_BYTES`): a prefix of a longer `Vec` has them in its allocation.
+    Float { data: &'a mut [f32], sizes: &'a [i64] },
+}
+
+impl MethodInput<'_> {
+    fn parts(&mut self) -> (i32, *mut std::ffi::c_void, usize, &[i64]) {
+        match self {
+            // The shim only reads a Long input (it copies it), so the cast to *mut is never written through.
+            MethodInput::Long { data, sizes } => (sys::RL_DTYPE_LONG as i32, data.as_ptr().cast_mut().cast(), data.len(), sizes),
+            MethodInput::Float { data, sizes } => (sys::RL_DTYPE_FLOAT as i32, data.as_mut_ptr().cast(), data.len(), sizes),
+        }
+    }
+}
+
+/// One float output of the last run, borrowed from the module until its next run.
+#[derive(Debug)]
+pub struct MethodOutput<'a> {
+    pub data: &'a [f32],
+    pub sizes: Vec<usize>,
+}
+
 /// A loaded `.pte` program with its `forward` method, owned by one thread at a time.
 pub struct EtModule {
     handle: NonNull<sys::rl_module>,
     path: PathBuf,
     output: Vec<f32>,
+    /// run_method's output descriptions; kept, so its capacity is the most outputs seen.
+    method_outputs: Vec<sys::rl_tensor_out>,
 }
 
 // SAFETY: the shim's module is only touched through &mut self (one thread at a
@@ -218,7 +249,7 @@ impl EtModule {
             name: error_name(-1),
             message: format!("{}: the shim returned no module", path.display()),
         })?;
-        Ok(EtModule { handle, path: path.to_path_buf(), output: Vec::with_capacity(1024) })
+        Ok(EtModule { handle, path: path.to_path_buf(), output: Vec::with_capacity(1024), method_outputs: Vec::with_capacity(16) })
     }
 
     pub fn path(&self) -> &Path {
@@ -307,6 +338,80 @@ impl EtModule {
             unsafe { self.output.set_len(len) };
             return Ok(&self.output);
         }
+    }
+
+    /// Run `method` ("forward", "prefill") once on every input it takes, in order;
+    /// returns every output (each must be float). Float inputs are the program's
+    /// input memory for the call, not copied (for a program lowered with
+    /// `alloc_graph_input=False`; others copy them). A program with more than 16
+    /// outputs runs twice on its first call (the shim reports the count after a run).
+    pub fn run_method(&mut self, method: &str, inputs: &mut [MethodInput<'_>]) -> Result<Vec<MethodOutput<'_>>, EtError> {
+        let bad = |message: String| EtError { code: -2, name: error_name(-2), message: format!("{}: {message}", self.path.display()) };
+        let c_method = CString::new(method).map_err(|_| bad(format!("method name {method:?} contains a NUL byte")))?;
+        if inputs.is_empty() || inputs.len() > sys::RL_MAX_METHOD_INPUTS as usize {
+            return Err(bad(format!("{method}: {} inputs; 1 to {} are taken", inputs.len(), sys::RL_MAX_METHOD_INPUTS)));
+        }
+        let mut raw = Vec::with_capacity(inputs.len());
+        for (i, input) in inputs.iter_mut().enumerate() {
+            let (dtype, data, len, sizes) = input.parts();
+            let numel = sizes.iter().try_fold(1i64, |n, &d| if d >= 1 { n.checked_mul(d) } else { None });
+            if sizes.is_empty() || sizes.len() > sys::RL_MAX_RANK as usize || numel != i64::try_from(len).ok() {
+                let shape = sizes.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+                return Err(bad(format!("{method}: input {i} has {len} values for sizes [{shape}]")));
+            }
+            raw.push(sys::rl_tensor_in { dtype, data, sizes: sizes.as_ptr(), rank: sizes.len() });
+        }
+        let mut retried = false;
+        loop {
+            self.method_outputs.clear();
+            let cap = self.method_outputs.capacity();
+            let mut count = 0usize;
+            // SAFETY: the handle is live and the name NUL-terminated for the call. Each raw input
+            // points at `data` holding the product of its `sizes` (checked above), both borrowed
+            // for this call through `inputs`. A Long input is only read (copied). A Float input is
+            // an exclusive borrow (`&mut [f32]`) held until this function returns, so nothing else
+            // reads or writes it while the program runs on it; the program reads it, or writes it
+            // if it mutates that input, only within the values its sizes give (ExecuTorch resizes
+            // its input to them), apart from XNNPACK's reads past the end (see MethodInput::Float),
+            // which are never written nor used. The program keeps the pointer after the call but
+            // never uses it again: the shim makes every later run of a method set all its inputs
+            // anew. method_outputs has room for `cap` entries, and the shim writes none when the
+            // outputs exceed it; count is an out-pointer.
+            let status = unsafe {
+                sys::rl_module_run_method(
+                    self.handle.as_ptr(),
+                    c_method.as_ptr(),
+                    raw.as_ptr(),
+                    raw.len(),
+                    self.method_outputs.as_mut_ptr(),
+                    cap,
+                    &mut count,
+                )
+            };
+            if status == sys::RL_ERR_ARGUMENT && count > cap && !retried {
+                self.method_outputs.reserve(count);
+                retried = true;
+                continue;
+            }
+            check(status)?;
+            // SAFETY: on success the shim initialised exactly `count` <= capacity entries.
+            unsafe { self.method_outputs.set_len(count) };
+            break;
+        }
+        let outputs = self.method_outputs.iter().map(|out| {
+            let data = if out.data.is_null() || out.numel == 0 {
+                &[][..]
+            } else {
+                // SAFETY: `data` points at `numel` floats of the module's own (its output memory,
+                // or a copy for an output that pointed into an input), valid until its next run,
+                // load or destroy, each of which needs `&mut self`, which the returned borrow holds.
+                // Nothing writes them meanwhile; they never alias a caller's input.
+                unsafe { std::slice::from_raw_parts(out.data, out.numel) }
+            };
+            let sizes = out.sizes[..out.rank.min(out.sizes.len())].iter().map(|&d| usize::try_from(d).unwrap_or(0)).collect();
+            MethodOutput { data, sizes }
+        });
+        Ok(outputs.collect())
     }
 
     /// Nanoseconds the last successful forward ([`forward`](Self::forward) or a run of

@@ -75,7 +75,7 @@ def load_decoder(path: Path, entry: dict, max_len: int, pad_id: int):
     from executorch.extension.pybindings import portable_lib
 
     module = portable_lib._load_for_executorch(str(path))
-    return decoder_for(entry, lambda inputs: module.forward(tuple(inputs)), max_len, pad_id)
+    return decoder_for(entry, lambda name: (lambda inputs: module.run_method(name, tuple(inputs))), max_len, pad_id)
 
 
 def main() -> int:

@@ -10,6 +10,10 @@
 //!   call, so a longer prompt is fed in chunks. A new prompt starts again at
 //!   position 0 (later, stale entries are never read, or masked by
 //!   cache_position inside the program).
+//! - **KV cache as inputs** ([`CallerCache`]): runlens holds the cache and hands
+//!   the program its filled part as inputs, read in place (not copied); the
+//!   program returns the new entries, which runlens writes. One token goes to
+//!   method `forward`, a prompt's chunk of two or more to `prefill`.
 //! - **No cache** (the course's way): the whole sequence recomputed for every
 //!   token. A fixed-length program takes a window of `L` tokens left-padded
 //!   with the pad id, `attention_mask` 0 on the padding (the program takes
@@ -21,9 +25,9 @@
 
 use anyhow::Context;
 
-use super::InputConvention;
+use super::{CacheInputs, InputConvention};
 use crate::backend::probe::kv_cache_inputs;
-use crate::ffi::{EtModule, LongTensor};
+use crate::ffi::{EtModule, LongTensor, MethodInput};
 
 /// The sequence a decoder program holds, and what its window is padded with.
 #[derive(Clone, Debug, Default)]
@@ -32,6 +36,8 @@ pub struct Decoding {
     sequence: Vec<i64>,
     /// What a fixed window is left-padded with (the manifest's `pad_token_id`).
     pub pad_id: i64,
+    /// A program taking its cache as inputs: the cache (made at the first prefill).
+    cache: Option<CallerCache>,
 }
 
 impl Decoding {
@@ -50,7 +56,7 @@ impl Decoding {
             let chunk = convention.chunk.max(1);
             let mut logits = Vec::new();
             for (k, ids) in prompt.chunks(chunk).enumerate() {
-                logits = run_kv(module, convention, ids, (k * chunk) as i64)?;
+                logits = self.run_kv(module, convention, ids, k * chunk)?;
             }
             logits
         } else {
@@ -70,7 +76,7 @@ impl Decoding {
             convention.max_len
         );
         let logits = if convention.cache_position {
-            run_kv(module, convention, &[token], self.sequence.len() as i64)?
+            self.run_kv(module, convention, &[token], self.sequence.len())?
         } else {
             let mut sequence = self.sequence.clone();
             sequence.push(token);
@@ -81,13 +87,84 @@ impl Decoding {
     }
 }
 
-/// `forward(input_ids [1, n], cache_position [n])` at positions `start..start + n`, and
-/// `key_positions [F] = 0..F` when the program takes it ([`kv_cache_inputs`]).
-fn run_kv(module: &mut EtModule, convention: &InputConvention, ids: &[i64], start: i64) -> anyhow::Result<Vec<f32>> {
-    let inputs = kv_cache_inputs(ids.to_vec(), start, convention.key_positions);
-    let tensors: Vec<LongTensor> = inputs.iter().map(|(data, sizes)| LongTensor::new(data, sizes)).collect();
-    module.execute(&tensors)?;
-    last_position(module)
+impl Decoding {
+    /// `ids` at positions `start..start + n`: `forward(input_ids [1, n], cache_position [n])`,
+    /// with `key_positions [F] = 0..F` when the program takes it ([`kv_cache_inputs`]);
+    /// or through the cache runlens holds ([`CallerCache::run`]).
+    fn run_kv(&mut self, module: &mut EtModule, convention: &InputConvention, ids: &[i64], start: usize) -> anyhow::Result<Vec<f32>> {
+        if let Some(shape) = convention.caller_cache {
+            let cache = self.cache.get_or_insert_with(|| CallerCache::new(shape, convention.max_len));
+            return cache.run(module, ids, start);
+        }
+        let inputs = kv_cache_inputs(ids.to_vec(), start as i64, convention.key_positions);
+        let tensors: Vec<LongTensor> = inputs.iter().map(|(data, sizes)| LongTensor::new(data, sizes)).collect();
+        module.execute(&tensors)?;
+        last_position(module)
+    }
+}
+
+/// The KV cache of a program that takes it as inputs (`python/runlens_export/cache_inputs.py`):
+/// per layer and KV head, the keys and the values of `max_len + 1` rows of `head_dim` floats,
+/// row 0 kept at zero (the program hides it, and in a step puts the new token's own score
+/// there), position p at row p + 1. A call hands the program the first `start + 1` rows of
+/// each, their own memory (a row-major prefix is one block: nothing is sliced or copied),
+/// and writes the `n` new rows it returns at `start + 1..`.
+#[derive(Clone, Debug)]
+struct CallerCache {
+    shape: CacheInputs,
+    keys: Vec<Vec<f32>>,
+    values: Vec<Vec<f32>>,
+}
+
+impl CallerCache {
+    fn new(shape: CacheInputs, max_len: usize) -> CallerCache {
+        // One row more than the positions, and XNNPACK's extra read past an input's end
+        // (16 bytes) inside the allocation even when every row is handed in.
+        let len = (max_len + 1) * shape.head_dim + 4;
+        CallerCache { shape, keys: vec![vec![0.0; len]; shape.tensors], values: vec![vec![0.0; len]; shape.tensors] }
+    }
+
+    /// `forward` for one token, `prefill` for more, at positions `start..start + ids.len()`.
+    fn run(&mut self, module: &mut EtModule, ids: &[i64], start: usize) -> anyhow::Result<Vec<f32>> {
+        let (n, d, rows) = (ids.len(), self.shape.head_dim, start + 1);
+        let file = module.path().display().to_string();
+        anyhow::ensure!((start + n + 1) * d < self.keys.first().map_or(0, Vec::len), "{file}: positions past the cache");
+        let id_sizes = [1, n as i64];
+        let positions: Vec<i64> = (start as i64..(start + n) as i64).collect();
+        let position_sizes = [n as i64];
+        let key_positions: Vec<i64> = (0..rows as i64).collect();
+        let key_sizes = [rows as i64];
+        let (k_sizes, v_sizes) = ([rows as i64, d as i64], [1, rows as i64, d as i64]);
+        let mut inputs = vec![
+            MethodInput::Long { data: ids, sizes: &id_sizes },
+            MethodInput::Long { data: &positions, sizes: &position_sizes },
+            MethodInput::Long { data: &key_positions, sizes: &key_sizes },
+        ];
+        inputs.extend(self.keys.iter_mut().map(|k| MethodInput::Float { data: &mut k[..rows * d], sizes: &k_sizes }));
+        inputs.extend(self.values.iter_mut().map(|v| MethodInput::Float { data: &mut v[..rows * d], sizes: &v_sizes }));
+        let method = if n == 1 { "forward" } else { "prefill" };
+        let outputs = module.run_method(method, &mut inputs)?;
+        drop(inputs);
+        let [logits, new_keys, new_values] = outputs.as_slice() else {
+            anyhow::bail!("{file}: {method} returned {} outputs; a cache-inputs program returns the logits, the new keys and the new values", outputs.len())
+        };
+        let expected = [self.shape.tensors * n * d; 2];
+        anyhow::ensure!(
+            [new_keys.data.len(), new_values.data.len()] == expected && logits.sizes.len() == 2 && logits.sizes[0] == 1,
+            "{file}: {method} returned {:?}, {:?} and {:?}; expected logits [1, V] and {} new keys and values of {n} x {d}",
+            logits.sizes,
+            new_keys.sizes,
+            new_values.sizes,
+            self.shape.tensors
+        );
+        // [layers, kv_heads, n, d] in the order of the inputs: tensor i's n rows are one block.
+        for (cache, new) in [(&mut self.keys, new_keys.data), (&mut self.values, new_values.data)] {
+            for (i, rows_of) in cache.iter_mut().enumerate() {
+                rows_of[rows * d..(rows + n) * d].copy_from_slice(&new[i * n * d..(i + 1) * n * d]);
+            }
+        }
+        Ok(logits.data.to_vec())
+    }
 }
 
 /// The whole sequence, left-padded to a fixed window, or as it is.

@@ -13,7 +13,12 @@
 //! - KV cache: `input_ids` int64 `[1, S]` (S dynamic) and `cache_position`
 //!   int64 `[S]`: a decoder holding its KV cache in the program
 //!   (text-generation only); with a third input, `key_positions` int64 `[F]`
-//!   (F dynamic), its attention reads only the F filled cache entries.
+//!   (F dynamic), its attention reads only the F filled cache entries;
+//! - KV cache as inputs: the same three, then per layer and KV head the keys
+//!   float `[F, head_dim]` and after them the values float `[1, F, head_dim]`,
+//!   and a second method, `prefill`: the caller holds the cache, the program
+//!   reads its filled part in place and returns the new entries (see
+//!   [`decoder`], `python/runlens_export/cache_inputs.py`).
 //!
 //! A program of another shape is an error that names the file, what it has
 //! and what runlens expects.
@@ -34,8 +39,8 @@ use crate::pte::{CoverageReport, InputShape, PlanCoverage};
 use crate::tensor::{Encoded, OutputTensor};
 
 /// What runlens expects of a program's inputs, for error messages.
-const EXPECTED_INPUTS: &str =
-    "input_ids, or input_ids and attention_mask: int64 [1, S]; or (a decoder) input_ids int64 [1, S] and cache_position int64 [S], and optionally key_positions int64 [F]";
+const EXPECTED_INPUTS: &str = "input_ids, or input_ids and attention_mask: int64 [1, S]; or (a decoder) input_ids int64 [1, S] and \
+     cache_position int64 [S], and optionally key_positions int64 [F], then perhaps its KV cache: keys float [F, D] and values float [1, F, D] per layer and KV head";
 
 /// How a program takes its input, read from the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,12 +62,37 @@ pub struct InputConvention {
     /// The longest input it takes (for a KV-cache program: the longest
     /// sequence, prompt and new tokens, its cache holds).
     pub max_len: usize,
+    /// The cache is the caller's: it comes in as inputs after `key_positions`.
+    pub caller_cache: Option<CacheInputs>,
+}
+
+/// The KV cache a program takes as inputs: one keys tensor `[F, head_dim]` per
+/// layer and KV head, then as many values `[1, F, head_dim]`; F is the filled
+/// length plus a row 0 the caller keeps at zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheInputs {
+    /// Layers x KV heads: the keys tensors, and the values tensors.
+    pub tensors: usize,
+    pub head_dim: usize,
+}
+
+impl CacheInputs {
+    /// The cache inputs of `inputs` (after the first three), when they are that.
+    fn of(inputs: &[InputShape]) -> Option<CacheInputs> {
+        let rest = inputs.get(3..).filter(|r| !r.is_empty() && r.len() % 2 == 0)?;
+        let (keys, values) = rest.split_at(rest.len() / 2);
+        let filled = inputs[2].sizes.first().copied()?;
+        let head_dim = *keys[0].sizes.get(1)?;
+        let float = |s: &InputShape, sizes: &[i64]| s.dtype == "float" && s.dynamic && s.sizes == sizes;
+        let ok = keys.iter().all(|k| float(k, &[filled, head_dim])) && values.iter().all(|v| float(v, &[1, filled, head_dim]));
+        (ok && head_dim >= 1).then(|| CacheInputs { tensors: keys.len(), head_dim: usize::try_from(head_dim).unwrap_or(0) })
+    }
 }
 
 impl InputConvention {
     /// Read the convention of `forward` from runlens' report of the file; an
     /// error saying what was found when runlens cannot drive it.
-    pub fn of(plan: &PlanCoverage, output: OutputKind) -> Result<InputConvention, String> {
+    pub fn of(plan: &PlanCoverage, prefill: Option<&PlanCoverage>, output: OutputKind) -> Result<InputConvention, String> {
         let describe = |shapes: &[InputShape]| {
             shapes
                 .iter()
@@ -77,6 +107,9 @@ impl InputConvention {
         // then perhaps key_positions [F], dynamic up to that bound too.
         // key_positions' bound is the cache's length, at least input_ids' (a chunk).
         let rank1 = |s: &InputShape| s.dtype == "long" && s.sizes.len() == 1;
+        if let Some(cache) = CacheInputs::of(inputs) {
+            return Self::of_caller_cache(plan, prefill, cache, output).map_err(|why| format!("{why}; {}", wrong_inputs()));
+        }
         let kv_cache = (2..=3).contains(&inputs.len())
             && ok_input(&inputs[0])
             && inputs[0].dynamic
@@ -114,6 +147,44 @@ impl InputConvention {
             fixed_len: (!inputs[0].dynamic).then_some(len),
             chunk: len,
             max_len,
+            caller_cache: None,
+        })
+    }
+
+    /// A program taking its KV cache as inputs: `forward` one token (input_ids `[1, 1]`,
+    /// cache_position `[1]`), `prefill` up to a chunk (both `[.., C]` dynamic), both
+    /// key_positions `[F]` (F dynamic up to L) and the same cache inputs, both returning
+    /// the logits `[1, V]` first.
+    fn of_caller_cache(plan: &PlanCoverage, prefill: Option<&PlanCoverage>, cache: CacheInputs, output: OutputKind) -> Result<InputConvention, String> {
+        if output != OutputKind::NextToken {
+            return Err(format!("it is a decoder taking its KV cache as inputs; this model directory's programs return {}", output.expected()));
+        }
+        let prefill = prefill.ok_or("it takes its KV cache as inputs but has no method prefill for a prompt's chunks")?;
+        let long = |s: &InputShape, sizes: &[i64], dynamic: bool| s.dtype == "long" && s.sizes == sizes && s.dynamic == dynamic;
+        let (step, chunk) = (&plan.input_shapes, &prefill.input_shapes);
+        let max_len = step[2].sizes.first().copied().unwrap_or(0);
+        let c = chunk.first().and_then(|s| s.sizes.get(1)).copied().unwrap_or(0);
+        let step_ok = long(&step[0], &[1, 1], false) && long(&step[1], &[1], false) && long(&step[2], &[max_len], true);
+        let prefill_ok = chunk.len() == step.len()
+            && long(&chunk[0], &[1, c], true)
+            && long(&chunk[1], &[c], true)
+            && chunk[2..] == step[2..]
+            && (1..=max_len).contains(&c);
+        if !step_ok || !prefill_ok {
+            return Err("its forward (one token) and prefill (a chunk) do not take the cache-inputs convention's ids and positions".into());
+        }
+        let logits = |p: &PlanCoverage| p.output_shapes.first().is_some_and(|o| o.dtype == "float" && o.sizes.len() == 2 && o.sizes[0] == 1);
+        if !logits(plan) || !logits(prefill) {
+            return Err("its methods do not return next-token logits [1, V] first".into());
+        }
+        Ok(InputConvention {
+            with_mask: false,
+            cache_position: true,
+            key_positions: true,
+            fixed_len: None,
+            chunk: usize::try_from(c).unwrap_or(1),
+            max_len: usize::try_from(max_len).unwrap_or(0),
+            caller_cache: Some(cache),
         })
     }
 
@@ -122,6 +193,10 @@ impl InputConvention {
         let decoder = output == OutputKind::NextToken;
         let inputs = if self.with_mask || self.cache_position { "" } else { ", input_ids only" };
         match (self.cache_position, self.fixed_len) {
+            (true, _) if self.caller_cache.is_some() => format!(
+                ", KV cache of {} positions held by runlens and read in place as the program's inputs, up to {} tokens a prefill call",
+                self.max_len, self.chunk
+            ),
             (true, _) if self.key_positions => format!(
                 ", KV cache of {} positions (cache_position input), attention over the filled part (key_positions), up to {} tokens a call",
                 self.max_len, self.chunk
@@ -283,33 +358,33 @@ mod tests {
     fn kv_cache_and_window_programs_are_told_apart_by_their_inputs() {
         let logits = shape(&[1, 512], false, "float");
         let kv = plan(vec![shape(&[1, 64], true, "long"), shape(&[64], true, "long")], logits.clone());
-        let c = InputConvention::of(&kv, OutputKind::NextToken).unwrap();
-        assert_eq!(c, InputConvention { with_mask: false, cache_position: true, key_positions: false, fixed_len: None, chunk: 64, max_len: 64 });
+        let c = InputConvention::of(&kv, None, OutputKind::NextToken).unwrap();
+        assert_eq!(c, InputConvention { with_mask: false, cache_position: true, key_positions: false, fixed_len: None, chunk: 64, max_len: 64, caller_cache: None });
         assert!(c.describe(OutputKind::NextToken).contains("KV cache of 64"));
         assert!(c.describe(OutputKind::NextToken).contains("all of them"));
 
         // With key_positions [F]: attention over the filled part, F's bound the cache's
         // length, input_ids' the most tokens a call takes; a fixed or shorter F is not that input.
         let filled = plan(vec![shape(&[1, 64], true, "long"), shape(&[64], true, "long"), shape(&[256], true, "long")], logits.clone());
-        let c = InputConvention::of(&filled, OutputKind::NextToken).unwrap();
-        assert_eq!(c, InputConvention { with_mask: false, cache_position: true, key_positions: true, fixed_len: None, chunk: 64, max_len: 256 });
+        let c = InputConvention::of(&filled, None, OutputKind::NextToken).unwrap();
+        assert_eq!(c, InputConvention { with_mask: false, cache_position: true, key_positions: true, fixed_len: None, chunk: 64, max_len: 256, caller_cache: None });
         assert!(c.describe(OutputKind::NextToken).contains("filled part"));
         let fixed_f = plan(vec![shape(&[1, 64], true, "long"), shape(&[64], true, "long"), shape(&[64], false, "long")], logits.clone());
-        assert!(InputConvention::of(&fixed_f, OutputKind::NextToken).is_err());
+        assert!(InputConvention::of(&fixed_f, None, OutputKind::NextToken).is_err());
         let shorter_f = plan(vec![shape(&[1, 64], true, "long"), shape(&[64], true, "long"), shape(&[32], true, "long")], logits.clone());
-        assert!(InputConvention::of(&shorter_f, OutputKind::NextToken).is_err());
+        assert!(InputConvention::of(&shorter_f, None, OutputKind::NextToken).is_err());
 
         let window = plan(vec![shape(&[1, 32], false, "long"), shape(&[1, 32], false, "long")], shape(&[1, 32, 512], false, "float"));
-        let c = InputConvention::of(&window, OutputKind::NextToken).unwrap();
-        assert_eq!(c, InputConvention { with_mask: true, cache_position: false, key_positions: false, fixed_len: Some(32), chunk: 32, max_len: 32 });
+        let c = InputConvention::of(&window, None, OutputKind::NextToken).unwrap();
+        assert_eq!(c, InputConvention { with_mask: true, cache_position: false, key_positions: false, fixed_len: Some(32), chunk: 32, max_len: 32, caller_cache: None });
         assert!(c.describe(OutputKind::NextToken).contains("left-padded"));
 
         // A KV-cache program in a directory of another task, and shapes runlens cannot drive, say why.
-        let err = InputConvention::of(&kv, OutputKind::TokenLogits).unwrap_err();
+        let err = InputConvention::of(&kv, None, OutputKind::TokenLogits).unwrap_err();
         assert!(err.contains("KV cache") && err.contains("[1, S, V]"), "{err}");
         let rank2_positions = plan(vec![shape(&[1, 64], true, "long"), shape(&[1, 64], true, "float")], logits.clone());
-        assert!(InputConvention::of(&rank2_positions, OutputKind::NextToken).unwrap_err().contains("cache_position int64 [S]"));
+        assert!(InputConvention::of(&rank2_positions, None, OutputKind::NextToken).unwrap_err().contains("cache_position int64 [S]"));
         let rank4_out = plan(vec![shape(&[1, 64], true, "long"), shape(&[64], true, "long")], shape(&[1, 1, 64, 512], true, "float"));
-        assert!(InputConvention::of(&rank4_out, OutputKind::NextToken).unwrap_err().contains("[1, V]"));
+        assert!(InputConvention::of(&rank4_out, None, OutputKind::NextToken).unwrap_err().contains("[1, V]"));
     }
 }

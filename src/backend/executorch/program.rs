@@ -67,7 +67,7 @@ impl Program {
         if !missing.is_empty() {
             return Err(OpenError::MissingKernels { file, missing });
         }
-        let convention = InputConvention::of(plan, output).map_err(|why| OpenError::CannotDrive { file: file.clone(), why })?;
+        let convention = InputConvention::of(plan, coverage.plan("prefill"), output).map_err(|why| OpenError::CannotDrive { file: file.clone(), why })?;
         // ExecuTorch aborts the process on some damaged programs: try it in a child first.
         crate::backend::probe::check(path, &crate::backend::probe::Load::Executorch).map_err(|e| OpenError::Aborts(format!("{e:#}")))?;
         let module = EtModule::load(path, traced)?;
