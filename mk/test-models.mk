@@ -77,8 +77,8 @@ DECODER_MODELS := $(DECODER_ARCHS:%=models/tiny-%/manifest.json)
 # biases) and Qwen3 (q/k norms); each adds about 90 s of CPU. The SentencePiece Llama is
 # the same graph as tiny-llama and is left out.
 QUANTIZED_DECODERS := tiny-qwen2 tiny-llama tiny-qwen3
-QUANTIZED_PROGRAMS := --programs portable,portable-nocache,xnnpack,xnnpack-nocache,xnnpack-int8,xnnpack-8da4w --group-size 32
-decoder_programs_of = $(if $(filter $(1),$(QUANTIZED_DECODERS)),$(QUANTIZED_PROGRAMS),--programs portable$(,)portable-nocache$(,)xnnpack$(,)xnnpack-nocache)
+QUANTIZED_PROGRAMS := --programs portable,portable-nocache,xnnpack,xnnpack-nocache,xnnpack-kvin,xnnpack-int8,xnnpack-8da4w --group-size 32
+decoder_programs_of = $(if $(filter $(1),$(QUANTIZED_DECODERS)),$(QUANTIZED_PROGRAMS),--programs portable$(,)portable-nocache$(,)xnnpack$(,)xnnpack-nocache$(,)xnnpack-kvin)
 GPT2_FIGURES_CKPT := $(CHECKPOINTS)/gpt2-random
 GPT2_FIGURES_MODEL := models/gpt2-random
 
@@ -147,7 +147,7 @@ $(GPT2_CKPT)/.stamp: tests/python/tiny_checkpoint.py $(GPT2_TOKENIZER_TEXT) | $(
 
 models/tiny-gpt2/manifest.json: $(GPT2_CKPT)/.stamp $(EXPORT_PY) assets/prompts.txt $(TEST_REQS_STAMP) $(GGUF_CONVERTER_STAMP) | build
 	$(VPY) python/export.py --model $(GPT2_CKPT) --task text-generation --max-seq-len 64 \
-	  --programs portable,portable-nocache,xnnpack,xnnpack-nocache,xnnpack-int8,xnnpack-8da4w --group-size 32 \
+	  --programs portable,portable-nocache,xnnpack,xnnpack-nocache,xnnpack-kvin,xnnpack-int8,xnnpack-8da4w --group-size 32 \
 	  --out models/tiny-gpt2 --threads 1
 
 # `make soak`'s generation soak (scripts/soak.sh; not in `make test`): the same tiny
@@ -235,7 +235,7 @@ $(HUB_REFERENCES): $(CHECKPOINTS)/hub-%/hub_reference.json: $(HUB_CKPT_STAMP) te
 
 # Issue 33, a decode step that follows the filled length (tests/long_context.rs,
 # docs/kv-cache.md): the hub-layout Qwen2 exported twice, L = 256 and L = 2048, the
-# float KV-cache programs only (portable, xnnpack; about 40 s each); no GGUF files
+# float KV-cache programs only (portable, xnnpack, xnnpack-kvin; about 70 s each); no GGUF files
 # (models/hub-qwen2 has them from the same checkpoint).
 CONTEXT_MODELS := models/context-256/manifest.json models/context-2048/manifest.json
 
@@ -243,4 +243,4 @@ test-models-files: $(CONTEXT_MODELS)
 
 $(CONTEXT_MODELS): models/context-%/manifest.json: $(HUB_CKPT_STAMP) $(EXPORT_PY) assets/prompts.txt
 	$(VPY) python/export.py --model $(CHECKPOINTS)/hub-qwen2 --task text-generation --max-seq-len $* \
-	  --programs portable,xnnpack --no-gguf --out models/context-$* --threads 1
+	  --programs portable,xnnpack,xnnpack-kvin --no-gguf --out models/context-$* --threads 1

@@ -89,8 +89,10 @@ int32_t rl_registry_has_backend(const char *name);
 
 /**
  * Load a .pte (memory-mapped, verified with InternalConsistency) and its "forward"
- * method. With trace non-zero an ETDump event tracer is attached (profiles, and the
- * probe: with a tracer an abort report names the instruction that was running).
+ * method, then every other method it has. XNNPACK's weight cache is on for the
+ * process from the first load: delegates of the same weights share one packed copy.
+ * With trace non-zero an ETDump event tracer is attached (profiles, and the probe:
+ * with a tracer an abort report names the instruction that was running).
  */
 int32_t rl_module_load(const char *path, int32_t trace, rl_module **out);
 

@@ -164,6 +164,97 @@ fn the_quantized_programs_write_their_cache_in_place_too() {
     }
 }
 
+/// A method's inputs as (value index, float, planned in memory), and its kernel calls as
+/// (operator, argument value indices, float arguments' (sizes, dynamic)).
+struct Method {
+    inputs: Vec<(i32, bool, bool)>,
+    calls: Vec<(String, Vec<i32>, Vec<(Vec<i32>, bool)>)>,
+}
+
+fn method(pte: &Path, name: &str) -> Method {
+    use runlens::pte::generated::program::executorch_flatbuffer::ScalarType;
+    let bytes = std::fs::read(pte).unwrap_or_else(|e| panic!("{}: {e} (make test-models)", pte.display()));
+    let program = ProgramRef::read_as_root(&bytes[..]).expect("a program flatbuffer");
+    let plan = program
+        .execution_plan()
+        .unwrap()
+        .unwrap()
+        .iter()
+        .map(Result::unwrap)
+        .find(|p| p.name().unwrap() == Some(name))
+        .unwrap_or_else(|| panic!("{}: no method {name}", pte.display()));
+    let operators: Vec<String> = plan.operators().unwrap().unwrap().iter().map(|op| op.unwrap().name().unwrap().unwrap_or("").to_string()).collect();
+    let values: Vec<_> = plan.values().unwrap().unwrap().iter().map(Result::unwrap).collect();
+    let tensor = |v: i32| match values[v as usize].val().unwrap() {
+        Some(KernelTypesRef::Tensor(t)) => Some(t),
+        _ => None,
+    };
+    let inputs = plan
+        .inputs()
+        .unwrap()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            let t = tensor(v).expect("a tensor input");
+            (v, t.scalar_type().unwrap() == ScalarType::Float, t.allocation_info().unwrap().is_some())
+        })
+        .collect();
+    let mut calls = Vec::new();
+    for chain in plan.chains().unwrap().unwrap().iter() {
+        for instruction in chain.unwrap().instructions().unwrap().unwrap().iter() {
+            let Some(InstructionArgumentsRef::KernelCall(call)) = instruction.unwrap().instr_args().unwrap() else { continue };
+            let args: Vec<i32> = call.args().unwrap().map(|a| a.iter().collect()).unwrap_or_default();
+            let floats = args
+                .iter()
+                .filter_map(|&v| tensor(v))
+                .filter(|t| t.scalar_type().unwrap() == ScalarType::Float)
+                .map(|t| (t.sizes().unwrap().map(|s| s.iter().collect()).unwrap_or_default(), t.shape_dynamism().unwrap() != TensorShapeDynamism::Static))
+                .collect();
+            calls.push((operators[call.op_index().unwrap() as usize].clone(), args, floats));
+        }
+    }
+    Method { inputs, calls }
+}
+
+/// The programs that take their cache as inputs (`xnnpack-kvin`, cache_inputs.py): each
+/// method's cache inputs, keys and values per layer and KV head, are not memory-planned (so
+/// ExecuTorch reads runlens' memory in place, no copy per call), no kernel outside the
+/// delegate takes one, and in a decode step (`forward`) no kernel outside it takes or
+/// makes a float tensor whose size follows the filled length as a cache's does
+/// (F x head_dim or more): attention reads the cache inside XNNPACK only.
+#[test]
+fn a_cache_given_as_inputs_is_read_in_place_by_the_delegate_only() {
+    for model in DECODERS {
+        let dir = Path::new(&common::model_path(model)).to_path_buf();
+        let config = json(&dir.join("config.json"));
+        let field = |names: &[&str]| names.iter().find_map(|n| config[*n].as_u64());
+        let (hidden, heads) = (field(&["n_embd", "hidden_size"]).unwrap(), field(&["n_head", "num_attention_heads"]).unwrap());
+        let layers = field(&["n_layer", "num_hidden_layers"]).unwrap();
+        let kv_heads = field(&["num_key_value_heads"]).unwrap_or(heads);
+        let head_dim = field(&["head_dim"]).unwrap_or(hidden / heads);
+        let length = json(&dir.join("manifest.json"))["max_seq_len"].as_u64().unwrap();
+        let pte = dir.join("xnnpack-kvin.pte");
+        for name in ["forward", "prefill"] {
+            let m = method(&pte, name);
+            let cache: Vec<i32> = m.inputs.iter().filter(|(_, float, _)| *float).map(|(v, _, _)| *v).collect();
+            assert_eq!(cache.len() as u64, 2 * layers * kv_heads, "{model}/xnnpack-kvin {name}: keys and values per layer and KV head");
+            assert!(m.inputs.iter().all(|(_, float, planned)| !(*float && *planned)), "{model}/xnnpack-kvin {name}: a cache input is memory-planned (copied per call)");
+            let takers: Vec<&String> = m.calls.iter().filter(|(_, args, _)| args.iter().any(|a| cache.contains(a))).map(|(op, _, _)| op).collect();
+            assert!(takers.is_empty(), "{model}/xnnpack-kvin {name}: kernels outside the delegate take the cache: {takers:?}");
+            if name == "forward" {
+                let sized: Vec<(&String, &Vec<i32>)> = m
+                    .calls
+                    .iter()
+                    .flat_map(|(op, _, floats)| floats.iter().map(move |f| (op, f)))
+                    .filter(|(_, (sizes, dynamic))| *dynamic && sizes.iter().map(|&d| d as u64).product::<u64>() >= length * head_dim)
+                    .map(|(op, (sizes, _))| (op, sizes))
+                    .collect();
+                assert!(sized.is_empty(), "{model}/xnnpack-kvin: a decode step's kernels outside the delegate on cache-sized tensors: {sized:?}");
+            }
+        }
+    }
+}
+
 /// Calls per run of each kernel in `runlens profile --json` of `model`'s XNNPACK
 /// program on `text` (raw, without a chat template), and the number of tokens it fed.
 fn profiled_kernels(model: &str, text: &str) -> (u64, Vec<(String, u64)>) {

@@ -20,15 +20,18 @@ use runlens::pte::InputShape;
 
 fn program_specs(dir: &ModelDir) -> Vec<BackendSpec> {
     let specs = backend::catalog(dir, &[]).unwrap();
-    let programs: Vec<BackendSpec> = specs.into_iter().filter(|s| s.pte_file().is_some() && ["portable", "xnnpack"].contains(&s.name.as_str())).collect();
-    assert_eq!(programs.len(), 2, "{}: the portable and xnnpack programs (make test-models)", dir.root().display());
+    let programs: Vec<BackendSpec> =
+        specs.into_iter().filter(|s| s.pte_file().is_some() && ["portable", "xnnpack", "xnnpack-kvin"].contains(&s.name.as_str())).collect();
+    assert_eq!(programs.len(), 3, "{}: the portable, xnnpack and xnnpack-kvin programs (make test-models)", dir.root().display());
     programs
 }
 
+/// The inputs of the method that takes a prompt's chunks: `forward`, or `prefill` for a
+/// program that takes its cache as inputs (whose `forward` takes one token).
 fn inputs_of(dir: &ModelDir, spec: &BackendSpec) -> Vec<InputShape> {
     let path = dir.root().join(spec.pte_file().unwrap());
     let report = runlens::pte::inspect_file(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    report.plan("forward").expect("forward").input_shapes.clone()
+    report.plan("prefill").or_else(|| report.plan("forward")).expect("forward").input_shapes.clone()
 }
 
 #[test]
@@ -39,7 +42,14 @@ fn the_programs_take_the_filled_length_as_an_input_of_its_own() {
         for spec in program_specs(&dir) {
             let inputs = inputs_of(&dir, &spec);
             let shown: Vec<String> = inputs.iter().map(|s| format!("{} {:?} dynamic {}", s.dtype, s.sizes, s.dynamic)).collect();
-            assert_eq!(inputs.len(), 3, "{name}/{}: input_ids, cache_position, key_positions: {shown:?}", spec.name);
+            // The cache as inputs adds keys [F, D] and values [1, F, D] per layer and KV head.
+            let cache = &inputs[3.min(inputs.len())..];
+            if spec.name == "xnnpack-kvin" {
+                assert!(!cache.is_empty() && cache.iter().all(|s| s.dtype == "float" && s.dynamic && s.sizes[s.sizes.len() - 2] == len as i64), "{name}/{}: {shown:?}", spec.name);
+            } else {
+                assert!(cache.is_empty(), "{name}/{}: input_ids, cache_position, key_positions: {shown:?}", spec.name);
+            }
+            let inputs = &inputs[..3];
             // input_ids [1, S] and cache_position [S], S up to a chunk of 256 new tokens;
             // key_positions [F], F up to L: the filled length, dynamic.
             assert_eq!(inputs[0].sizes, vec![1, 256], "{name}/{}: {shown:?}", spec.name);

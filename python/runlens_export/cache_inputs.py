@@ -22,7 +22,7 @@ Two methods, standard operators only, everything on the cache inside the delegat
             runtime weight), the new token's own score takes row 0's place (row 0 is zero,
             so its score is 0 before), its value is added with row 0's probability: nothing
             is concatenated, nothing copied.
-  prefill   S new tokens (1..prefill_chunk), positions start..start+S-1: the same inputs
+  prefill   a prompt's chunk, S new tokens (1..prefill_chunk), positions start..start+S-1: the same inputs
             with F = start + 1; the past and the new entries concatenated inside the
             delegate (one copy of the past per chunk, shared by its S tokens), the mask
             [S, F + S] hiding row 0 and the later tokens of the chunk.
@@ -193,12 +193,11 @@ class CallerCache:
         self.values = [torch.zeros(1, max_len + 1, head_dim) for _ in range(n)]
         self.kv_heads = kv_heads
 
-    def run(self, ids: list[int], start: int) -> torch.Tensor:
+    def run(self, ids: list[int], start: int, method) -> torch.Tensor:
         end, f = start + len(ids), start + 1
         inputs = [torch.tensor([ids], dtype=torch.long), torch.arange(start, end, dtype=torch.long),
                   torch.arange(f, dtype=torch.long)]
         inputs += [k[:f] for k in self.keys] + [v[:, :f] for v in self.values]
-        method = self.step_method if len(ids) == 1 and start > 0 else self.prefill_method
         logits, new_keys, new_values = method(inputs)[:3]
         layers = new_keys.shape[0]
         for i in range(layers * self.kv_heads):
@@ -211,8 +210,8 @@ class CallerCache:
     def prefill(self, prompt: list[int]) -> torch.Tensor:
         prompt = list(prompt)
         for start in range(0, len(prompt), self.chunk):
-            logits = self.run(prompt[start:start + self.chunk], start)
+            logits = self.run(prompt[start:start + self.chunk], start, self.prefill_method)
         return logits
 
     def step(self, token: int) -> torch.Tensor:
-        return self.run([token], self.length)
+        return self.run([token], self.length, self.step_method)

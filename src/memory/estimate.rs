@@ -128,6 +128,7 @@ fn of_program(spec: &BackendSpec, path: &Path) -> anyhow::Result<ColumnNeed> {
         Part { what: "constants read in place", bytes: s.constants_in_place },
         Part { what: "weights XNNPACK packs", bytes: s.delegate_weights },
         Part { what: "planned memory", bytes: s.planned },
+        Part { what: "KV cache runlens holds (the program's inputs)", bytes: s.caller_inputs },
         Part { what: "ExecuTorch runtime and scratch", bytes: PROGRAM_RUNTIME + s.planned / 10 },
     ];
     // runlens' reader takes the whole file in before the runtime maps it (backend::executorch::Program::open).

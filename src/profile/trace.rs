@@ -80,7 +80,12 @@ pub fn trace_file(path: &Path, input: &Encoded, runs: u32, run: ProfiledRun, out
     }
     let bytes = program.module_mut().take_etdump()?;
     let dump = etdump::decode(&bytes).map_err(|source| ProfileError::Dump { file: file.clone(), source })?;
-    let Program { coverage: report, instructions: plan, .. } = program;
+    // A program taking its cache as inputs runs a prompt through its method prefill.
+    let Program { coverage: report, instructions, prefill_instructions, .. } = program;
+    let plan = match run {
+        ProfiledRun::Prompt => prefill_instructions.unwrap_or(instructions),
+        ProfiledRun::DecodeStep => instructions,
+    };
     Ok(Traced { file, report, plan, dump, ratio })
 }
 

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use planus::ReadAsRoot;
 
-use super::generated::program::executorch_flatbuffer::{DataLocation, ExecutionPlanRef, ProgramRef};
+use super::generated::program::executorch_flatbuffer::{DataLocation, EValueRef, ExecutionPlanRef, KernelTypesRef, ProgramRef};
 use super::header::{layout_of, Layout};
 use super::limits::Limits;
 use super::xnnpack::{XnnHeader, XNNPACK_BACKEND_ID};
@@ -27,9 +27,12 @@ pub struct ProgramSizes {
     pub delegate_weights: u64,
     /// The rest of the delegate blobs (XNNPACK's graphs), read at load.
     pub delegate_graphs: u64,
-    /// `forward`'s planned memory (`non_const_buffer_sizes`): every
-    /// intermediate tensor, and a KV-cache program's cache.
+    /// Every method's planned memory (`non_const_buffer_sizes`; each method
+    /// loaded has its own): every intermediate tensor, and a KV-cache program's cache.
     pub planned: u64,
+    /// `forward`'s inputs the program reads from the caller's memory, not
+    /// planned, at their largest: a KV cache given as inputs, which the caller holds.
+    pub caller_inputs: u64,
     /// Initial values of the program's mutable state (mutable-data segments),
     /// copied into the planned memory at load.
     pub mutable_data: u64,
@@ -67,10 +70,17 @@ pub fn read_sizes(path: &Path) -> Result<ProgramSizes, PteError> {
     };
 
     if let Some(plan) = forward(&root)? {
-        sizes.planned = plan
+        sizes.caller_inputs = caller_input_bytes(&plan)?;
+    }
+    let plans = root.execution_plan().map_err(fb("execution_plan"))?;
+    limits.visit(plans.map_or(0, |p| p.len()))?;
+    for plan in plans.into_iter().flat_map(|p| p.iter()) {
+        let plan = plan.map_err(fb("an execution plan"))?;
+        let planned = plan
             .non_const_buffer_sizes()
             .map_err(fb("non_const_buffer_sizes"))?
             .map_or(0, |v| v.iter().map(|n| n.max(0) as u64).fold(0, u64::saturating_add));
+        sizes.planned = sizes.planned.saturating_add(planned);
         let delegates = plan.delegates().map_err(fb("plan delegates"))?;
         limits.visit(delegates.map_or(0, |d| d.len()))?;
         for delegate in delegates.into_iter().flat_map(|d| d.iter()) {
@@ -140,6 +150,26 @@ pub fn read_sizes(path: &Path) -> Result<ProgramSizes, PteError> {
         }
     }
     Ok(sizes)
+}
+
+/// The bytes of `plan`'s tensor inputs that are neither planned nor constant (the
+/// caller's memory, read in place), at their upper-bound sizes.
+fn caller_input_bytes(plan: &ExecutionPlanRef<'_>) -> Result<u64, PteError> {
+    let (Some(inputs), Some(values)) = (plan.inputs().map_err(fb("plan inputs"))?, plan.values().map_err(fb("plan values"))?) else {
+        return Ok(0);
+    };
+    let mut bytes = 0u64;
+    for index in inputs.iter() {
+        let Some(value) = values.get(usize::try_from(index).unwrap_or(usize::MAX)) else { continue };
+        let Some(KernelTypesRef::Tensor(t)) = EValueRef::val(&value.map_err(fb("an input value"))?).map_err(fb("an input value"))? else { continue };
+        if t.allocation_info().map_err(fb("an input's allocation"))?.is_some() || t.data_buffer_idx().map_err(fb("an input's data"))? > 0 {
+            continue;
+        }
+        let elements = t.sizes().map_err(fb("an input's sizes"))?.map_or(0, |s| s.iter().map(|d| d.max(0) as u64).product::<u64>());
+        let element = super::instructions::element_bytes(t.scalar_type().map_err(fb("an input's dtype"))? as i8);
+        bytes = bytes.saturating_add(elements.saturating_mul(element));
+    }
+    Ok(bytes)
 }
 
 /// The ids of the delegates `forward` calls (`XnnpackBackend`, ...), read from

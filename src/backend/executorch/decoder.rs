@@ -12,8 +12,8 @@
 //!   cache_position inside the program).
 //! - **KV cache as inputs** ([`CallerCache`]): runlens holds the cache and hands
 //!   the program its filled part as inputs, read in place (not copied); the
-//!   program returns the new entries, which runlens writes. One token goes to
-//!   method `forward`, a prompt's chunk of two or more to `prefill`.
+//!   program returns the new entries, which runlens writes. A prompt goes to
+//!   method `prefill` in chunks, each new token to `forward`.
 //! - **No cache** (the course's way): the whole sequence recomputed for every
 //!   token. A fixed-length program takes a window of `L` tokens left-padded
 //!   with the pad id, `attention_mask` 0 on the padding (the program takes
@@ -56,7 +56,7 @@ impl Decoding {
             let chunk = convention.chunk.max(1);
             let mut logits = Vec::new();
             for (k, ids) in prompt.chunks(chunk).enumerate() {
-                logits = self.run_kv(module, convention, ids, k * chunk)?;
+                logits = self.run_kv(module, convention, ids, k * chunk, false)?;
             }
             logits
         } else {
@@ -76,7 +76,7 @@ impl Decoding {
             convention.max_len
         );
         let logits = if convention.cache_position {
-            self.run_kv(module, convention, &[token], self.sequence.len())?
+            self.run_kv(module, convention, &[token], self.sequence.len(), true)?
         } else {
             let mut sequence = self.sequence.clone();
             sequence.push(token);
@@ -90,11 +90,12 @@ impl Decoding {
 impl Decoding {
     /// `ids` at positions `start..start + n`: `forward(input_ids [1, n], cache_position [n])`,
     /// with `key_positions [F] = 0..F` when the program takes it ([`kv_cache_inputs`]);
-    /// or through the cache runlens holds ([`CallerCache::run`]).
-    fn run_kv(&mut self, module: &mut EtModule, convention: &InputConvention, ids: &[i64], start: usize) -> anyhow::Result<Vec<f32>> {
+    /// or through the cache runlens holds ([`CallerCache::run`]: method `forward` for a
+    /// `step`, `prefill` for a prompt's chunk).
+    fn run_kv(&mut self, module: &mut EtModule, convention: &InputConvention, ids: &[i64], start: usize, step: bool) -> anyhow::Result<Vec<f32>> {
         if let Some(shape) = convention.caller_cache {
             let cache = self.cache.get_or_insert_with(|| CallerCache::new(shape, convention.max_len));
-            return cache.run(module, ids, start);
+            return cache.run(module, if step { "forward" } else { "prefill" }, ids, start);
         }
         let inputs = kv_cache_inputs(ids.to_vec(), start as i64, convention.key_positions);
         let tensors: Vec<LongTensor> = inputs.iter().map(|(data, sizes)| LongTensor::new(data, sizes)).collect();
@@ -124,8 +125,8 @@ impl CallerCache {
         CallerCache { shape, keys: vec![vec![0.0; len]; shape.tensors], values: vec![vec![0.0; len]; shape.tensors] }
     }
 
-    /// `forward` for one token, `prefill` for more, at positions `start..start + ids.len()`.
-    fn run(&mut self, module: &mut EtModule, ids: &[i64], start: usize) -> anyhow::Result<Vec<f32>> {
+    /// `method` (`forward`: one token; `prefill`: a chunk) at positions `start..start + ids.len()`.
+    fn run(&mut self, module: &mut EtModule, method: &str, ids: &[i64], start: usize) -> anyhow::Result<Vec<f32>> {
         let (n, d, rows) = (ids.len(), self.shape.head_dim, start + 1);
         let file = module.path().display().to_string();
         anyhow::ensure!((start + n + 1) * d < self.keys.first().map_or(0, Vec::len), "{file}: positions past the cache");
@@ -142,7 +143,6 @@ impl CallerCache {
         ];
         inputs.extend(self.keys.iter_mut().map(|k| MethodInput::Float { data: &mut k[..rows * d], sizes: &k_sizes }));
         inputs.extend(self.values.iter_mut().map(|v| MethodInput::Float { data: &mut v[..rows * d], sizes: &v_sizes }));
-        let method = if n == 1 { "forward" } else { "prefill" };
         let outputs = module.run_method(method, &mut inputs)?;
         drop(inputs);
         let [logits, new_keys, new_values] = outputs.as_slice() else {

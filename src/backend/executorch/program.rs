@@ -47,6 +47,8 @@ pub struct Program {
     pub coverage: CoverageReport,
     /// `forward`'s instructions (what an ETDump's events map back to).
     pub instructions: PlanInstructions,
+    /// `prefill`'s, for a program taking its KV cache as inputs: a prompt runs that method.
+    pub prefill_instructions: Option<PlanInstructions>,
     pub convention: InputConvention,
     pub output: OutputKind,
     module: EtModule,
@@ -70,8 +72,9 @@ impl Program {
         let convention = InputConvention::of(plan, coverage.plan("prefill"), output).map_err(|why| OpenError::CannotDrive { file: file.clone(), why })?;
         // ExecuTorch aborts the process on some damaged programs: try it in a child first.
         crate::backend::probe::check(path, &crate::backend::probe::Load::Executorch).map_err(|e| OpenError::Aborts(format!("{e:#}")))?;
+        let prefill_instructions = convention.caller_cache.and_then(|_| table.plan("prefill").cloned());
         let module = EtModule::load(path, traced)?;
-        Ok(Program { path: path.to_path_buf(), coverage, instructions, convention, output, module, decoding: Decoding::default() })
+        Ok(Program { path: path.to_path_buf(), coverage, instructions, prefill_instructions, convention, output, module, decoding: Decoding::default() })
     }
 
     pub fn path(&self) -> &Path {
