@@ -93,7 +93,7 @@ fn greedy_ids_match(name: &str) {
     assert!(reference.sentences.iter().any(|s| s.generated_ids.len() >= 16), "{name}: at least one prompt with 16 new tokens");
     let ctx = context(&dir, max_new);
     let specs = present(&dir);
-    for must in ["eager", "portable", "portable-nocache", "xnnpack", "xnnpack-nocache", "llamacpp-f32", "onnx"] {
+    for must in ["eager", "portable", "portable-nocache", "xnnpack", "xnnpack-nocache", "xnnpack-kvin", "llamacpp-f32", "onnx"] {
         assert!(specs.iter().any(|s| s.name == must), "{name} has no {must}");
     }
     // Quantized backends compute other numbers on purpose: tests/quantized_generation.rs

@@ -387,4 +387,47 @@ mod tests {
         let rank4_out = plan(vec![shape(&[1, 64], true, "long"), shape(&[64], true, "long")], shape(&[1, 1, 64, 512], true, "float"));
         assert!(InputConvention::of(&rank4_out, None, OutputKind::NextToken).unwrap_err().contains("[1, V]"));
     }
+
+    /// forward (one token) and prefill (a chunk), then keys [F, D] and values [1, F, D] per layer and KV head.
+    fn caller_cache_plans(tensors: usize, chunk: i64, len: i64, d: i64) -> (PlanCoverage, PlanCoverage) {
+        let cache = |n: usize| {
+            let mut v: Vec<InputShape> = (0..n).map(|_| shape(&[len, d], true, "float")).collect();
+            v.extend((0..n).map(|_| shape(&[1, len, d], true, "float")));
+            v
+        };
+        let logits = shape(&[1, 512], false, "float");
+        let mut step = vec![shape(&[1, 1], false, "long"), shape(&[1], false, "long"), shape(&[len], true, "long")];
+        step.extend(cache(tensors));
+        let mut prefill = vec![shape(&[1, chunk], true, "long"), shape(&[chunk], true, "long"), shape(&[len], true, "long")];
+        prefill.extend(cache(tensors));
+        let with = |inputs: Vec<InputShape>, name: &str| PlanCoverage { name: name.into(), ..plan(inputs, logits.clone()) };
+        (with(step, "forward"), with(prefill, "prefill"))
+    }
+
+    #[test]
+    fn a_program_taking_its_cache_as_inputs_is_read_from_both_methods() {
+        let (step, prefill) = caller_cache_plans(6, 256, 2048, 64);
+        let c = InputConvention::of(&step, Some(&prefill), OutputKind::NextToken).unwrap();
+        let expected = InputConvention {
+            with_mask: false,
+            cache_position: true,
+            key_positions: true,
+            fixed_len: None,
+            chunk: 256,
+            max_len: 2048,
+            caller_cache: Some(CacheInputs { tensors: 6, head_dim: 64 }),
+        };
+        assert_eq!(c, expected);
+        assert!(c.describe(OutputKind::NextToken).contains("read in place"));
+        // Without prefill, with a prefill of another cache, or values of another length: refused, saying why.
+        let err = InputConvention::of(&step, None, OutputKind::NextToken).unwrap_err();
+        assert!(err.contains("no method prefill"), "{err}");
+        let (_, other) = caller_cache_plans(6, 256, 1024, 64);
+        assert!(InputConvention::of(&step, Some(&other), OutputKind::NextToken).is_err());
+        let mut odd = step.clone();
+        odd.input_shapes[9] = shape(&[1, 1024, 64], true, "float");
+        odd.inputs = odd.input_shapes.len() as u64;
+        assert!(InputConvention::of(&odd, Some(&prefill), OutputKind::NextToken).is_err());
+        assert!(InputConvention::of(&step, Some(&prefill), OutputKind::TokenLogits).unwrap_err().contains("as inputs"));
+    }
 }
