@@ -58,6 +58,11 @@ pub trait Backend: Send {
     fn kv_cache_element_bytes(&self) -> Option<u64> {
         None
     }
+    /// Where its KV cache lives, when the loaded model says it (a program's inputs:
+    /// `static` inside it, `inputs` handed in by runlens, `none`); `None`: ask the manifest.
+    fn cache_kind(&self) -> Option<&'static str> {
+        None
+    }
     /// How long opening its model took inside the runtime, when the runtime
     /// measures it (a program's open); `None`: the caller times the load.
     fn load_time(&self) -> Option<std::time::Duration> {

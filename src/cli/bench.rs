@@ -190,8 +190,8 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
     // the element size as each backend keeps its cache (llama.cpp's quantized files: float16).
     let values_per_position = dir.model_config().ok().and_then(|c| crate::memory::Geometry::of(&c)).map(|g| g.kv_values_per_position());
     let mut cache_bytes = std::collections::BTreeMap::new();
-    let caches: Vec<(String, Option<String>)> = kinds.iter().map(|k| (k.name.clone(), generation::cache_of(dir, k))).collect();
-    for (kind, (_, cache)) in kinds.iter().zip(&caches) {
+    let mut caches: Vec<(String, Option<String>)> = kinds.iter().map(|k| (k.name.clone(), generation::cache_of(dir, k))).collect();
+    for (kind, (_, cache)) in kinds.iter().zip(caches.iter_mut()) {
         if stop.load(Ordering::Relaxed) {
             break;
         }
@@ -205,6 +205,10 @@ fn run_generation(common: &Common, args: &BenchArgs, dir: &crate::model::ModelDi
         }
         if let Some(bytes) = values_per_position.zip(b.kv_cache_element_bytes()).map(|(n, e)| n * e) {
             cache_bytes.insert(kind.name().to_string(), bytes);
+        }
+        // A program's cache as its file has it (one given with --program has no manifest entry).
+        if let Some(kind) = b.cache_kind() {
+            *cache = Some(kind.to_string());
         }
         let (r, s) = generation::bench_backend(kind, cache.clone(), b.as_mut(), &prompts, gen_tokens, budget, &stop, |m| {
             bar.set_message(m.to_string());

@@ -305,6 +305,16 @@ impl Backend for ExecutorchBackend {
         (self.program.output == OutputKind::NextToken && self.program.convention.cache_position).then_some(4)
     }
 
+    /// Read from the program's inputs, as runlens drives it.
+    fn cache_kind(&self) -> Option<&'static str> {
+        let c = self.program.convention;
+        (self.program.output == OutputKind::NextToken).then_some(match (c.caller_cache, c.cache_position) {
+            (Some(_), _) => "inputs",
+            (None, true) => "static",
+            (None, false) => "none",
+        })
+    }
+
     fn load_time(&self) -> Option<Duration> {
         Some(self.load_time)
     }
