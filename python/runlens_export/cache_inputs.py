@@ -6,7 +6,7 @@ packs the slices again for its batch matrix products: a decode step pays its cac
 times over. Here the program keeps no cache. Per layer and KV head the caller holds the keys
 and the values of L + 1 rows of head_dim floats, row 0 a slot kept at zero, position p at
 row p + 1, and hands the program the filled prefix of each, F = filled + 1 rows, as inputs
-that are not memory-planned (lowering.py, `planned_inputs=False`): ExecuTorch reads the
+that are not memory-planned (lowering.lower's `caller_cache`): ExecuTorch reads the
 caller's memory where it is, the prefix of a row-major buffer being one contiguous block,
 with no slice and no copy. The program returns the new keys and values for the caller to
 write at rows start + 1 .. start + S.
@@ -39,6 +39,7 @@ import contextlib
 
 import torch
 
+from .archs import arch_and_geometry
 from .files import ExportError
 
 ATTENTION = "runlens_cache_inputs"
@@ -115,8 +116,6 @@ class DecoderWithCallerCache(torch.nn.Module):
 
     def __init__(self, model: torch.nn.Module, step: bool):
         super().__init__()
-        from .decoder import arch_and_geometry
-
         arch, geometry = arch_and_geometry(model)
         self.model, self.step = arch.prepare(model), step
         self.layers, self.kv_heads = geometry.layers, geometry.kv_heads
@@ -150,8 +149,6 @@ def export_methods(model: torch.nn.Module, max_len: int, chunk: int) -> dict:
     """{"forward": ..., "prefill": ...}: torch.export of both methods, F (the rows handed
     in, 1..L) dynamic, S (prefill's new tokens, 1..chunk) dynamic apart from F. Each
     example tensor is its own (a tensor passed twice would be traced as one input)."""
-    from .decoder import arch_and_geometry
-
     _, geometry = arch_and_geometry(model)
     n = geometry.layers * geometry.kv_heads
     dtype = model.dtype

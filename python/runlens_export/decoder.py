@@ -35,21 +35,11 @@ from typing import Callable
 
 import torch
 
+from .archs import arch_and_geometry
 from .files import ExportError, release_memory, say, write_atomic, write_program
 from .lowering import XNNPACK, lower
 from .manifest import program_entry
 from .static_cache import CACHE_BUFFERS, StaticKV, attention_for_export
-
-
-def arch_and_geometry(model: torch.nn.Module):
-    """The architecture (archs/) of a loaded transformers decoder and its sizes."""
-    from .archs import arch_of, config_dict
-
-    arch = arch_of(model.config)
-    if arch is None or not arch.decoder:
-        raise ExportError(f"{type(model).__name__} (model_type {getattr(model.config, 'model_type', '?')}) is not "
-                          "a decoder of runlens_export/archs/")
-    return arch, arch.geometry(config_dict(model.config))
 
 
 class DecoderWithStaticCache(torch.nn.Module):

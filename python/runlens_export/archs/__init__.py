@@ -91,6 +91,17 @@ def arch_of(config) -> Arch | None:
     return None
 
 
+def arch_and_geometry(model):
+    """The architecture of a loaded transformers decoder and its sizes."""
+    from ..files import ExportError
+
+    arch = arch_of(model.config)
+    if arch is None or not arch.decoder:
+        raise ExportError(f"{type(model).__name__} (model_type {getattr(model.config, 'model_type', '?')}) is not "
+                          "a decoder of runlens_export/archs/")
+    return arch, arch.geometry(config_dict(model.config))
+
+
 def supported_text() -> str:
     rows = []
     for model_type, arch in ARCHS.items():
