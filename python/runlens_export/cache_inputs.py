@@ -35,12 +35,11 @@ the check at export and bench_generate.py) call it the same way.
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
 from .archs import arch_and_geometry
 from .files import ExportError
+from .static_cache import attention_as
 
 ATTENTION = "runlens_cache_inputs"
 # The program's methods: one new token, and a chunk of a prompt.
@@ -131,18 +130,9 @@ class DecoderWithCallerCache(torch.nn.Module):
         return out.logits[:, -1, :], new_keys, new_values
 
 
-@contextlib.contextmanager
 def attention_for_export(model: torch.nn.Module):
     """`attend` as the model's attention while the program is traced."""
-    from transformers import AttentionInterface
-
-    AttentionInterface.register(ATTENTION, attend)
-    before = model.config._attn_implementation
-    model.set_attn_implementation(ATTENTION)
-    try:
-        yield
-    finally:
-        model.set_attn_implementation(before)
+    return attention_as(model, ATTENTION, attend)
 
 
 def export_methods(model: torch.nn.Module, max_len: int, chunk: int) -> dict:

@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 
 from .files import ExportError
-from .static_cache import grouped_attention
+from .static_cache import attention_as, grouped_attention
 
 ATTENTION = "runlens_onnx_past"
 TRANSPOSED = "runlens_weight_t"  # the buffer linear_weights_transposed adds while tracing
@@ -72,17 +72,9 @@ def attend(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, valu
     return grouped_attention(query, keys[0].transpose(1, 2), values[0], keys.shape[1], keys.shape[2], kv.mask, scaling), None
 
 
-@contextlib.contextmanager
 def attention_for_export(model: torch.nn.Module):
-    from transformers import AttentionInterface
-
-    AttentionInterface.register(ATTENTION, attend)
-    before = model.config._attn_implementation
-    model.set_attn_implementation(ATTENTION)
-    try:
-        yield
-    finally:
-        model.set_attn_implementation(before)
+    """`attend` as the model's attention while the ONNX graph is traced."""
+    return attention_as(model, ATTENTION, attend)
 
 
 @contextlib.contextmanager

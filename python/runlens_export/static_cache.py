@@ -112,16 +112,23 @@ def grouped_attention(query: torch.Tensor, keys_t: torch.Tensor, values: torch.T
 
 
 @contextlib.contextmanager
-def attention_for_export(model: torch.nn.Module):
-    """`attend` as the model's attention while the KV-cache program is exported;
-    the model's own implementation again afterwards (the check at export runs
-    transformers as it loaded)."""
+def attention_as(model: torch.nn.Module, name: str, attend_fn):
+    """`attend_fn` registered in transformers' AttentionInterface under `name` and set as
+    the model's attention while a program is traced; the model's own implementation
+    again afterwards (the check at export runs transformers as it loaded). The KV-cache
+    programs (here), the cache-inputs ones (cache_inputs.py) and the ONNX decoder
+    (onnx_decoder.py) each trace with their own."""
     from transformers import AttentionInterface
 
-    AttentionInterface.register(ATTENTION, attend)
+    AttentionInterface.register(name, attend_fn)
     before = model.config._attn_implementation
-    model.set_attn_implementation(ATTENTION)
+    model.set_attn_implementation(name)
     try:
         yield
     finally:
         model.set_attn_implementation(before)
+
+
+def attention_for_export(model: torch.nn.Module):
+    """`attend` as the model's attention while the KV-cache program is exported."""
+    return attention_as(model, ATTENTION, attend)
