@@ -239,12 +239,19 @@ fn a_cache_given_as_inputs_is_read_in_place_by_the_delegate_only() {
             let cache: Vec<i32> = m.inputs.iter().filter(|(_, float, _)| *float).map(|(v, _, _)| *v).collect();
             assert_eq!(cache.len() as u64, 2 * layers * kv_heads, "{model}/xnnpack-kvin {name}: keys and values per layer and KV head");
             assert!(m.inputs.iter().all(|(_, float, planned)| !(*float && *planned)), "{model}/xnnpack-kvin {name}: a cache input is memory-planned (copied per call)");
-            let takers: Vec<&String> = m.calls.iter().filter(|(_, args, _)| args.iter().any(|a| cache.contains(a))).map(|(op, _, _)| op).collect();
+            // `sym_size` reads a cache input's length (the filled length F), not its data.
+            let takers: Vec<&String> = m
+                .calls
+                .iter()
+                .filter(|(op, args, _)| op != "aten::sym_size" && args.iter().any(|a| cache.contains(a)))
+                .map(|(op, _, _)| op)
+                .collect();
             assert!(takers.is_empty(), "{model}/xnnpack-kvin {name}: kernels outside the delegate take the cache: {takers:?}");
             if name == "forward" {
                 let sized: Vec<(&String, &Vec<i32>)> = m
                     .calls
                     .iter()
+                    .filter(|(op, _, _)| op != "aten::sym_size")
                     .flat_map(|(op, _, floats)| floats.iter().map(move |f| (op, f)))
                     .filter(|(_, (sizes, dynamic))| *dynamic && sizes.iter().map(|&d| d as u64).product::<u64>() >= length * head_dim)
                     .map(|(op, (sizes, _))| (op, sizes))
@@ -287,5 +294,39 @@ fn a_decode_step_runs_no_cache_copy_on_the_default_kernels() {
         assert!(copies.is_empty(), "{model}: the step runs cache copies on the default kernels: {copies:?}");
         let writes = kernels.iter().find(|(name, _)| name == "aten::index_put_").map_or(0, |(_, n)| *n);
         assert_eq!(writes, 2 * layers, "{model}: keys and values written in place once per layer: {kernels:?}");
+    }
+}
+
+/// A cache-inputs program's decode step (`forward`: one token, only the filled length
+/// varies) is a few delegate calls, not several per layer: nothing the partitioner
+/// leaves out splits a layer (a `select` of one KV head, RoPE's `unsqueeze`, the RMS
+/// norm's `mean`: cache_inputs.py takes heads by `narrow`, delegable.py gives the other
+/// two forms XNNPACK takes), and the new token's probability is no Max Pooling, whose
+/// window ExecuTorch sizes by the bound L (a cost in proportion to L at every step).
+#[test]
+fn a_cache_inputs_step_is_not_split_per_layer() {
+    for model in DECODERS {
+        let pte = Path::new(&common::model_path(model)).join("xnnpack-kvin.pte");
+        let report = runlens::pte::inspect_file(&pte).unwrap_or_else(|e| panic!("{}: {e} (make test-models)", pte.display()));
+        let step = report.plan("forward").expect("forward");
+        let splitters: Vec<(&String, &u64)> = step
+            .partition
+            .breaks
+            .iter()
+            .filter(|(op, _)| ["aten::select_copy", "aten::unsqueeze_copy", "aten::mean"].iter().any(|s| op.starts_with(s)))
+            .collect();
+        assert!(splitters.is_empty(), "{model}/xnnpack-kvin: the step's delegate calls are split by {splitters:?}");
+        assert!(
+            !step.xnnpack_nodes.contains_key("XNNMaxPooling2d"),
+            "{model}/xnnpack-kvin: the step pools with a window as wide as L: {:?}",
+            step.xnnpack_nodes
+        );
+        if model != "tiny-gpt2" {
+            // GPT-2's layer norms and GELU stay on the default kernels. The Llama family's
+            // step is the model in one or two partitions and the new entries gathered
+            // (`cat`: XNNPACK joins at most five tensors), whatever the depth (SmolLM2's
+            // 30 layers: 3 calls).
+            assert!(step.delegate_calls <= 3, "{model}/xnnpack-kvin: a step is {} delegate calls: {:?}", step.delegate_calls, step.partition.breaks);
+        }
     }
 }
