@@ -377,7 +377,7 @@ fn python_imports() -> (BTreeMap<String, BTreeMap<String, String>>, BTreeMap<Str
 const PYTHON_LAYERS: &[(&str, &[&str])] = &[
     ("helpers: files, progress lines, memory, disk, comparisons, manifest entries", &["files", "progress", "memory", "disk", "compare", "manifest"]),
     ("the checkpoint and its architectures", &["archs", "from_gguf", "checkpoint"]),
-    ("lowering and what it is made of", &["modules", "model_explorer", "static_cache", "cache_inputs", "quantize", "delegable", "lowering"]),
+    ("lowering and what it is made of", &["modules", "model_explorer", "static_cache", "cache_inputs", "quantize", "lowering"]),
     ("ExecuTorch's programs", &["programs", "decoder"]),
     ("the other runtimes' files", &["onnx_decoder", "onnx_files", "gguf_files", "gguf_convert"]),
     ("the check against transformers", &["verify"]),

@@ -94,8 +94,8 @@ def attend(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, valu
     for g in range(kv_heads):
         keys, values = kv.past(layer, g)  # [F, d], [1, F, d]
         if kv.step:
-            # Static slices (narrow), not `select`: XNNPACK takes them, so the step's
-            # attention stays one delegated subgraph per layer.
+            # Static slices (narrow), not `select`, which XNNPACK does not take: a
+            # select is a default kernel between two delegate calls, 9 a layer here.
             rows = q.narrow(0, g, 1)  # [1, group, d]
             new_key = key.narrow(1, g, 1).reshape(1, 1, d)
             new_value = value.narrow(1, g, 1).reshape(1, 1, d)

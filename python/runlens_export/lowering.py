@@ -54,14 +54,12 @@ def lower(ep, delegate: bool, mutable_buffers: tuple[str, ...] = (), standard_op
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_and_lower
 
-    from .delegable import delegable_step_pass
     from .modules import edge_nodes
 
     if delegate:
         with named_data_on_disk(pte.parent if pte is not None else None) as scratch:
-            edge = to_edge_transform_and_lower(ep, transform_passes=[delegable_step_pass()],
-                                               partitioner=[runtime_weight_partitioner() if caller_cache
-                                                            else XnnpackPartitioner()])
+            edge = to_edge_transform_and_lower(ep, partitioner=[runtime_weight_partitioner() if caller_cache
+                                                                else XnnpackPartitioner()])
     else:
         edge = to_edge(ep)
         fold_constants(edge)
