@@ -240,18 +240,13 @@ fn a_cache_given_as_inputs_is_read_in_place_by_the_delegate_only() {
             assert_eq!(cache.len() as u64, 2 * layers * kv_heads, "{model}/xnnpack-kvin {name}: keys and values per layer and KV head");
             assert!(m.inputs.iter().all(|(_, float, planned)| !(*float && *planned)), "{model}/xnnpack-kvin {name}: a cache input is memory-planned (copied per call)");
             // `sym_size` reads a cache input's length (the filled length F), not its data.
-            let takers: Vec<&String> = m
-                .calls
-                .iter()
-                .filter(|(op, args, _)| op != "aten::sym_size" && args.iter().any(|a| cache.contains(a)))
-                .map(|(op, _, _)| op)
-                .collect();
+            let data_calls: Vec<_> = m.calls.iter().filter(|(op, _, _)| op != "aten::sym_size").collect();
+            let takers: Vec<&String> =
+                data_calls.iter().filter(|(_, args, _)| args.iter().any(|a| cache.contains(a))).map(|(op, _, _)| op).collect();
             assert!(takers.is_empty(), "{model}/xnnpack-kvin {name}: kernels outside the delegate take the cache: {takers:?}");
             if name == "forward" {
-                let sized: Vec<(&String, &Vec<i32>)> = m
-                    .calls
+                let sized: Vec<(&String, &Vec<i32>)> = data_calls
                     .iter()
-                    .filter(|(op, _, _)| op != "aten::sym_size")
                     .flat_map(|(op, _, floats)| floats.iter().map(move |f| (op, f)))
                     .filter(|(_, (sizes, dynamic))| *dynamic && sizes.iter().map(|&d| d as u64).product::<u64>() >= length * head_dim)
                     .map(|(op, (sizes, _))| (op, sizes))
